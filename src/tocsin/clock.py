@@ -1,0 +1,69 @@
+"""Clocks: every piece of Tocsin that needs "now" asks one, so tests can move time.
+
+Instants are integer milliseconds since the Unix epoch, UTC, everywhere inside Tocsin.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+__all__ = ["Clock", "ManualClock", "SystemClock", "from_ms", "to_ms"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class Clock:
+    """The wall clock; subclasses may move time by hand."""
+
+    def now_ms(self) -> int:
+        """Milliseconds since the Unix epoch, UTC."""
+        return time.time_ns() // 1_000_000
+
+    def now(self) -> datetime:
+        """The current instant as an aware UTC datetime."""
+        return from_ms(self.now_ms())
+
+
+class SystemClock(Clock):
+    """The real clock."""
+
+
+class ManualClock(Clock):
+    """A clock that only moves when told to: for tests and simulations."""
+
+    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
+        self._now = start_ms
+        self._lock = threading.Lock()
+
+    def now_ms(self) -> int:
+        with self._lock:
+            return self._now
+
+    def advance(self, ms: int) -> int:
+        """Move time forward by ``ms`` milliseconds and return the new now."""
+        if ms < 0:
+            raise ValueError("a clock never runs backwards")
+        with self._lock:
+            self._now += ms
+            return self._now
+
+    def set(self, ms: int) -> None:
+        """Jump to ``ms`` (forward only)."""
+        with self._lock:
+            if ms < self._now:
+                raise ValueError("a clock never runs backwards")
+            self._now = ms
+
+
+def to_ms(instant: datetime) -> int:
+    """An aware datetime as UTC milliseconds; naive datetimes are refused."""
+    if instant.tzinfo is None or instant.utcoffset() is None:
+        raise ValueError("naive datetime: an instant needs a UTC offset")
+    return (instant - _EPOCH) // timedelta(milliseconds=1)
+
+
+def from_ms(ms: int) -> datetime:
+    """UTC milliseconds as an aware UTC datetime."""
+    return _EPOCH + timedelta(milliseconds=ms)

@@ -1,0 +1,56 @@
+"""Channels as the store keeps them: a name, a kind, and the kind's configuration."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from tocsin.errors import ValidationError
+
+__all__ = ["ChannelKind", "ChannelSpec"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class ChannelKind(StrEnum):
+    """The transports Tocsin can deliver to."""
+
+    FILE = "file"
+    """JSON lines appended to one file per channel."""
+    WEBHOOK = "webhook"
+    """An HTTP POST of the JSON envelope."""
+    KAFKA = "kafka"
+    """A Kafka topic (any Kafka-protocol broker)."""
+    RABBITMQ = "rabbitmq"
+    """A RabbitMQ queue or exchange."""
+    RECORDING = "recording"
+    """Kept in memory by the worker process: a fake for tests."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChannelSpec:
+    """A registered channel. ``config`` is validated by the kind's implementation."""
+
+    name: str
+    kind: ChannelKind
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ValidationError(
+                "name", "must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+            )
+
+    @property
+    def dead_letter(self) -> str | None:
+        """The channel that receives a copy of what dies here, if any."""
+        value = self.config.get("dead_letter")
+        return str(value) if value else None
+
+    @property
+    def max_attempts(self) -> int | None:
+        """This channel's own limit on attempts, overriding the global one."""
+        value = self.config.get("max_attempts")
+        return int(value) if value is not None else None

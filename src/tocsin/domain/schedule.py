@@ -1,0 +1,110 @@
+"""Schedules: what a client asked Tocsin to deliver, and when."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+__all__ = ["NewSchedule", "PayloadKind", "Schedule", "Status"]
+
+
+class Status(StrEnum):
+    """Where a schedule is in its life."""
+
+    PENDING = "PENDING"
+    """Waiting for its due time (or for its next retry)."""
+    CLAIMED = "CLAIMED"
+    """Taken by a dispatcher epoch and being delivered; too late to cancel."""
+    DELIVERED = "DELIVERED"
+    """Handed to its channel and acknowledged."""
+    CANCELLED = "CANCELLED"
+    """Cancelled by the client before it fired; it will never be delivered."""
+    DEAD = "DEAD"
+    """Every attempt failed, or the channel refused it for good."""
+
+    @property
+    def final(self) -> bool:
+        """True for the states a schedule never leaves."""
+        return self in (Status.DELIVERED, Status.CANCELLED, Status.DEAD)
+
+
+class PayloadKind(StrEnum):
+    """How a payload's bytes are to be read when they are handed to a channel."""
+
+    JSON = "json"
+    """UTF-8 JSON text; channels that speak JSON embed it as a value."""
+    TEXT = "text"
+    """UTF-8 text."""
+    BINARY = "binary"
+    """Opaque bytes; JSON envelopes carry them base64-encoded."""
+
+
+def payload_value(kind: PayloadKind, payload: bytes) -> dict[str, Any]:
+    """The payload as it appears in a JSON envelope: ``payload``, or ``payload_base64``."""
+    if kind is PayloadKind.JSON:
+        return {"payload": json.loads(payload)}
+    if kind is PayloadKind.TEXT:
+        return {"payload": payload.decode("utf-8")}
+    return {"payload_base64": base64.b64encode(payload).decode("ascii")}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewSchedule:
+    """A validated request to deliver ``payload`` to ``channel`` at ``due_ms``."""
+
+    channel: str
+    payload: bytes
+    payload_kind: PayloadKind = PayloadKind.JSON
+    headers: dict[str, str] = field(default_factory=dict)
+    due_ms: int
+    tenant: str = "default"
+    key: str | None = None
+    ordering_key: str | None = None
+    request_digest: str | None = None
+    """A digest of the client's request as sent (so a repeat with ``delay`` matches);
+    when absent, :meth:`fingerprint` digests the content."""
+
+    def fingerprint(self) -> str:
+        """A digest of the request, to tell a true repeat from a key reused."""
+        if self.request_digest is not None:
+            return self.request_digest
+        digest = hashlib.sha256()
+        for part in (self.tenant, self.channel, self.payload_kind.value, str(self.due_ms),
+                     self.ordering_key or "", json.dumps(self.headers, sort_keys=True)):
+            digest.update(part.encode())
+            digest.update(b"\0")
+        digest.update(self.payload)
+        return digest.hexdigest()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Schedule:
+    """A stored schedule, as the store knows it now."""
+
+    id: str
+    tenant: str
+    channel: str
+    payload: bytes
+    payload_kind: PayloadKind
+    headers: dict[str, str]
+    due_ms: int
+    bucket: int
+    status: Status
+    attempts: int
+    created_ms: int
+    key: str | None = None
+    ordering_key: str | None = None
+    next_ms: int | None = None
+    claim_epoch: int | None = None
+    claimed_ms: int | None = None
+    delivered_ms: int | None = None
+    last_error: str | None = None
+
+    @property
+    def lateness_ms(self) -> int | None:
+        """How long after its due time it was delivered (None until delivered)."""
+        return None if self.delivered_ms is None else self.delivered_ms - self.due_ms

@@ -1,0 +1,83 @@
+"""Column lists and row mappers shared by the SQL stores."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from tocsin.abc import ClaimedRow
+from tocsin.domain import ChannelKind, ChannelSpec, Delivery, NewSchedule, Outcome, Schedule, Status
+from tocsin.domain.schedule import PayloadKind
+from tocsin.ids import bucket_of, new_schedule_id
+
+__all__ = [
+    "CLAIM_COLUMNS",
+    "DELIVERY_COLUMNS",
+    "INSERT_COLUMNS",
+    "SCHEDULE_COLUMNS",
+    "channel_from_row",
+    "claimed_from_row",
+    "delivery_from_row",
+    "insert_values",
+    "schedule_from_row",
+]
+
+SCHEDULE_COLUMNS = (
+    "id, tenant, channel, payload, payload_kind, headers, due_ms, next_ms, bucket, status, "
+    "attempts, claim_epoch, claimed_ms, created_ms, delivered_ms, last_error, key, ordering_key"
+)
+CLAIM_COLUMNS = (
+    "id, tenant, channel, payload, payload_kind, headers, due_ms, attempts + 1, key, "
+    "ordering_key, claim_epoch"
+)
+DELIVERY_COLUMNS = (
+    "delivery_id, schedule_id, attempt, epoch, started_ms, ended_ms, outcome, error, lateness_ms"
+)
+INSERT_COLUMNS = (
+    "id, tenant, channel, payload, payload_kind, headers, due_ms, next_ms, bucket, status, "
+    "attempts, created_ms, key, fingerprint, ordering_key"
+)
+
+
+def insert_values(item: NewSchedule, *, buckets: int, now_ms: int) -> tuple[Any, ...]:
+    """The INSERT values (in ``INSERT_COLUMNS`` order) of a new PENDING schedule."""
+    schedule_id = new_schedule_id(now_ms)
+    return (
+        schedule_id, item.tenant, item.channel, item.payload, item.payload_kind.value,
+        json.dumps(item.headers, separators=(",", ":")), item.due_ms, item.due_ms,
+        bucket_of(item.ordering_key or schedule_id, buckets), Status.PENDING.value, 0, now_ms,
+        item.key, item.fingerprint() if item.key is not None else None, item.ordering_key,
+    )
+
+
+def schedule_from_row(row: Sequence[Any]) -> Schedule:
+    """A ``SCHEDULE_COLUMNS`` row as a :class:`Schedule`."""
+    return Schedule(
+        id=row[0], tenant=row[1], channel=row[2], payload=bytes(row[3]),
+        payload_kind=PayloadKind(row[4]), headers=json.loads(row[5]), due_ms=row[6],
+        next_ms=row[7], bucket=row[8], status=Status(row[9]), attempts=row[10],
+        claim_epoch=row[11], claimed_ms=row[12], created_ms=row[13], delivered_ms=row[14],
+        last_error=row[15], key=row[16], ordering_key=row[17],
+    )
+
+
+def claimed_from_row(row: Sequence[Any]) -> ClaimedRow:
+    """A ``CLAIM_COLUMNS`` row as a :class:`ClaimedRow`."""
+    return ClaimedRow(row[0], row[1], row[2], bytes(row[3]), row[4], row[5], row[6], row[7],
+                      row[8], row[9], row[10])
+
+
+def delivery_from_row(row: Sequence[Any]) -> Delivery:
+    """A ``DELIVERY_COLUMNS`` row as a :class:`Delivery`."""
+    return Delivery(
+        delivery_id=row[0], schedule_id=row[1], attempt=row[2], epoch=row[3],
+        started_ms=row[4], ended_ms=row[5], outcome=Outcome(row[6]), error=row[7],
+        lateness_ms=row[8],
+    )
+
+
+def channel_from_row(row: Sequence[Any]) -> ChannelSpec:
+    """A ``(name, kind, config)`` row as a :class:`ChannelSpec`."""
+    config = row[2] if isinstance(row[2], dict) else json.loads(row[2])
+    return ChannelSpec(name=row[0], kind=ChannelKind(row[1]), config=config)

@@ -1,0 +1,350 @@
+"""SQLite store: the embedded default. One file in WAL mode, shared by the API and the
+dispatcher's processes; every write is one ``BEGIN IMMEDIATE`` transaction."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from tocsin.abc import ClaimedRow, Store
+from tocsin.domain import Ack, ChannelSpec, Delivery, NewSchedule, Schedule, Status
+from tocsin.errors import ConflictError, NotFoundError, StoreError
+from tocsin.stores.rows import (
+    CLAIM_COLUMNS,
+    DELIVERY_COLUMNS,
+    INSERT_COLUMNS,
+    SCHEDULE_COLUMNS,
+    channel_from_row,
+    claimed_from_row,
+    delivery_from_row,
+    insert_values,
+    schedule_from_row,
+)
+
+__all__ = ["SQLiteStore"]
+
+SCHEMA_VERSION = 1
+
+
+def _migrations() -> list[tuple[int, str]]:
+    folder = resources.files("tocsin.stores") / "migrations" / "sqlite"
+    found = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            found.append((int(entry.name.split("_", 1)[0]), entry.read_text()))
+    return sorted(found)
+
+
+class SQLiteStore(Store):
+    """A :class:`~tocsin.abc.Store` in one SQLite file (``:memory:`` for a per-process fake)."""
+
+    def __init__(self, path: str | Path, *, buckets: int = 64) -> None:
+        path = str(path)
+        if path == ":memory:":
+            self._target = f"file:tocsin-{uuid.uuid4().hex}?mode=memory&cache=shared"
+            self._uri = True
+        else:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self._target, self._uri = path, False
+        self.path = path
+        self._local = threading.local()
+        self._keepalive = self._connect()  # keeps a shared in-memory database alive
+        self._migrate(buckets)
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self._target, uri=self._uri, timeout=60, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 60000")
+        if not self._uri:
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        return conn
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._connect()
+        return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite {self.path}: {exc}") from exc
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+
+    def _migrate(self, buckets: int) -> None:
+        with self._tx() as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)")
+            row = conn.execute("SELECT v FROM meta WHERE k = 'schema_version'").fetchone()
+            version = int(row[0]) if row else 0
+            for number, script in _migrations():
+                if number > version:
+                    for statement in script.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    version = number
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(version),))
+            conn.execute("INSERT OR IGNORE INTO meta VALUES ('buckets', ?)", (str(buckets),))
+            conn.execute("INSERT OR IGNORE INTO meta VALUES ('epoch', '0')")
+            self.buckets = int(conn.execute("SELECT v FROM meta WHERE k = 'buckets'").fetchone()[0])
+            self.schema_version = version
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+        self._keepalive.close()
+
+    # -- schedules -------------------------------------------------------------------------
+
+    def create(self, items: Sequence[NewSchedule], *, now_ms: int) -> list[tuple[Schedule, bool]]:
+        out: list[tuple[Schedule, bool]] = []
+        with self._tx() as conn:
+            for item in items:
+                if item.key is not None:
+                    row = conn.execute(
+                        f"SELECT {SCHEDULE_COLUMNS}, fingerprint FROM schedules "
+                        "WHERE tenant = ? AND key = ?", (item.tenant, item.key)).fetchone()
+                    if row is not None:
+                        if row[-1] != item.fingerprint():
+                            raise ConflictError(
+                                f"key {item.key!r} is already used by schedule {row[0]} with a "
+                                "different request", ident=row[0], status=row[9])
+                        out.append((schedule_from_row(row[:-1]), False))
+                        continue
+                values = insert_values(item, buckets=self.buckets, now_ms=now_ms)
+                conn.execute(f"INSERT INTO schedules ({INSERT_COLUMNS}) VALUES "
+                             f"({', '.join('?' * len(values))})", values)
+                out.append((self._schedule_from_values(values), True))
+        return out
+
+    @staticmethod
+    def _schedule_from_values(v: tuple[Any, ...]) -> Schedule:
+        return schedule_from_row((v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9],
+                                  v[10], None, None, v[11], None, None, v[12], v[14]))
+
+    def get(self, schedule_id: str) -> Schedule:
+        row = self._conn.execute(f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = ?",
+                                 (schedule_id,)).fetchone()
+        if row is None:
+            raise NotFoundError("schedule", schedule_id)
+        return schedule_from_row(row)
+
+    def list(
+        self,
+        *,
+        status: Status | None = None,
+        channel: str | None = None,
+        due_from_ms: int | None = None,
+        due_to_ms: int | None = None,
+        after_id: str | None = None,
+        limit: int = 100,
+    ) -> list[Schedule]:
+        where, args = ["1 = 1"], []
+        for clause, value in (("status = ?", status.value if status else None),
+                              ("channel = ?", channel), ("due_ms >= ?", due_from_ms),
+                              ("due_ms < ?", due_to_ms), ("id > ?", after_id)):
+            if value is not None:
+                where.append(clause)
+                args.append(value)
+        rows = self._conn.execute(
+            f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE {' AND '.join(where)} "
+            "ORDER BY id LIMIT ?", (*args, limit)).fetchall()
+        return [schedule_from_row(r) for r in rows]
+
+    def cancel(self, schedule_id: str, *, now_ms: int) -> Schedule:
+        with self._tx() as conn:
+            row = conn.execute(
+                f"UPDATE schedules SET status = 'CANCELLED', next_ms = ? "
+                f"WHERE id = ? AND status = 'PENDING' RETURNING {SCHEDULE_COLUMNS}",
+                (now_ms, schedule_id)).fetchone()
+        if row is not None:
+            return schedule_from_row(row)
+        current = self.get(schedule_id)
+        raise ConflictError(f"schedule {schedule_id} is {current.status.value}: too late to cancel",
+                            status=current.status.value, ident=schedule_id)
+
+    def deliveries(self, schedule_id: str) -> list[Delivery]:
+        rows = self._conn.execute(
+            f"SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE schedule_id = ? "
+            "ORDER BY started_ms, attempt", (schedule_id,)).fetchall()
+        return [delivery_from_row(r) for r in rows]
+
+    # -- channels --------------------------------------------------------------------------
+
+    def put_channel(self, spec: ChannelSpec) -> ChannelSpec:
+        with self._tx() as conn:
+            conn.execute("INSERT OR REPLACE INTO channels VALUES (?, ?, ?)",
+                         (spec.name, spec.kind.value, json.dumps(spec.config)))
+        return spec
+
+    def get_channel(self, name: str) -> ChannelSpec:
+        row = self._conn.execute("SELECT name, kind, config FROM channels WHERE name = ?",
+                                 (name,)).fetchone()
+        if row is None:
+            raise NotFoundError("channel", name)
+        return channel_from_row(row)
+
+    def list_channels(self) -> list[ChannelSpec]:
+        rows = self._conn.execute("SELECT name, kind, config FROM channels ORDER BY name")
+        return [channel_from_row(r) for r in rows]
+
+    def delete_channel(self, name: str) -> None:
+        with self._tx() as conn:
+            if conn.execute("DELETE FROM channels WHERE name = ?", (name,)).rowcount == 0:
+                raise NotFoundError("channel", name)
+
+    # -- dispatch --------------------------------------------------------------------------
+
+    def next_epoch(self) -> int:
+        with self._tx() as conn:
+            row = conn.execute("UPDATE meta SET v = CAST(v AS INTEGER) + 1 WHERE k = 'epoch' "
+                               "RETURNING v").fetchone()
+        return int(row[0])
+
+    def next_due_ms(self, *, now_ms: int, lease_ms: int) -> int | None:
+        conn = self._conn
+        pending = conn.execute(
+            "SELECT min(next_ms) FROM schedules WHERE status = 'PENDING'").fetchone()[0]
+        claimed = conn.execute(
+            "SELECT min(claimed_ms) FROM schedules WHERE status = 'CLAIMED'").fetchone()[0]
+        times = [t for t in (pending, None if claimed is None else claimed + lease_ms) if t is not None]
+        return min(times) if times else None
+
+    def claim(
+        self,
+        *,
+        epoch: int,
+        bucket_lo: int,
+        bucket_hi: int,
+        until_ms: int,
+        now_ms: int,
+        lease_ms: int,
+        limit: int,
+    ) -> list[ClaimedRow]:
+        with self._tx() as conn:
+            done = conn.execute(
+                "SELECT 1 FROM claims WHERE epoch = ? AND bucket_lo = ? AND bucket_hi = ?",
+                (epoch, bucket_lo, bucket_hi)).fetchone()
+            if done is not None:
+                rows = conn.execute(
+                    f"SELECT {CLAIM_COLUMNS} FROM schedules WHERE status = 'CLAIMED' "
+                    "AND claim_epoch = ? AND bucket BETWEEN ? AND ? ORDER BY next_ms, id",
+                    (epoch, bucket_lo, bucket_hi)).fetchall()
+                return [claimed_from_row(r) for r in rows]
+            rows = conn.execute(
+                f"UPDATE schedules SET claim_epoch = ?, claimed_ms = ? WHERE id IN ("
+                "SELECT id FROM schedules WHERE status = 'CLAIMED' AND claimed_ms < ? "
+                "AND bucket BETWEEN ? AND ? ORDER BY claimed_ms LIMIT ?) "
+                f"RETURNING {CLAIM_COLUMNS}",
+                (epoch, now_ms, now_ms - lease_ms, bucket_lo, bucket_hi, limit)).fetchall()
+            if len(rows) < limit:
+                rows += conn.execute(
+                    "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
+                    "WHERE id IN (SELECT id FROM schedules WHERE status = 'PENDING' "
+                    "AND bucket BETWEEN ? AND ? AND next_ms <= ? ORDER BY next_ms LIMIT ?) "
+                    f"RETURNING {CLAIM_COLUMNS}",
+                    (epoch, now_ms, bucket_lo, bucket_hi, until_ms, limit - len(rows))).fetchall()
+            conn.execute("INSERT INTO claims VALUES (?, ?, ?, ?)",
+                         (epoch, bucket_lo, bucket_hi, now_ms))
+        return [claimed_from_row(r) for r in rows]
+
+    def acknowledge(self, *, epoch: int, acks: Sequence[Ack], now_ms: int) -> int:
+        if not acks:
+            return 0
+        delivered = [a.schedule_id for a in acks if a.status is Status.DELIVERED]
+        retries = [(a.next_ms, a.error, a.schedule_id, epoch) for a in acks
+                   if a.status is Status.PENDING]
+        dead = [a for a in acks if a.status is Status.DEAD]
+        applied = 0
+        with self._tx() as conn:
+            if delivered:
+                applied += conn.execute(
+                    "UPDATE schedules SET status = 'DELIVERED', attempts = attempts + 1, "
+                    "delivered_ms = ?, last_error = NULL WHERE claim_epoch = ? "
+                    "AND status = 'CLAIMED' AND id IN (SELECT value FROM json_each(?))",
+                    (now_ms, epoch, json.dumps(delivered))).rowcount
+            if retries:
+                cur = conn.executemany(
+                    "UPDATE schedules SET status = 'PENDING', attempts = attempts + 1, "
+                    "next_ms = ?, last_error = ?, claim_epoch = NULL, claimed_ms = NULL "
+                    "WHERE id = ? AND claim_epoch = ? AND status = 'CLAIMED'", retries)
+                applied += cur.rowcount
+            for ack in dead:
+                row = conn.execute(
+                    "UPDATE schedules SET status = 'DEAD', attempts = attempts + 1, "
+                    "last_error = ? WHERE id = ? AND claim_epoch = ? AND status = 'CLAIMED' "
+                    "RETURNING tenant, payload, payload_kind, headers",
+                    (ack.error, ack.schedule_id, epoch)).fetchone()
+                if row is None:
+                    continue
+                applied += 1
+                if ack.dead_letter:
+                    self._insert_dead_letter(conn, ack, row, now_ms)
+            conn.executemany(
+                f"INSERT INTO deliveries ({DELIVERY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(a.delivery_id, a.schedule_id, a.attempt, epoch, a.started_ms, a.ended_ms,
+                  a.outcome.value, a.error, a.ended_ms - a.due_ms) for a in acks])
+        return applied
+
+    def _insert_dead_letter(self, conn: sqlite3.Connection, ack: Ack, row: Sequence[Any],
+                            now_ms: int) -> None:
+        from tocsin.domain.schedule import PayloadKind
+
+        headers = {**json.loads(row[3]), "Tocsin-Dead-Letter-Of": ack.schedule_id,
+                   "Tocsin-Error": (ack.error or "")[:500]}
+        item = NewSchedule(channel=str(ack.dead_letter), payload=bytes(row[1]),
+                           payload_kind=PayloadKind(row[2]), headers=headers, due_ms=now_ms,
+                           tenant=row[0])
+        values = insert_values(item, buckets=self.buckets, now_ms=now_ms)
+        conn.execute(f"INSERT INTO schedules ({INSERT_COLUMNS}) VALUES "
+                     f"({', '.join('?' * len(values))})", values)
+
+    # -- health and metrics ----------------------------------------------------------------
+
+    def beat(self, component: str, *, now_ms: int, info: dict[str, Any] | None = None) -> None:
+        with self._tx() as conn:
+            conn.execute("INSERT OR REPLACE INTO beats VALUES (?, ?, ?)",
+                         (component, now_ms, json.dumps(info or {})))
+
+    def last_beat(self, component: str) -> tuple[int, dict[str, Any]] | None:
+        row = self._conn.execute("SELECT at_ms, info FROM beats WHERE component = ?",
+                                 (component,)).fetchone()
+        return None if row is None else (int(row[0]), json.loads(row[1]))
+
+    def counts(self) -> dict[Status, int]:
+        rows = self._conn.execute("SELECT status, count(*) FROM schedules GROUP BY status")
+        found = {Status(s): n for s, n in rows}
+        return {s: found.get(s, 0) for s in Status}
+
+    def due_backlog(self, *, now_ms: int) -> int:
+        row = self._conn.execute(
+            "SELECT count(*) FROM schedules WHERE status = 'PENDING' AND next_ms <= ?",
+            (now_ms,)).fetchone()
+        return int(row[0])
+
+    def ping(self) -> None:
+        try:
+            self._conn.execute("SELECT 1").fetchone()
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite {self.path}: {exc}") from exc
