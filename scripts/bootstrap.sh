@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Install what Tocsin needs on this machine, idempotently: Java 17 (for Spark) from apt when
+# missing, a virtualenv in .venv with Tocsin and its dependencies. With --dev, also the test
+# tools and the real servers the test suite starts (PostgreSQL, RabbitMQ).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras="all"
+apt_pkgs=()
+command -v java >/dev/null 2>&1 || apt_pkgs+=(openjdk-17-jre-headless)
+if [ "${1:-}" = "--dev" ]; then
+    extras="dev"
+    [ -x /usr/lib/postgresql/15/bin/initdb ] || command -v initdb >/dev/null 2>&1 || apt_pkgs+=(postgresql)
+    command -v rabbitmq-server >/dev/null 2>&1 || [ -x /usr/sbin/rabbitmq-server ] || apt_pkgs+=(rabbitmq-server)
+fi
+if [ ${#apt_pkgs[@]} -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    echo "bootstrap: apt-get install ${apt_pkgs[*]}" >&2
+    $sudo apt-get update -qq
+    # Services are started by Tocsin's own scripts and fixtures, not by the package.
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
+    $sudo chmod +x /usr/sbin/policy-rc.d
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${apt_pkgs[@]}" >/dev/null
+    $sudo rm -f /usr/sbin/policy-rc.d
+fi
+
+[ -x .venv/bin/python ] || python3 -m venv .venv
+stamp=".venv/.tocsin-$extras-$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -e "$stamp" ]; then
+    echo "bootstrap: installing Tocsin[$extras] into .venv" >&2
+    .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+    .venv/bin/python -m pip install -q -e ".[$extras]"
+    touch "$stamp"
+fi

@@ -1,0 +1,5 @@
+"""``python -m tocsin`` is the ``tocsin`` command."""
+
+from tocsin.cli import main
+
+main()

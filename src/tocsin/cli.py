@@ -1,0 +1,195 @@
+"""The ``tocsin`` command: run the services, and talk to a running API.
+
+``tocsin up`` runs everything on one machine; ``tocsin api`` and ``tocsin dispatcher`` run the
+parts separately (many API replicas, one dispatcher query per store). The other verbs are a
+thin shell over :class:`tocsin.client.Client`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from tocsin.config import Settings
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="Tocsin: a durable scheduler of delayed messages.")
+channels_app = typer.Typer(no_args_is_help=True, help="Register and list channels.")
+app.add_typer(channels_app, name="channels")
+
+StoreOpt = Annotated[str | None, typer.Option("--store", help="Store URL (sqlite:///… or postgresql://…).")]
+MasterOpt = Annotated[str | None, typer.Option("--spark-master", help="Spark master URL.")]
+PortOpt = Annotated[int | None, typer.Option("--port", help="API port.")]
+ApiOpt = Annotated[str | None, typer.Option("--api", envvar="TOCSIN_API_URL",
+                                            help="URL of a running Tocsin API.")]
+
+
+def _settings(store: str | None = None, master: str | None = None,
+              port: int | None = None) -> Settings:
+    overrides: dict[str, Any] = {}
+    if store:
+        overrides["store"] = store
+    if master:
+        overrides["spark_master"] = master
+    if port is not None:
+        overrides["api_port"] = port
+    return Settings(**overrides)
+
+
+def _client(api: str | None) -> Any:
+    from tocsin.client import Client
+
+    settings = Settings()
+    return Client(api or f"http://{settings.api_host}:{settings.api_port}")
+
+
+def _print(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2, default=str))
+
+
+def _fail(exc: Exception) -> None:
+    typer.echo(f"error: {exc}", err=True)
+    raise typer.Exit(1)
+
+
+@app.command()
+def up(store: StoreOpt = None, spark_master: MasterOpt = None, port: PortOpt = None) -> None:
+    """Run store, API and dispatcher on this machine (the embedded default: SQLite, local Spark)."""
+    from tocsin.runner import run_up
+
+    run_up(_settings(store, spark_master, port))
+
+
+@app.command()
+def api(store: StoreOpt = None, port: PortOpt = None) -> None:
+    """Run only the HTTP API (run as many replicas as you like)."""
+    from tocsin.runner import run_api
+
+    run_api(_settings(store, None, port), expect_dispatcher=True)
+
+
+@app.command()
+def dispatcher(store: StoreOpt = None, spark_master: MasterOpt = None) -> None:
+    """Run only the dispatcher (one Spark Structured Streaming query)."""
+    from tocsin.dispatcher.query import run_dispatcher
+
+    run_dispatcher(_settings(store, spark_master))
+
+
+@app.command()
+def config() -> None:
+    """Print the effective configuration."""
+    _print(Settings().summary())
+
+
+@app.command()
+def schedule(
+    channel: str,
+    payload: Annotated[str | None, typer.Option(help="JSON payload.")] = None,
+    text: Annotated[str | None, typer.Option(help="Text payload.")] = None,
+    delay: Annotated[str | None, typer.Option(help="Seconds or ISO 8601 duration (PT5M).")] = None,
+    at: Annotated[str | None, typer.Option(help="Due time, RFC 3339 with offset.")] = None,
+    key: Annotated[str | None, typer.Option(help="Idempotency key.")] = None,
+    ordering_key: Annotated[str | None, typer.Option(help="Ordering key.")] = None,
+    header: Annotated[list[str] | None, typer.Option(help="Header NAME=VALUE (repeatable).")] = None,
+    api: ApiOpt = None,
+) -> None:
+    """Schedule one message."""
+    from tocsin.errors import TocsinError
+
+    headers = dict(h.split("=", 1) for h in header or [])
+    body: dict[str, Any] = {"headers": headers, "key": key, "ordering_key": ordering_key}
+    if payload is not None:
+        try:
+            body["payload"] = json.loads(payload)
+        except json.JSONDecodeError as exc:
+            _fail(ValueError(f"--payload is not JSON: {exc}"))
+    if text is not None:
+        body["payload_text"] = text
+    if delay is not None:
+        body["delay"] = float(delay) if delay.replace(".", "", 1).isdigit() else delay
+    if at is not None:
+        body["due_at"] = at
+    try:
+        _print(_client(api).schedule(channel, **body))
+    except TocsinError as exc:
+        _fail(exc)
+
+
+@app.command()
+def cancel(schedule_id: str, api: ApiOpt = None) -> None:
+    """Cancel a schedule (refused when it is already firing or done)."""
+    from tocsin.errors import TocsinError
+
+    try:
+        _print(_client(api).cancel(schedule_id))
+    except TocsinError as exc:
+        _fail(exc)
+
+
+@app.command()
+def get(schedule_id: str, api: ApiOpt = None) -> None:
+    """Show one schedule and its deliveries."""
+    from tocsin.errors import TocsinError
+
+    try:
+        client = _client(api)
+        _print({"schedule": client.get(schedule_id), "deliveries": client.deliveries(schedule_id)})
+    except TocsinError as exc:
+        _fail(exc)
+
+
+@app.command("ls")
+def list_schedules(
+    status: Annotated[str | None, typer.Option(help="PENDING, DELIVERED, CANCELLED, DEAD…")] = None,
+    channel: Annotated[str | None, typer.Option()] = None,
+    limit: Annotated[int, typer.Option()] = 50,
+    api: ApiOpt = None,
+) -> None:
+    """List schedules."""
+    from itertools import islice
+
+    _print(list(islice(_client(api).list(status=status, channel=channel), limit)))
+
+
+@channels_app.command("add")
+def channels_add(
+    name: str,
+    kind: Annotated[str, typer.Option(help="file, webhook, kafka or rabbitmq.")] = "file",
+    config_json: Annotated[str | None, typer.Option("--config", help="Config as JSON.")] = None,
+    path: Annotated[str | None, typer.Option(help="file: the JSON-lines file.")] = None,
+    url: Annotated[str | None, typer.Option(help="webhook: the URL to POST to.")] = None,
+    api: ApiOpt = None,
+) -> None:
+    """Register (or replace) a channel."""
+    from tocsin.errors import TocsinError
+
+    cfg: dict[str, Any] = json.loads(config_json) if config_json else {}
+    if path:
+        cfg["path"] = os.path.abspath(path)
+    if url:
+        cfg["url"] = url
+    try:
+        _print(_client(api).add_channel(name, kind, cfg))
+    except TocsinError as exc:
+        _fail(exc)
+
+
+@channels_app.command("ls")
+def channels_ls(api: ApiOpt = None) -> None:
+    """List registered channels."""
+    _print(_client(api).channels())
+
+
+def main() -> None:
+    """Entry point of the ``tocsin`` console script."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

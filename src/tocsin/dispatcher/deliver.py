@@ -1,0 +1,127 @@
+"""Delivery of claimed schedules: group by channel, send, decide, acknowledge.
+
+Pure of Spark: the stream writer calls :func:`deliver` on each executor, and tests call it
+with an in-memory store and a recording channel.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from tocsin.abc import ClaimedRow, Store
+from tocsin.clock import Clock
+from tocsin.dispatcher.runtime import ChannelCache
+from tocsin.domain import Ack, ChannelSpec, Envelope, Outcome, Result, RetryPolicy, Status
+from tocsin.domain.schedule import PayloadKind
+from tocsin.ids import delivery_id
+
+__all__ = ["LATENESS_BOUNDS_MS", "Tally", "deliver", "envelope_of"]
+
+LATENESS_BOUNDS_MS = (50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000)
+"""Upper bounds of the lateness histogram's buckets (the last bucket is unbounded)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class Tally:
+    """What a batch of deliveries came to; tallies from many tasks add up."""
+
+    delivered: int = 0
+    retried: int = 0
+    dead: int = 0
+    fenced: int = 0
+    lateness_sum_ms: int = 0
+    lateness_buckets: list[int] = field(default_factory=lambda: [0] * (len(LATENESS_BOUNDS_MS) + 1))
+
+    def add(self, other: Tally) -> None:
+        """Fold ``other`` into this tally."""
+        self.delivered += other.delivered
+        self.retried += other.retried
+        self.dead += other.dead
+        self.fenced += other.fenced
+        self.lateness_sum_ms += other.lateness_sum_ms
+        self.lateness_buckets = [a + b for a, b in zip(self.lateness_buckets,
+                                                       other.lateness_buckets, strict=True)]
+
+    def observe_lateness(self, lateness_ms: int) -> None:
+        """Count one delivered schedule's lateness."""
+        self.lateness_sum_ms += lateness_ms
+        for i, bound in enumerate(LATENESS_BOUNDS_MS):
+            if lateness_ms <= bound:
+                self.lateness_buckets[i] += 1
+                return
+        self.lateness_buckets[-1] += 1
+
+
+def envelope_of(row: ClaimedRow) -> Envelope:
+    """The envelope handed to a channel for one claimed row."""
+    return Envelope(
+        schedule_id=row.id, delivery_id=delivery_id(row.id, row.attempt), attempt=row.attempt,
+        epoch=row.epoch, tenant=row.tenant, channel=row.channel, payload=row.payload,
+        payload_kind=PayloadKind(row.payload_kind), headers=json.loads(row.headers),
+        due_ms=row.due_ms, key=row.key, ordering_key=row.ordering_key,
+    )
+
+
+def _verdict(env: Envelope, result: Result, spec: ChannelSpec | None, retry: RetryPolicy,
+             started_ms: int, ended_ms: int, rng: random.Random) -> Ack:
+    status, next_ms = Status.DELIVERED, None
+    if result.outcome is not Outcome.DELIVERED:
+        limit = (spec.max_attempts if spec else None) or retry.max_attempts
+        if result.outcome is Outcome.RETRY and env.attempt < limit:
+            status, next_ms = Status.PENDING, ended_ms + retry.delay_ms(env.attempt, rng)
+        else:
+            status = Status.DEAD
+    return Ack(schedule_id=env.schedule_id, delivery_id=env.delivery_id, attempt=env.attempt,
+               outcome=result.outcome, error=result.error, started_ms=started_ms,
+               ended_ms=ended_ms, due_ms=env.due_ms, status=status, next_ms=next_ms,
+               dead_letter=spec.dead_letter if spec and status is Status.DEAD else None)
+
+
+def deliver(rows: Iterable[ClaimedRow], *, store: Store, channels: ChannelCache,
+            retry: RetryPolicy, clock: Clock, rng: random.Random | None = None) -> Tally:
+    """Deliver claimed rows to their channels and acknowledge every one under its epoch."""
+    rng = rng or random.Random()
+    by_channel: dict[str, list[Envelope]] = defaultdict(list)
+    for row in rows:
+        by_channel[row.channel].append(envelope_of(row))
+    tally = Tally()
+    by_epoch: dict[int, list[Ack]] = defaultdict(list)
+    for name, envelopes in by_channel.items():
+        spec = channels.spec(name)
+        started = clock.now_ms()
+        results = _send(channels, spec, name, envelopes)
+        ended = clock.now_ms()
+        by_id = {r.delivery_id: r for r in results}
+        for env in envelopes:
+            result = by_id.get(env.delivery_id) or Result(
+                delivery_id=env.delivery_id, outcome=Outcome.RETRY,
+                error=f"channel {name} gave no answer for this delivery")
+            ack = _verdict(env, result, spec, retry, started, ended, rng)
+            by_epoch[env.epoch].append(ack)
+            if ack.status is Status.DELIVERED:
+                tally.delivered += 1
+                tally.observe_lateness(ended - env.due_ms)
+            elif ack.status is Status.PENDING:
+                tally.retried += 1
+            else:
+                tally.dead += 1
+    for epoch, acks in by_epoch.items():
+        applied = store.acknowledge(epoch=epoch, acks=acks, now_ms=clock.now_ms())
+        tally.fenced += len(acks) - applied
+    return tally
+
+
+def _send(channels: ChannelCache, spec: ChannelSpec | None, name: str,
+          envelopes: Sequence[Envelope]) -> list[Result]:
+    if spec is None:
+        return [Result(delivery_id=e.delivery_id, outcome=Outcome.REJECTED,
+                       error=f"channel {name!r} is not registered") for e in envelopes]
+    try:
+        return channels.channel(spec).send(envelopes)
+    except Exception as exc:  # a broken transport must not lose the batch: retry it
+        return [Result(delivery_id=e.delivery_id, outcome=Outcome.RETRY,
+                       error=f"channel {name!r} failed: {exc!r}"[:1000]) for e in envelopes]

@@ -1,0 +1,58 @@
+"""The dispatcher's options, as they travel through Spark's string-valued source options."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+
+from tocsin.config import Settings
+from tocsin.domain import RetryPolicy
+
+__all__ = ["DispatchOptions"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DispatchOptions:
+    """Everything the reader and the writer need, picklable and flat."""
+
+    store_url: str
+    buckets: int = 64
+    partitions: int = 4
+    batch_cap: int = 100_000
+    lease_ms: int = 120_000
+    retry_base_ms: int = 1_000
+    retry_cap_ms: int = 300_000
+    max_attempts: int = 8
+    idle_beat_s: float = 5.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> DispatchOptions:
+        """Options from Tocsin's settings."""
+        return cls(store_url=settings.store_url, buckets=settings.buckets,
+                   partitions=settings.partitions, batch_cap=settings.batch_cap,
+                   lease_ms=int(settings.lease_seconds * 1000),
+                   retry_base_ms=int(settings.retry_base_seconds * 1000),
+                   retry_cap_ms=int(settings.retry_cap_seconds * 1000),
+                   max_attempts=settings.max_attempts)
+
+    def to_spark(self) -> dict[str, str]:
+        """As Spark source/sink options (strings)."""
+        return {k: str(v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_spark(cls, options: Mapping[str, str]) -> DispatchOptions:
+        """From Spark's (case-insensitive) options."""
+        lowered = {k.lower(): v for k, v in options.items()}
+        values: dict[str, object] = {}
+        for f in fields(cls):
+            raw = lowered.get(f.name.lower())
+            if raw is not None:
+                values[f.name] = raw if f.type == "str" else (
+                    float(raw) if f.type == "float" else int(raw))
+        return cls(**values)  # type: ignore[arg-type]
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """The retry policy these options describe."""
+        return RetryPolicy(base_ms=self.retry_base_ms, cap_ms=self.retry_cap_ms,
+                           max_attempts=self.max_attempts)

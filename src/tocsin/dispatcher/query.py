@@ -1,0 +1,81 @@
+"""Build the Spark session and start the dispatcher query.
+
+The session runs wherever ``settings.spark_master`` says: ``local[*]`` on one machine,
+``local-cluster[2,1,1024]`` for separate executor JVMs, or a cluster's master URL.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tocsin.config import Settings
+from tocsin.dispatcher.options import DispatchOptions
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+__all__ = ["QUERY_NAME", "run_dispatcher", "spark_session", "start_dispatcher"]
+
+QUERY_NAME = "tocsin-dispatcher"
+
+
+def spark_session(master: str = "local[*]", *, app_name: str = "tocsin",
+                  extra: dict[str, str] | None = None) -> SparkSession:
+    """A Spark session bound to loopback, using this interpreter for Python workers."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:  # pragma: no cover - pyspark is a core dependency
+        raise RuntimeError("the dispatcher needs pyspark: pip install tocsin") from exc
+    builder = (
+        SparkSession.builder.master(master).appName(app_name)
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", str(os.cpu_count() or 2))
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    for key, value in (extra or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    from tocsin.dispatcher.source import TocsinDataSource
+
+    spark.dataSource.register(TocsinDataSource)
+    return spark
+
+
+def start_dispatcher(spark: SparkSession, options: DispatchOptions, *, checkpoint: Path,
+                     trigger_seconds: float = 1.0, name: str = QUERY_NAME) -> StreamingQuery:
+    """Start the streaming query: due schedules → delivery, checkpointed at ``checkpoint``."""
+    spark_options: dict[str, Any] = options.to_spark()
+    return (
+        spark.readStream.format("tocsin").options(**spark_options).load()
+        .writeStream.format("tocsin").options(**spark_options)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime=f"{trigger_seconds} seconds")
+        .queryName(name)
+        .start()
+    )
+
+
+def run_dispatcher(settings: Settings) -> None:
+    """Run the dispatcher in this process until it is stopped (``tocsin dispatcher``)."""
+    spark = spark_session(settings.spark_master)
+    query = start_dispatcher(spark, DispatchOptions.from_settings(settings),
+                             checkpoint=settings.checkpoint_dir,
+                             trigger_seconds=settings.trigger_seconds)
+    try:
+        query.awaitTermination()
+    finally:
+        query.stop()
+        spark.stop()

@@ -1,0 +1,80 @@
+"""Per-process caches for code that runs in Spark's Python workers: one store connection and
+one channel instance per process, re-used across micro-batches (workers are re-used)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from tocsin.abc import Channel, Store
+from tocsin.domain import ChannelSpec
+from tocsin.errors import NotFoundError
+from tocsin.stores import open_store
+
+__all__ = ["ChannelCache", "channels_for", "store_for"]
+
+_stores: dict[tuple[str, int], Store] = {}
+_lock = threading.Lock()
+
+
+def store_for(url: str, buckets: int) -> Store:
+    """This process's store for ``url`` (opened once)."""
+    with _lock:
+        store = _stores.get((url, buckets))
+        if store is None:
+            store = _stores[(url, buckets)] = open_store(url, buckets=buckets)
+        return store
+
+
+class ChannelCache:
+    """Channel specs looked up in the store at most every ``ttl_s`` seconds, and one live
+    channel per spec; a changed spec closes the old channel and opens a new one."""
+
+    def __init__(self, store: Store, *, ttl_s: float = 5.0) -> None:
+        self._store = store
+        self._ttl_s = ttl_s
+        self._specs: dict[str, tuple[float, ChannelSpec | None]] = {}
+        self._channels: dict[str, tuple[ChannelSpec, Channel]] = {}
+
+    def spec(self, name: str) -> ChannelSpec | None:
+        """The registered spec, or None when the channel is not registered."""
+        cached = self._specs.get(name)
+        if cached is not None and time.monotonic() - cached[0] < self._ttl_s:
+            return cached[1]
+        try:
+            spec: ChannelSpec | None = self._store.get_channel(name)
+        except NotFoundError:
+            spec = None
+        self._specs[name] = (time.monotonic(), spec)
+        return spec
+
+    def channel(self, spec: ChannelSpec) -> Channel:
+        """The live channel for ``spec``."""
+        from tocsin.channels import build_channel
+
+        live = self._channels.get(spec.name)
+        if live is not None and live[0] == spec:
+            return live[1]
+        if live is not None:
+            live[1].close()
+        channel = build_channel(spec)
+        self._channels[spec.name] = (spec, channel)
+        return channel
+
+    def close(self) -> None:
+        """Close every live channel."""
+        for _, channel in self._channels.values():
+            channel.close()
+        self._channels.clear()
+
+
+_caches: dict[int, ChannelCache] = {}
+
+
+def channels_for(store: Store) -> ChannelCache:
+    """This process's channel cache for ``store``."""
+    with _lock:
+        cache = _caches.get(id(store))
+        if cache is None:
+            cache = _caches[id(store)] = ChannelCache(store)
+        return cache

@@ -1,0 +1,87 @@
+"""``tocsin up``: the API in this process and the dispatcher in a supervised child process.
+
+The dispatcher runs as ``python -m tocsin dispatcher`` so that a crash of Spark never takes
+the API down; when it exits unexpectedly it is started again after a short pause.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from typing import Any
+
+from tocsin.config import Settings
+
+__all__ = ["DispatcherSupervisor", "run_api", "run_up"]
+
+
+class DispatcherSupervisor:
+    """Keeps one dispatcher child process running until :meth:`stop`."""
+
+    def __init__(self, env: dict[str, str] | None = None, *, restart_pause_s: float = 2.0) -> None:
+        self._env = {**os.environ, **(env or {})}
+        self._pause = restart_pause_s
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="tocsin-dispatcher", daemon=True)
+
+    @property
+    def pid(self) -> int | None:
+        """The current child's process id."""
+        return self._proc.pid if self._proc else None
+
+    def start(self) -> None:
+        """Start the child and the watcher thread."""
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            self._proc = subprocess.Popen([sys.executable, "-m", "tocsin", "dispatcher"],
+                                          env=self._env)
+            code = self._proc.wait()
+            if self._stopping.is_set():
+                return
+            print(f"tocsin: dispatcher exited with {code}; restarting", file=sys.stderr)
+            self._stopping.wait(self._pause)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop the child (SIGTERM, then SIGKILL after ``timeout_s``)."""
+        self._stopping.set()
+        proc = self._proc
+        if proc and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def run_api(settings: Settings, *, expect_dispatcher: bool, **uvicorn_kw: Any) -> None:
+    """Serve the HTTP API until interrupted."""
+    import uvicorn
+
+    from tocsin.api.app import create_app
+
+    app = create_app(settings, expect_dispatcher=expect_dispatcher)
+    print(f"tocsin: API listening on http://{settings.api_host}:{settings.api_port} "
+          f"(OpenAPI at /docs), store {settings.store_url}", flush=True)
+    uvicorn.run(app, host=settings.api_host, port=settings.api_port, log_level="warning",
+                **uvicorn_kw)
+
+
+def run_up(settings: Settings) -> None:
+    """Store, API and dispatcher on one machine, in one command."""
+    from tocsin.stores import open_store
+
+    open_store(settings.store_url, buckets=settings.buckets).close()  # create and migrate
+    env = {f"TOCSIN_{k.upper()}": str(v) for k, v in settings.summary().items() if v is not None}
+    supervisor = DispatcherSupervisor(env)
+    supervisor.start()
+    try:
+        run_api(settings, expect_dispatcher=True)
+    finally:
+        supervisor.stop()
