@@ -5,11 +5,21 @@ One module per backend implements them (``tocsin.stores.sqlite``, ``tocsin.chann
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from tocsin.domain import Ack, ChannelSpec, Delivery, Envelope, NewSchedule, Result, Schedule, Status
+from tocsin.domain import (
+    Ack,
+    ChannelSpec,
+    Delivery,
+    Envelope,
+    NewSchedule,
+    Result,
+    Schedule,
+    Status,
+)
 
 __all__ = ["Channel", "ClaimedRow", "Store"]
 
@@ -74,7 +84,7 @@ class Store(ABC):
         current status when it is too late."""
 
     @abstractmethod
-    def deliveries(self, schedule_id: str) -> list[Delivery]:
+    def deliveries(self, schedule_id: str) -> builtins.list[Delivery]:
         """The attempt log of one schedule, oldest first."""
 
     # -- channels --------------------------------------------------------------------------
@@ -88,7 +98,7 @@ class Store(ABC):
         """A registered channel, or :class:`~tocsin.errors.NotFoundError`."""
 
     @abstractmethod
-    def list_channels(self) -> list[ChannelSpec]:
+    def list_channels(self) -> builtins.list[ChannelSpec]:
         """Every registered channel, by name."""
 
     @abstractmethod
@@ -117,7 +127,7 @@ class Store(ABC):
         now_ms: int,
         lease_ms: int,
         limit: int,
-    ) -> list[ClaimedRow]:
+    ) -> builtins.list[ClaimedRow]:
         """Claim, for ``epoch``, up to ``limit`` schedules in buckets ``[bucket_lo, bucket_hi]``
         that are PENDING with next time ``<= until_ms`` (no lower bound), or CLAIMED longer ago
         than the lease, earliest first. Called again with the same epoch and range (a replay), it

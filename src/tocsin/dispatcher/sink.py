@@ -53,7 +53,7 @@ class DeliveryStreamWriter(DataSourceStreamArrowWriter):
                               clock=clock))
         return TaskTally(tally=tally, started_ms=started, ended_ms=clock.now_ms())
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         opts = self.options
         total = Tally()
         started = ended = time.time_ns() // 1_000_000
@@ -67,5 +67,5 @@ class DeliveryStreamWriter(DataSourceStreamArrowWriter):
         store.beat("dispatcher", now_ms=ended,
                    info=beat_info(batch_id=batchId, batch_ms=ended - started, tally=total))
 
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass

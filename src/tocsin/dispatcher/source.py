@@ -73,10 +73,10 @@ class DueStreamReader(DataSourceStreamReader):
         self.options = options
         self._last_beat = 0.0
 
-    def initialOffset(self) -> dict[str, int]:  # noqa: N802 (Spark's name)
+    def initialOffset(self) -> dict[str, int]:
         return {"until": 0, "epoch": 0}
 
-    def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:  # noqa: N802
+    def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:
         opts = self.options
         store = store_for(opts.store_url, opts.buckets)
         now = time.time_ns() // 1_000_000
@@ -122,10 +122,10 @@ class TocsinDataSource(DataSource):
     def schema(self) -> str:
         return SPARK_SCHEMA
 
-    def streamReader(self, schema: StructType) -> DueStreamReader:  # noqa: N802
+    def streamReader(self, schema: StructType) -> DueStreamReader:
         return DueStreamReader(DispatchOptions.from_spark(self.options))
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:  # noqa: N802
+    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
         from tocsin.dispatcher.sink import DeliveryStreamWriter
 
         return DeliveryStreamWriter(DispatchOptions.from_spark(self.options))

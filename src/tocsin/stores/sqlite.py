@@ -3,6 +3,7 @@ dispatcher's processes; every write is one ``BEGIN IMMEDIATE`` transaction."""
 
 from __future__ import annotations
 
+import builtins
 import json
 import sqlite3
 import threading
@@ -184,7 +185,7 @@ class SQLiteStore(Store):
         raise ConflictError(f"schedule {schedule_id} is {current.status.value}: too late to cancel",
                             status=current.status.value, ident=schedule_id)
 
-    def deliveries(self, schedule_id: str) -> list[Delivery]:
+    def deliveries(self, schedule_id: str) -> builtins.list[Delivery]:
         rows = self._conn.execute(
             f"SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE schedule_id = ? "
             "ORDER BY started_ms, attempt", (schedule_id,)).fetchall()
@@ -205,7 +206,7 @@ class SQLiteStore(Store):
             raise NotFoundError("channel", name)
         return channel_from_row(row)
 
-    def list_channels(self) -> list[ChannelSpec]:
+    def list_channels(self) -> builtins.list[ChannelSpec]:
         rows = self._conn.execute("SELECT name, kind, config FROM channels ORDER BY name")
         return [channel_from_row(r) for r in rows]
 
@@ -241,7 +242,7 @@ class SQLiteStore(Store):
         now_ms: int,
         lease_ms: int,
         limit: int,
-    ) -> list[ClaimedRow]:
+    ) -> builtins.list[ClaimedRow]:
         with self._tx() as conn:
             done = conn.execute(
                 "SELECT 1 FROM claims WHERE epoch = ? AND bucket_lo = ? AND bucket_hi = ?",

@@ -1,0 +1,34 @@
+"""Shared fixtures: one Spark session per run, and the real servers (see tests/support)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+_SUPPORT = Path(__file__).parent / "support"
+pytest_plugins = [
+    f"tests.support.{name}" for name in ("fixtures", "postgres") if (_SUPPORT / f"{name}.py").exists()
+]
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local Spark session (two cores) for the whole run."""
+    from tocsin.dispatcher.query import spark_session
+
+    session = spark_session("local[2]", app_name="tocsin-tests")
+    yield session
+    for query in session.streams.active:
+        query.stop()
+    session.stop()

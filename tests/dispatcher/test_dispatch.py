@@ -1,0 +1,133 @@
+"""The dispatcher end to end on a real Spark session, a real SQLite file and real channels."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.dispatch import read_lines, running_dispatcher, wait_until
+from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
+from tocsin.errors import ConflictError
+from tocsin.stores.sqlite import SQLiteStore
+
+pytestmark = pytest.mark.spark
+
+
+def _now() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> tuple[SQLiteStore, str, Path]:
+    """A fresh SQLite store with a file channel ``out``; returns (store, url, out path)."""
+    db = tmp_path / "tocsin.db"
+    store = SQLiteStore(db, buckets=16)
+    out = tmp_path / "out.jsonl"
+    store.put_channel(ChannelSpec(name="out", kind=ChannelKind.FILE, config={"path": str(out)}))
+    return store, f"sqlite:///{db}", out
+
+
+def _schedule(store: SQLiteStore, n: int, *, due_ms: int, spread_ms: int = 0,
+              channel: str = "out") -> list[str]:
+    items = [NewSchedule(channel=channel, payload=b'{"n": %d}' % i,
+                         due_ms=due_ms + (spread_ms * i // max(n, 1))) for i in range(n)]
+    return [s.id for s, _ in store.create(items, now_ms=_now())]
+
+
+def test_delivers_every_schedule_once_with_its_attempt_log(spark, env, tmp_path):
+    store, url, out = env
+    ids = _schedule(store, 500, due_ms=_now() + 1500, spread_ms=1000)
+    with running_dispatcher(spark, url, tmp_path / "ck", buckets=16, partitions=4):
+        wait_until(lambda: len(read_lines(out)) >= 500, timeout_s=90, what="500 deliveries")
+        wait_until(lambda: store.counts()[Status.DELIVERED] == 500, timeout_s=30,
+                   what="500 acknowledgements")
+    lines = read_lines(out)
+    assert sorted(line["schedule_id"] for line in lines) == sorted(ids)
+    assert all(line["delivery_id"] == f"{line['schedule_id']}-1" for line in lines)
+    assert {line["payload"]["n"] for line in lines} == set(range(500))
+    one = store.get(ids[0])
+    assert one.status is Status.DELIVERED and one.attempts == 1
+    assert one.lateness_ms is not None and one.lateness_ms >= 0
+    log = store.deliveries(ids[0])
+    assert [(d.attempt, d.outcome.value) for d in log] == [(1, "delivered")]
+
+
+def test_a_row_committed_after_its_window_was_scanned_still_fires(spark, env, tmp_path):
+    """DESIGN.md §3: claim ``due <= until`` with no lower bound."""
+    store, url, out = env
+    _schedule(store, 1, due_ms=_now())
+    with running_dispatcher(spark, url, tmp_path / "ck", buckets=16):
+        wait_until(lambda: len(read_lines(out)) == 1, timeout_s=90, what="first delivery")
+        time.sleep(1.5)  # more scans go by with nothing due
+        late = _schedule(store, 1, due_ms=_now() - 5_000)[0]  # due before the last scan
+        wait_until(lambda: any(r["schedule_id"] == late for r in read_lines(out)),
+                   timeout_s=30, what="the late-committed schedule")
+    assert store.get(late).status is Status.DELIVERED
+
+
+def test_nothing_due_runs_no_batch(spark, env, tmp_path):
+    store, url, out = env
+    _schedule(store, 1, due_ms=_now())
+    with running_dispatcher(spark, url, tmp_path / "ck", buckets=16) as query:
+        wait_until(lambda: store.counts()[Status.DELIVERED] == 1, timeout_s=90, what="delivery")
+        time.sleep(1.0)
+        batches_before = query.lastProgress["batchId"]
+        time.sleep(3.0)
+        assert query.lastProgress["batchId"] == batches_before
+        _schedule(store, 1, due_ms=_now())
+        wait_until(lambda: store.counts()[Status.DELIVERED] == 2, timeout_s=30, what="delivery")
+        assert query.lastProgress["batchId"] > batches_before
+
+
+def test_unregistered_channel_is_dead_at_once(spark, env, tmp_path):
+    store, url, _ = env
+    store.put_channel(ChannelSpec(name="gone", kind=ChannelKind.FILE,
+                                  config={"path": str(tmp_path / "gone.jsonl")}))
+    sid = _schedule(store, 1, due_ms=_now(), channel="gone")[0]
+    store.delete_channel("gone")
+    with running_dispatcher(spark, url, tmp_path / "ck", buckets=16):
+        wait_until(lambda: store.get(sid).status is Status.DEAD, timeout_s=90, what="DEAD")
+    assert "not registered" in (store.get(sid).last_error or "")
+
+
+def test_cancels_around_due_time_never_lose_a_race(spark, env, tmp_path):
+    """1 000 cancels timed around their schedules' due times: a cancel that answered
+    CANCELLED is never delivered, and every refused cancel is for a delivered schedule."""
+    store, url, out = env
+    start = _now() + 4_000
+    ids = _schedule(store, 1000, due_ms=start, spread_ms=4_000)
+    due = {sid: store.get(sid).due_ms for sid in ids}
+    cancelled: set[str] = set()
+    refused: set[str] = set()
+    rng = random.Random(7)
+    plan = sorted(ids, key=lambda sid: due[sid] + rng.randint(-1_500, 1_500))
+
+    def canceller() -> None:
+        for sid in plan:
+            target = due[sid] + rng.randint(-1_500, 1_500)
+            delay = (target - _now()) / 1000
+            if delay > 0:
+                time.sleep(delay)
+            try:
+                store.cancel(sid, now_ms=_now())
+                cancelled.add(sid)
+            except ConflictError:
+                refused.add(sid)
+
+    with running_dispatcher(spark, url, tmp_path / "ck", buckets=16, partitions=4,
+                            trigger_seconds=0.2):
+        worker = threading.Thread(target=canceller)
+        worker.start()
+        worker.join(timeout=60)
+        wait_until(lambda: store.counts()[Status.PENDING] + store.counts()[Status.CLAIMED] == 0,
+                   timeout_s=60, what="every schedule settled")
+    delivered = {line["schedule_id"] for line in read_lines(out)}
+    assert cancelled | refused == set(ids)
+    assert cancelled and refused, "the cancels should straddle the due times"
+    assert not cancelled & delivered
+    assert refused <= delivered
+    assert delivered == set(ids) - cancelled
