@@ -74,13 +74,14 @@ def test_nothing_due_runs_no_batch(spark, env, tmp_path):
     _schedule(store, 1, due_ms=_now())
     with running_dispatcher(spark, url, tmp_path / "ck", buckets=16) as query:
         wait_until(lambda: store.counts()[Status.DELIVERED] == 1, timeout_s=90, what="delivery")
-        time.sleep(1.0)
-        batches_before = query.lastProgress["batchId"]
+        progress = wait_until(lambda: query.lastProgress, timeout_s=30, what="progress")
+        batches_before = progress["batchId"]
         time.sleep(3.0)
         assert query.lastProgress["batchId"] == batches_before
         _schedule(store, 1, due_ms=_now())
         wait_until(lambda: store.counts()[Status.DELIVERED] == 2, timeout_s=30, what="delivery")
-        assert query.lastProgress["batchId"] > batches_before
+        wait_until(lambda: query.lastProgress["batchId"] > batches_before, timeout_s=30,
+                   what="a new batch once something is due")
 
 
 def test_unregistered_channel_is_dead_at_once(spark, env, tmp_path):

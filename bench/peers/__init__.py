@@ -1,0 +1,1 @@
+"""Other schedulers run through the same procedure as Tocsin, to compare against."""
