@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from tocsin.abc import ClaimedRow, Store
 from tocsin.clock import Clock
 from tocsin.dispatcher.runtime import ChannelCache
 from tocsin.domain import Ack, ChannelSpec, Envelope, Outcome, Result, RetryPolicy, Status
+from tocsin.domain.delivery import NO_HEADERS
 from tocsin.domain.schedule import PayloadKind
 from tocsin.ids import delivery_id
 
@@ -49,11 +51,7 @@ class Tally:
     def observe_lateness(self, lateness_ms: int) -> None:
         """Count one delivered schedule's lateness."""
         self.lateness_sum_ms += lateness_ms
-        for i, bound in enumerate(LATENESS_BOUNDS_MS):
-            if lateness_ms <= bound:
-                self.lateness_buckets[i] += 1
-                return
-        self.lateness_buckets[-1] += 1
+        self.lateness_buckets[bisect_left(LATENESS_BOUNDS_MS, lateness_ms)] += 1
 
 
 def envelope_of(row: ClaimedRow) -> Envelope:
@@ -61,7 +59,8 @@ def envelope_of(row: ClaimedRow) -> Envelope:
     return Envelope(
         schedule_id=row.id, delivery_id=delivery_id(row.id, row.attempt), attempt=row.attempt,
         epoch=row.epoch, tenant=row.tenant, channel=row.channel, payload=row.payload,
-        payload_kind=PayloadKind(row.payload_kind), headers=json.loads(row.headers),
+        payload_kind=PayloadKind(row.payload_kind),
+        headers=json.loads(row.headers) if row.headers != "{}" else NO_HEADERS,
         due_ms=row.due_ms, key=row.key, ordering_key=row.ordering_key,
     )
 

@@ -17,6 +17,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 
 from tocsin.abc import ClaimedRow
 from tocsin.clock import SystemClock
+from tocsin.dispatcher.beat import DISPATCHER, beat_info
 from tocsin.dispatcher.deliver import Tally, deliver
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runtime import channels_for, store_for
@@ -61,11 +62,11 @@ class DeliveryStreamWriter(DataSourceStreamArrowWriter):
             if isinstance(message, TaskTally):
                 total.add(message.tally)
                 started = min(started, message.started_ms)
-        from tocsin.api.metrics import beat_info
-
         store = store_for(opts.store_url, opts.buckets)
-        store.beat("dispatcher", now_ms=ended,
-                   info=beat_info(batch_id=batchId, batch_ms=ended - started, tally=total))
+        last = store.last_beat(DISPATCHER)
+        store.beat(DISPATCHER, now_ms=ended,
+                   info=beat_info(batch_id=batchId, batch_ms=ended - started, tally=total,
+                                  previous=last[1] if last else None))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass

@@ -22,6 +22,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.types import StructType
 
 from tocsin.abc import ClaimedRow
+from tocsin.dispatcher.beat import SOURCE
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runtime import store_for
 
@@ -81,7 +82,7 @@ class DueStreamReader(DataSourceStreamReader):
         store = store_for(opts.store_url, opts.buckets)
         now = time.time_ns() // 1_000_000
         if time.monotonic() - self._last_beat > opts.idle_beat_s:
-            store.beat("dispatcher-source", now_ms=now)
+            store.beat(SOURCE, now_ms=now)
             self._last_beat = time.monotonic()
         due = store.next_due_ms(now_ms=now, lease_ms=opts.lease_ms)
         if due is None or due > now:

@@ -1,0 +1,318 @@
+"""What every dispatch target shares: the procedure (warm up, burst, idle, drain), the clock,
+lateness statistics, and CPU accounting of a process tree read from ``/proc``.
+
+A *target* is anything that takes schedules and delivers them: Tocsin's Spark dispatcher, the
+Celery peer, the plain poller. It only has to say how to submit a chunk of due times, how many
+messages it has delivered so far, and when each one of a phase was delivered.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import socket
+import subprocess
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+__all__ = [
+    "CHUNK",
+    "Outcomes",
+    "Target",
+    "cpu_between",
+    "free_port",
+    "lateness_summary",
+    "machine_info",
+    "measure_idle",
+    "now_ms",
+    "run_phase",
+    "stop_group",
+    "tree_sample",
+]
+
+CHUNK = 10_000
+"""Schedules submitted per call (one store transaction, or one producer session)."""
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def now_ms() -> int:
+    """Wall-clock UTC milliseconds: the clock the dispatcher stamps deliveries with."""
+    return time.time_ns() // 1_000_000
+
+
+# -- CPU of a process tree ------------------------------------------------------------------
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True, slots=True)
+class Proc:
+    """One process as /proc saw it: CPU ticks (own + reaped children), resident memory."""
+
+    pid: int
+    ppid: int
+    ticks: int
+    rss_kb: int
+    kind: str
+
+
+def _kind(pid: int, root: int) -> str:
+    if pid == root:
+        return "bench"
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return "gone"
+    for needle, kind in ((b"py-spy", "profiler"), (b"java", "jvm"),
+                         (b"pyspark.daemon", "python-workers"), (b"pyspark", "python-driver-side"),
+                         (b"celery", "celery-worker"), (b"redis-server", "redis"),
+                         (b"poller_dispatch", "poller")):
+        if needle in cmd:
+            return kind
+    return "other"
+
+
+def _stat(pid: int) -> tuple[int, int, int] | None:
+    try:
+        data = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    rest = data[data.rindex(b")") + 2:].split()  # field n of proc(5) is rest[n - 3]
+    ticks = int(rest[11]) + int(rest[12]) + int(rest[13]) + int(rest[14])
+    return int(rest[1]), ticks, int(rest[21]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+
+
+def tree_sample(root: int | None = None) -> dict[int, Proc]:
+    """Every live process under ``root`` (default: this one), itself included."""
+    root = os.getpid() if root is None else root
+    stats: dict[int, tuple[int, int, int]] = {}
+    children: dict[int, list[int]] = defaultdict(list)
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (st := _stat(int(entry))) is not None:
+            stats[int(entry)] = st
+            children[st[0]].append(int(entry))
+    found, todo = {}, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats:
+            ppid, ticks, rss = stats[pid]
+            found[pid] = Proc(pid, ppid, ticks, rss, _kind(pid, root))
+            todo.extend(children.get(pid, ()))
+    return found
+
+
+def cpu_between(before: dict[int, Proc], after: dict[int, Proc]) -> dict[str, float]:
+    """CPU seconds the tree used between two samples, by kind of process and in total.
+
+    Ticks include reaped children (cutime/cstime), so a worker that exits in between is still
+    counted, in its parent's kind."""
+    by_kind: dict[str, float] = defaultdict(float)
+    for proc in after.values():
+        by_kind[proc.kind] += proc.ticks / CLK_TCK
+    for proc in before.values():
+        by_kind[proc.kind] -= proc.ticks / CLK_TCK
+    out = {k: round(v, 2) for k, v in sorted(by_kind.items()) if abs(v) >= 0.005}
+    out["total"] = round(sum(by_kind.values()), 2)
+    return out
+
+
+def measure_idle(seconds: float) -> dict[str, Any]:
+    """CPU used by this process tree over ``seconds`` of doing nothing, as % of one core."""
+    before = tree_sample()
+    time.sleep(seconds)
+    after = tree_sample()
+    used = cpu_between(before, after)
+    return {
+        "seconds": seconds,
+        "cpu_pct_of_one_core": round(100 * used["total"] / seconds, 2),
+        "cpu_s_by_kind": used,
+        "rss_mb": round(sum(p.rss_kb for p in after.values()) / 1024, 1),
+        "processes": len(after),
+    }
+
+
+# -- statistics ------------------------------------------------------------------------------
+
+
+def _pct(ordered: Sequence[int], q: float) -> int:
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def lateness_summary(values: Sequence[int]) -> dict[str, Any]:
+    """Nearest-rank percentiles of lateness in milliseconds."""
+    if not values:
+        return {"count": 0}
+    ordered = sorted(values)
+    return {"count": len(ordered), "min": ordered[0], "p50": _pct(ordered, 0.50),
+            "p90": _pct(ordered, 0.90), "p99": _pct(ordered, 0.99), "max": ordered[-1],
+            "mean": round(sum(ordered) / len(ordered), 1)}
+
+
+# -- the procedure ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Outcomes:
+    """What became of one phase's messages."""
+
+    due_ms: list[int]
+    """Due time of each delivered message."""
+    done_ms: list[int]
+    """When each was delivered (acknowledged by Tocsin; written by the peer), same order."""
+    not_delivered: dict[str, int] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Target(Protocol):
+    """Something that schedules messages and delivers them."""
+
+    name: str
+    lead_factor: float
+    """How pessimistic to be about ingest speed when placing the first due time."""
+
+    def submit(self, phase: str, first: int, dues: Sequence[int]) -> None:
+        """Schedule messages ``first, first + 1, ...`` of ``phase`` at ``dues``."""
+
+    def delivered_total(self) -> int:
+        """Messages delivered so far, over every phase."""
+
+    def outcomes(self, phase: str) -> Outcomes:
+        """The fate of every message of ``phase``."""
+
+
+def run_phase(target: Target, phase: str, *, n: int, window_ms: int, wait_s: float,
+              ingest_rate_hint: float | None, margin_ms: int = 3_000,
+              before_due: Callable[[], None] | None = None,
+              after_done: Callable[[], None] | None = None, log: Callable[[str], None] = print,
+              ) -> dict[str, Any]:
+    """Schedule ``n`` messages due evenly over ``window_ms``, starting ``margin_ms`` after the
+    inserts are expected to finish (all at once when the window is 0), and wait until all are
+    delivered or ``wait_s`` after the last due time. Without a rate hint they are due at once."""
+    if ingest_rate_hint:
+        lead_ms = int(n / (ingest_rate_hint * target.lead_factor) * 1000) + margin_ms
+    else:
+        lead_ms = 0
+    first_due = now_ms() + lead_ms
+    dues = [first_due + window_ms * i // n for i in range(n)]
+    base = target.delivered_total()
+    cpu0 = tree_sample()
+    started = time.perf_counter()
+    chunk_s = []
+    for off in range(0, n, CHUNK):
+        t = time.perf_counter()
+        target.submit(phase, off, dues[off:off + CHUNK])
+        chunk_s.append(time.perf_counter() - t)
+    ingest_s = time.perf_counter() - started
+    ingest_end = now_ms()
+    cpu1 = tree_sample()
+    log(f"[{target.name}] {phase}: {n} submitted in {ingest_s:.1f}s "
+        f"({n / ingest_s:,.0f}/s); first due {'+' if first_due >= ingest_end else ''}"
+        f"{(first_due - ingest_end) / 1000:.1f}s after the last insert")
+    if before_due:
+        before_due()
+    deadline = first_due + window_ms + int(wait_s * 1000)
+    progress: list[tuple[int, int]] = []
+    while True:
+        done = target.delivered_total() - base
+        progress.append((now_ms() - first_due, done))
+        if done >= n or now_ms() > deadline:
+            break
+        time.sleep(0.5 if n <= CHUNK else 1.0)
+    cpu2 = tree_sample()
+    if after_done:
+        after_done()
+    out = target.outcomes(phase)
+    delivered = len(out.done_ms)
+    last_done = max(out.done_ms) if out.done_ms else now_ms()
+    span_ms = max(1, last_done - first_due)
+    lateness = [d - u for d, u in zip(out.done_ms, out.due_ms, strict=True)]
+    per_second: dict[int, int] = defaultdict(int)
+    for d in out.done_ms:
+        per_second[(d - first_due) // 1000] += 1
+    seconds = range(min(per_second, default=0), max(per_second, default=-1) + 1)
+    log(f"[{target.name}] {phase}: {delivered}/{n} delivered, {delivered / span_ms * 1000:,.0f}/s, "
+        f"lateness p50 {lateness_summary(lateness).get('p50')} ms "
+        f"p99 {lateness_summary(lateness).get('p99')} ms")
+    return {
+        "schedules": n,
+        "window_s": window_ms / 1000,
+        "delivered": delivered,
+        "not_delivered": out.not_delivered,
+        "deliveries_per_s": round(delivered / span_ms * 1000, 1),
+        "span_s": round(span_ms / 1000, 2),
+        "peak_1s_deliveries": max(per_second.values(), default=0),
+        "lateness_ms": lateness_summary(lateness),
+        "ingest": {
+            "seconds": round(ingest_s, 2),
+            "per_s": round(n / ingest_s, 1),
+            "chunk": CHUNK,
+            "slowest_chunk_s": round(max(chunk_s), 3),
+            "first_due_after_last_insert_s": round((first_due - ingest_end) / 1000, 2),
+            "cpu_s": cpu_between(cpu0, cpu1),
+        },
+        "delivery_cpu_s": cpu_between(cpu1, cpu2),
+        "deliveries_by_second": [per_second.get(s, 0) for s in seconds],
+        "progress": progress[:: max(1, len(progress) // 60)],
+        "window_ms": [first_due - lead_ms, last_done],
+        **out.extra,
+    }
+
+
+# -- processes and the machine ---------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def stop_group(proc: subprocess.Popen[bytes], *, grace_s: float = 20.0) -> None:
+    """Stop a process we started in its own session: SIGTERM to its group, then SIGKILL."""
+    import signal
+
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        except ProcessLookupError:
+            pass
+
+
+def machine_info() -> dict[str, Any]:
+    """Cores, memory, CPU model and the versions that matter."""
+    import sqlite3
+    from importlib.metadata import PackageNotFoundError, version
+
+    def _version(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    model = next((line.split(":", 1)[1].strip() for line in
+                  Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor())
+    mem_kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                  if line.startswith("MemTotal"))
+    try:
+        java = subprocess.run(["java", "-version"], capture_output=True, text=True,
+                              timeout=30).stderr.splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        java = None
+    return {
+        "cores": os.cpu_count(), "memory_gb": round(mem_kb / 1024 / 1024, 1), "cpu_model": model,
+        "kernel": platform.release(), "python": platform.python_version(),
+        "pyspark": _version("pyspark"), "pyarrow": _version("pyarrow"), "java": java,
+        "sqlite": sqlite3.sqlite_version, "celery": _version("celery"), "redis_py": _version("redis"),
+    }

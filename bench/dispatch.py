@@ -1,0 +1,306 @@
+"""The dispatch benchmark: how fast and how punctually Tocsin's Spark dispatcher delivers a burst
+of due schedules, what it costs when idle, and the same figures for a peer.
+
+``bench/run dispatch [--schedules N] [--store sqlite|postgres] [--peer celery,poller|none]``
+
+Each target runs in its own child process, one after the other, so that one's processes never
+share the two cores with another's, and each idle figure counts one process tree only. Per target:
+
+1. warm up: ``--warmup`` schedules due now, wait until delivered (Spark's first batch is slow);
+2. burst: ``--schedules`` due evenly over ``--window-s`` seconds, the first a few seconds after
+   the inserts are expected to end (submitted in chunks of 10 000, timed); wait until all are
+   delivered, at most ``--wait-s`` after the last due time;
+3. idle: CPU of the whole process tree (/proc utime+stime) over ``--idle-s`` seconds, nothing due;
+4. drain: ``--schedules`` all due at the same instant: delivery capacity;
+5. (Tocsin only) profiled drain: the same again with py-spy sampling the Python workers.
+
+Headline figures come from the burst: ``deliveries_per_s`` = delivered / (last delivery - first
+due time); lateness = delivered time - due time (Tocsin: the acknowledgement's time in the store;
+peers: when the message was written). Results: ``bench/results/dispatch-<store>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.common import REPO, measure_idle, now_ms, run_phase, stop_group, tree_sample
+
+__all__ = ["main"]
+
+
+def _args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="bench/run dispatch", description=__doc__.split("\n\n")[0])
+    p.add_argument("--schedules", type=int, default=200_000, help="messages per burst and drain")
+    p.add_argument("--window-s", type=float, default=10.0, help="the burst's due times span this")
+    p.add_argument("--warmup", type=int, default=2_000, help="messages due now, before the burst")
+    p.add_argument("--wait-s", type=float, default=180.0, help="wait this long after the last due")
+    p.add_argument("--idle-s", type=float, default=30.0, help="idle CPU measured over this")
+    p.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
+    p.add_argument("--store-url", help="an empty PostgreSQL database, for --store postgres")
+    p.add_argument("--buckets", type=int, default=64)
+    p.add_argument("--partitions", type=int, default=4, help="bucket-range tasks per micro-batch")
+    p.add_argument("--batch-cap", type=int, default=100_000, help="most rows per micro-batch")
+    p.add_argument("--trigger-s", type=float, default=1.0, help="micro-batch trigger interval")
+    p.add_argument("--peer", default="celery,poller",
+                   help="comma-separated peers to run after Tocsin: celery, poller; or none")
+    p.add_argument("--skip-tocsin", action="store_true", help="run the peers only")
+    p.add_argument("--no-drain", action="store_true", help="skip the all-due-at-once run")
+    p.add_argument("--no-profile", action="store_true", help="skip the py-spy profiled drain")
+    p.add_argument("--celery-concurrency", type=int, default=2, help="Celery prefork processes")
+    p.add_argument("--part-timeout-s", type=float, default=2400.0)
+    p.add_argument("--out", type=Path, help="default bench/results/dispatch-<store>.json")
+    p.add_argument("--part", help=argparse.SUPPRESS)
+    p.add_argument("--part-out", type=Path, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def log(message: str) -> None:
+    """Progress on stderr, stamped."""
+    print(f"{datetime.now(UTC):%H:%M:%S} {message}", file=sys.stderr, flush=True)
+
+
+# -- the procedure every target goes through --------------------------------------------------
+
+
+def procedure(target: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Warm-up, burst, idle and drain on ``target`` (already running)."""
+    n, window_ms = args.schedules, int(args.window_s * 1000)
+    out: dict[str, Any] = {}
+    out["warmup"] = run_phase(target, "warmup", n=args.warmup, window_ms=0, wait_s=args.wait_s,
+                              ingest_rate_hint=None, log=log)
+    out["burst"] = run_phase(target, "burst", n=n, window_ms=window_ms, wait_s=args.wait_s,
+                             ingest_rate_hint=out["warmup"]["ingest"]["per_s"], log=log)
+    time.sleep(5)  # let the last batch's commit and heartbeat finish
+    backlog = n - out["burst"]["delivered"]
+    out["idle"] = measure_idle(args.idle_s)
+    out["idle"]["undelivered_backlog"] = backlog
+    log(f"[{target.name}] idle: {out['idle']['cpu_pct_of_one_core']}% of one core "
+        f"({out['idle']['cpu_s_by_kind']})")
+    if not args.no_drain:
+        if backlog and hasattr(target, "reset"):
+            target.reset()
+        out["drain"] = run_phase(target, "drain", n=n, window_ms=0, wait_s=args.wait_s,
+                                 ingest_rate_hint=out["burst"]["ingest"]["per_s"], log=log)
+    return out
+
+
+def headline(result: dict[str, Any]) -> dict[str, Any]:
+    """The comparable figures of one target's run."""
+    burst, drain = result["burst"], result.get("drain") or {}
+    return {
+        "deliveries_per_s": burst["deliveries_per_s"],
+        "lateness_p50_ms": burst["lateness_ms"].get("p50"),
+        "lateness_p99_ms": burst["lateness_ms"].get("p99"),
+        "lateness_max_ms": burst["lateness_ms"].get("max"),
+        "delivered": burst["delivered"],
+        "idle_cpu_pct": result["idle"]["cpu_pct_of_one_core"],
+        "idle_rss_mb": result["idle"]["rss_mb"],
+        "drain_deliveries_per_s": drain.get("deliveries_per_s"),
+        "drain_lateness_p99_ms": (drain.get("lateness_ms") or {}).get("p99"),
+        "ingest_per_s": burst["ingest"]["per_s"],
+    }
+
+
+# -- Tocsin ------------------------------------------------------------------------------------
+
+
+def spark_batches(query: Any) -> list[dict[str, Any]]:
+    """Every recent micro-batch: when it started, its rows and its durations (ms)."""
+    out = []
+    for p in query.recentProgress:
+        d = json.loads(p.json) if hasattr(p, "json") else dict(p)
+        at = datetime.fromisoformat(d["timestamp"].replace("Z", "+00:00"))
+        out.append({"batch": d["batchId"], "at_ms": int(at.timestamp() * 1000),
+                    "rows": d.get("numInputRows", 0), **d.get("durationMs", {})})
+    return out
+
+
+def batch_summary(batches: list[dict[str, Any]], window: list[int]) -> dict[str, Any]:
+    """Micro-batches that started within ``window``: counts, rows, and where their time went."""
+    inside = [b for b in batches if window[0] <= b["at_ms"] <= window[1] and b["rows"]]
+    keys = sorted({k for b in inside for k in b} - {"batch", "at_ms", "rows"})
+    rows = sorted(b["rows"] for b in inside)
+    return {
+        "batches": len(inside),
+        "rows_per_batch": {"min": rows[0], "median": rows[len(rows) // 2], "max": rows[-1]}
+        if rows else {},
+        "duration_ms_total": {k: sum(b.get(k, 0) for b in inside) for k in keys},
+        "duration_ms_max": {k: max(b.get(k, 0) for b in inside) for k in keys},
+        "per_batch": [{k: b.get(k) for k in ("batch", "rows", "triggerExecution", "latestOffset",
+                                             "addBatch", "walCommit", "commitOffsets")}
+                      for b in inside],
+    }
+
+
+def tocsin_part(args: argparse.Namespace) -> dict[str, Any]:
+    """Tocsin's Spark dispatcher, in this process, over a fresh store."""
+    from bench.pyspy import PySpy, summarise
+    from bench.store_target import StoreTarget, open_bench_store, scratch_dir
+    from tocsin.dispatcher.options import DispatchOptions
+    from tocsin.dispatcher.query import spark_session, start_dispatcher
+
+    tmp = scratch_dir("tocsin-bench-")
+    url, store = open_bench_store(args.store, args.store_url, tmp, buckets=args.buckets)
+    target = StoreTarget("tocsin", store, tmp)
+    started = time.perf_counter()
+    spark = spark_session("local[*]", app_name="tocsin-bench",
+                          extra={"spark.sql.streaming.numRecentProgressUpdates": "5000",
+                                 "spark.ui.showConsoleProgress": "false"})
+    opts = DispatchOptions(store_url=url, buckets=args.buckets, partitions=args.partitions,
+                           batch_cap=args.batch_cap)
+    query = start_dispatcher(spark, opts, checkpoint=tmp / "checkpoint",
+                             trigger_seconds=args.trigger_s)
+    log(f"[tocsin] spark session and query started in {time.perf_counter() - started:.1f}s; "
+        f"store {url}")
+    try:
+        out = procedure(target, args)
+        out["options"] = {"master": "local[*]", "partitions": args.partitions,
+                          "batch_cap": args.batch_cap, "trigger_s": args.trigger_s,
+                          "buckets": args.buckets, "store": url}
+        if not args.no_profile:
+            spy = PySpy(tmp)
+            if spy.available:
+                files: list[Path] = []
+                out["profiled_drain"] = run_phase(
+                    target, "profiled", n=args.schedules, window_ms=0, wait_s=args.wait_s,
+                    ingest_rate_hint=out["burst"]["ingest"]["per_s"], log=log,
+                    before_due=spy.start, after_done=lambda: files.extend(spy.stop()))
+                out["profile"] = summarise(files)
+            else:
+                out["profile"] = {"skipped": "py-spy is not installed in the venv"}
+        batches = spark_batches(query)
+        out["spark"] = {phase: batch_summary(batches, out[phase]["window_ms"])
+                        for phase in ("warmup", "burst", "drain", "profiled_drain") if phase in out}
+        return out
+    finally:
+        query.stop()
+        _stop_spark(spark)
+
+
+def _stop_spark(spark: Any) -> None:
+    """Stop the session, then the JVM we launched and anything it left behind, by PID."""
+    from pyspark import SparkContext
+
+    spark.stop()
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    time.sleep(1)
+    for pid in tree_sample():
+        if pid != os.getpid():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+# -- running the parts and putting the results together ----------------------------------------
+
+
+def _part(args: argparse.Namespace) -> None:
+    if args.part == "tocsin":
+        result = tocsin_part(args)
+    elif args.part == "celery":
+        from bench.peers.celery_dispatch import run as run_celery
+
+        result = run_celery(args, procedure=procedure, log=log)
+    elif args.part == "poller":
+        from bench.peers.poller_dispatch import run as run_poller
+
+        result = run_poller(args, procedure=procedure, log=log)
+    else:
+        raise SystemExit(f"unknown part {args.part!r}")
+    args.part_out.write_text(json.dumps(result, indent=1))
+
+
+def _run_part(name: str, args: argparse.Namespace, argv: list[str], scratch: Path) -> Any:
+    out = scratch / f"{name}.json"
+    log(f"=== {name} ===")
+    proc = subprocess.Popen([sys.executable, "-m", "bench.dispatch", *argv, "--part", name,
+                             "--part-out", str(out)], cwd=REPO, start_new_session=True)
+    try:
+        proc.wait(timeout=args.part_timeout_s)
+    except subprocess.TimeoutExpired:
+        log(f"{name} took longer than {args.part_timeout_s}s: stopped")
+    finally:
+        stop_group(proc)
+    if proc.returncode != 0 or not out.exists():
+        return {"failed": f"exit status {proc.returncode}; see the log above"}
+    return json.loads(out.read_text())
+
+
+def _met(value: float | None, goal: float, *, at_most: bool) -> dict[str, Any]:
+    ok = value is not None and (value <= goal if at_most else value >= goal)
+    return {"value": value, "goal": f"{'<=' if at_most else '>='} {goal}", "met": ok}
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    args = _args(argv)
+    if args.part:
+        _part(args)
+        return
+    from bench.common import machine_info
+    from bench.store_target import scratch_dir
+
+    scratch = scratch_dir("tocsin-bench-parts-")
+    started = now_ms()
+    peers = [p for p in args.peer.split(",") if p and p != "none"]
+    results = {name: _run_part(name, args, argv, scratch)
+               for name in ([] if args.skip_tocsin else ["tocsin"]) + peers}
+    report: dict[str, Any] = {}
+    tocsin = results.get("tocsin")
+    if tocsin and "failed" not in tocsin:
+        h = headline(tocsin)
+        report.update({k: h[k] for k in ("deliveries_per_s", "lateness_p50_ms", "lateness_p99_ms",
+                                          "lateness_max_ms", "idle_cpu_pct")})
+    report["schedules"] = args.schedules
+    report["machine"] = machine_info()
+    report["command"] = "bench/run dispatch " + " ".join(argv)
+    report["run_at"] = datetime.fromtimestamp(started / 1000, UTC).isoformat(timespec="seconds")
+    report["wall_s"] = round((now_ms() - started) / 1000, 1)
+    summary = {name: (headline(r) if "failed" not in r else r) for name, r in results.items()}
+    report["summary"] = summary
+    if tocsin and "failed" not in tocsin:
+        h = summary["tocsin"]
+        drain = h["drain_deliveries_per_s"]
+        report["targets"] = {
+            "burst deliveries/s >= 20000": _met(h["deliveries_per_s"], 20_000, at_most=False),
+            "burst p99 lateness <= 3000 ms": _met(h["lateness_p99_ms"], 3_000, at_most=True),
+            "drain capacity >= 20000/s": _met(drain, 20_000, at_most=False),
+            "idle CPU < 2% of one core": _met(h["idle_cpu_pct"], 2.0, at_most=True),
+            "goal: 50000/s (burst)": _met(h["deliveries_per_s"], 50_000, at_most=False),
+            "goal: 50000/s (drain capacity)": _met(drain, 50_000, at_most=False),
+            "goal: p99 <= 1000 ms": _met(h["lateness_p99_ms"], 1_000, at_most=True),
+        }
+        report["ratios_tocsin_over_peer"] = {
+            name: {k: round(h[k] / s[k], 2) if h.get(k) and s.get(k) else None
+                   for k in ("deliveries_per_s", "drain_deliveries_per_s", "lateness_p50_ms",
+                             "lateness_p99_ms", "lateness_max_ms", "idle_cpu_pct", "idle_rss_mb",
+                             "ingest_per_s")}
+            for name, s in summary.items() if name != "tocsin" and "failed" not in s}
+    report["details"] = results
+    out = args.out or REPO / "bench" / "results" / (
+        f"dispatch-{args.store}{'-peers' if args.skip_tocsin else ''}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n")
+    log(f"wrote {out}")
+    print(json.dumps({k: v for k, v in report.items() if k != "details"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

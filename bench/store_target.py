@@ -1,0 +1,98 @@
+"""A benchmark target that schedules through Tocsin's store (``store.create``) and reads the
+outcome back from it; whatever dispatches (the Spark query, the plain poller) runs beside it."""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench.common import Outcomes, lateness_summary, now_ms
+from tocsin.abc import Store
+from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
+from tocsin.stores import open_store
+
+__all__ = ["StoreTarget", "open_bench_store"]
+
+PHASES = ("warmup", "burst", "drain", "profiled")
+
+
+def open_bench_store(kind: str, url: str | None, tmp: Path, *, buckets: int) -> tuple[str, Store]:
+    """A fresh, empty store: a new SQLite file (WAL) under ``tmp``, or the PostgreSQL at ``url``."""
+    if kind == "sqlite":
+        url = f"sqlite:///{tmp / 'tocsin.db'}"
+    elif not url:
+        raise SystemExit("--store postgres needs --store-url postgresql://... (an empty database)")
+    store = open_store(url, buckets=buckets)
+    if sum(store.counts().values()):
+        raise SystemExit(f"the store at {url} is not empty: the benchmark needs a fresh one")
+    return url, store
+
+
+class StoreTarget:
+    """Messages are schedules on channel ``bench-<phase>``, a file channel per phase."""
+
+    lead_factor = 0.6
+
+    def __init__(self, name: str, store: Store, out_dir: Path) -> None:
+        self.name = name
+        self.store = store
+        self.out_dir = out_dir
+        for phase in PHASES:
+            store.put_channel(ChannelSpec(name=f"bench-{phase}", kind=ChannelKind.FILE,
+                                          config={"path": str(out_dir / f"{phase}.jsonl")}))
+
+    def submit(self, phase: str, first: int, dues: Sequence[int]) -> None:
+        items = [NewSchedule(channel=f"bench-{phase}", payload=b'{"n":%d}' % (first + k),
+                             due_ms=due) for k, due in enumerate(dues)]
+        self.store.create(items, now_ms=now_ms())
+
+    def delivered_total(self) -> int:
+        return self.store.counts()[Status.DELIVERED]
+
+    def outcomes(self, phase: str) -> Outcomes:
+        channel = f"bench-{phase}"
+        due, done, cursor = [], [], None
+        while batch := self.store.list(status=Status.DELIVERED, channel=channel,
+                                       after_id=cursor, limit=20_000):
+            for s in batch:
+                due.append(s.due_ms)
+                done.append(s.delivered_ms or 0)
+            cursor = batch[-1].id
+        missing = {}
+        for status in (Status.PENDING, Status.CLAIMED, Status.DEAD):
+            cursor, count = None, 0
+            while batch := self.store.list(status=status, channel=channel, after_id=cursor,
+                                           limit=20_000):
+                count += len(batch)
+                cursor = batch[-1].id
+            if count:
+                missing[status.value] = count
+        out = Outcomes(due_ms=due, done_ms=done, not_delivered=missing)
+        path = self.out_dir / f"{phase}.jsonl"
+        out.extra["file_lines"] = path.read_bytes().count(b"\n") if path.exists() else 0
+        out.extra.update(self._channel_lateness(channel))
+        return out
+
+    def _channel_lateness(self, channel: str) -> dict[str, object]:
+        """From the attempt log (SQLite only): lateness when the channel write ended, before the
+        acknowledgement, and how many schedules were attempted more than once."""
+        path = getattr(self.store, "path", None)
+        if not isinstance(path, str) or path == ":memory:":
+            return {}
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            rows = conn.execute(
+                "SELECT d.lateness_ms FROM deliveries d JOIN schedules s ON s.id = d.schedule_id "
+                "WHERE s.channel = ? AND d.outcome = 'delivered'", (channel,)).fetchall()
+            repeats = conn.execute(
+                "SELECT count(*) - count(DISTINCT d.schedule_id) FROM deliveries d "
+                "JOIN schedules s ON s.id = d.schedule_id WHERE s.channel = ?",
+                (channel,)).fetchone()[0]
+        return {"lateness_at_channel_write_ms": lateness_summary([r[0] for r in rows]),
+                "repeated_attempts": repeats}
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A new temporary directory for one run's store, files and checkpoint."""
+    return Path(tempfile.mkdtemp(prefix=prefix))
