@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["kill_tree", "start_tocsin"]
+__all__ = ["descendants", "executor_jvms", "kill_tree", "start_tocsin"]
 
 
 def start_tocsin(verb: str, *, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -25,3 +25,35 @@ def kill_tree(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, sig)
     proc.wait(timeout=60)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry))
+    found, stack = [], [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def executor_jvms(driver_pid: int) -> list[int]:
+    """The executor JVMs (``CoarseGrainedExecutorBackend``) under a dispatcher process."""
+    found = []
+    for pid in descendants(driver_pid):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"CoarseGrainedExecutorBackend" in cmdline:
+            found.append(pid)
+    return found
