@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 __all__ = [
     "CHUNK",
+    "CpuMeter",
     "Outcomes",
     "Target",
     "cpu_between",
@@ -49,14 +50,17 @@ def now_ms() -> int:
 # -- CPU of a process tree ------------------------------------------------------------------
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 @dataclass(frozen=True, slots=True)
 class Proc:
-    """One process as /proc saw it: CPU ticks (own + reaped children), resident memory."""
+    """One process as /proc saw it: its own CPU ticks (utime + stime), resident memory."""
 
     pid: int
     ppid: int
+    started: int
+    """Start time in ticks since boot: with the pid, identifies the process."""
     ticks: int
     rss_kb: int
     kind: str
@@ -78,20 +82,19 @@ def _kind(pid: int, root: int) -> str:
     return "other"
 
 
-def _stat(pid: int) -> tuple[int, int, int] | None:
+def _stat(pid: int) -> tuple[int, int, int, int] | None:
     try:
         data = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
         return None
     rest = data[data.rindex(b")") + 2:].split()  # field n of proc(5) is rest[n - 3]
-    ticks = int(rest[11]) + int(rest[12]) + int(rest[13]) + int(rest[14])
-    return int(rest[1]), ticks, int(rest[21]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+    return int(rest[1]), int(rest[19]), int(rest[11]) + int(rest[12]), int(rest[21]) * PAGE_KB
 
 
 def tree_sample(root: int | None = None) -> dict[int, Proc]:
     """Every live process under ``root`` (default: this one), itself included."""
     root = os.getpid() if root is None else root
-    stats: dict[int, tuple[int, int, int]] = {}
+    stats: dict[int, tuple[int, int, int, int]] = {}
     children: dict[int, list[int]] = defaultdict(list)
     for entry in os.listdir("/proc"):
         if entry.isdigit() and (st := _stat(int(entry))) is not None:
@@ -101,39 +104,92 @@ def tree_sample(root: int | None = None) -> dict[int, Proc]:
     while todo:
         pid = todo.pop()
         if pid in stats:
-            ppid, ticks, rss = stats[pid]
-            found[pid] = Proc(pid, ppid, ticks, rss, _kind(pid, root))
+            ppid, started, ticks, rss = stats[pid]
+            found[pid] = Proc(pid, ppid, started, ticks, rss, _kind(pid, root))
             todo.extend(children.get(pid, ()))
     return found
 
 
-def cpu_between(before: dict[int, Proc], after: dict[int, Proc]) -> dict[str, float]:
-    """CPU seconds the tree used between two samples, by kind of process and in total.
+class CpuMeter:
+    """CPU used by this process tree, by kind of process, sampled every ``interval_s`` in a
+    thread: the sum of each process's own increments (a process that exits loses at most its
+    last interval; children's times are not taken from cutime, which PySpark's forked workers
+    do not reliably reach). The sampler's own CPU is not counted."""
 
-    Ticks include reaped children (cutime/cstime), so a worker that exits in between is still
-    counted, in its parent's kind."""
-    by_kind: dict[str, float] = defaultdict(float)
-    for proc in after.values():
-        by_kind[proc.kind] += proc.ticks / CLK_TCK
-    for proc in before.values():
-        by_kind[proc.kind] -= proc.ticks / CLK_TCK
-    out = {k: round(v, 2) for k, v in sorted(by_kind.items()) if abs(v) >= 0.005}
-    out["total"] = round(sum(by_kind.values()), 2)
+    def __init__(self, interval_s: float = 1.0) -> None:
+        import threading
+
+        self.interval_s = interval_s
+        self._lock = threading.Lock()
+        self._last: dict[tuple[int, int], int] = {}
+        self._kinds: dict[tuple[int, int], str] = {}
+        self._used: dict[str, int] = defaultdict(int)
+        self._overhead_s = 0.0
+        self._stop = threading.Event()
+        self._sample(first=True)
+        self._thread = threading.Thread(target=self._run, name="cpu-meter", daemon=True)
+        self._thread.start()
+
+    def _sample(self, *, first: bool = False) -> dict[int, Proc]:
+        with self._lock:
+            t0 = time.thread_time()
+            procs = tree_sample()
+            for p in procs.values():
+                key = (p.pid, p.started)
+                if key in self._last:
+                    self._used[p.kind if p.kind != "gone" else self._kinds[key]] += (
+                        p.ticks - self._last[key])
+                elif not first:
+                    self._used[p.kind] += p.ticks  # born since the last sample
+                self._last[key] = p.ticks
+                self._kinds[key] = p.kind
+            self._overhead_s += time.thread_time() - t0
+            return procs
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+
+    def read(self) -> dict[str, float]:
+        """CPU seconds used since the meter started, by kind, and the total."""
+        self._sample()
+        with self._lock:
+            used = {k: v / CLK_TCK for k, v in self._used.items()}
+            used["bench"] = used.get("bench", 0.0) - self._overhead_s
+            return used
+
+    def rss_mb(self) -> float:
+        """Resident memory of the whole tree now."""
+        return round(sum(p.rss_kb for p in tree_sample().values()) / 1024, 1)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def cpu_between(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """CPU seconds between two :meth:`CpuMeter.read`, by kind and in total."""
+    diff = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in sorted(set(before) | set(after))}
+    out = {k: round(v, 2) for k, v in diff.items() if abs(v) >= 0.005}
+    out["total"] = round(sum(diff.values()), 2)
     return out
 
 
 def measure_idle(seconds: float) -> dict[str, Any]:
     """CPU used by this process tree over ``seconds`` of doing nothing, as % of one core."""
-    before = tree_sample()
-    time.sleep(seconds)
-    after = tree_sample()
-    used = cpu_between(before, after)
+    meter = CpuMeter(interval_s=1.0)
+    try:
+        time.sleep(seconds)
+        used = cpu_between({}, meter.read())
+        rss = meter.rss_mb()
+    finally:
+        meter.close()
     return {
         "seconds": seconds,
         "cpu_pct_of_one_core": round(100 * used["total"] / seconds, 2),
         "cpu_s_by_kind": used,
-        "rss_mb": round(sum(p.rss_kb for p in after.values()) / 1024, 1),
-        "processes": len(after),
+        "rss_mb": rss,
+        "processes": len(tree_sample()),
     }
 
 
@@ -201,7 +257,8 @@ def run_phase(target: Target, phase: str, *, n: int, window_ms: int, wait_s: flo
     first_due = now_ms() + lead_ms
     dues = [first_due + window_ms * i // n for i in range(n)]
     base = target.delivered_total()
-    cpu0 = tree_sample()
+    meter = CpuMeter(interval_s=1.0)
+    cpu0 = meter.read()
     started = time.perf_counter()
     chunk_s = []
     for off in range(0, n, CHUNK):
@@ -210,7 +267,7 @@ def run_phase(target: Target, phase: str, *, n: int, window_ms: int, wait_s: flo
         chunk_s.append(time.perf_counter() - t)
     ingest_s = time.perf_counter() - started
     ingest_end = now_ms()
-    cpu1 = tree_sample()
+    cpu1 = meter.read()
     log(f"[{target.name}] {phase}: {n} submitted in {ingest_s:.1f}s "
         f"({n / ingest_s:,.0f}/s); first due {'+' if first_due >= ingest_end else ''}"
         f"{(first_due - ingest_end) / 1000:.1f}s after the last insert")
@@ -224,7 +281,8 @@ def run_phase(target: Target, phase: str, *, n: int, window_ms: int, wait_s: flo
         if done >= n or now_ms() > deadline:
             break
         time.sleep(0.5 if n <= CHUNK else 1.0)
-    cpu2 = tree_sample()
+    cpu2 = meter.read()
+    meter.close()
     if after_done:
         after_done()
     out = target.outcomes(phase)
@@ -311,8 +369,10 @@ def machine_info() -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError, IndexError):
         java = None
     return {
-        "cores": os.cpu_count(), "memory_gb": round(mem_kb / 1024 / 1024, 1), "cpu_model": model,
+        "cores": os.cpu_count(), "memory_gb": round(mem_kb / 1024 / 1024, 1),
+        "cpu_model": model,
         "kernel": platform.release(), "python": platform.python_version(),
         "pyspark": _version("pyspark"), "pyarrow": _version("pyarrow"), "java": java,
-        "sqlite": sqlite3.sqlite_version, "celery": _version("celery"), "redis_py": _version("redis"),
+        "sqlite": sqlite3.sqlite_version, "celery": _version("celery"),
+        "redis_py": _version("redis"),
     }

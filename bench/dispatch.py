@@ -22,6 +22,7 @@ peers: when the message was written). Results: ``bench/results/dispatch-<store>.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -173,7 +174,8 @@ def tocsin_part(args: argparse.Namespace) -> dict[str, Any]:
                 out["profiled_drain"] = run_phase(
                     target, "profiled", n=args.schedules, window_ms=0, wait_s=args.wait_s,
                     ingest_rate_hint=out["burst"]["ingest"]["per_s"], log=log,
-                    before_due=spy.start, after_done=lambda: files.extend(spy.stop()))
+                    before_due=lambda: log(f"[tocsin] py-spy on pids {spy.start()}"),
+                    after_done=lambda: files.extend(spy.stop()))
                 out["profile"] = summarise(files)
             else:
                 out["profile"] = {"skipped": "py-spy is not installed in the venv"}
@@ -202,10 +204,8 @@ def _stop_spark(spark: Any) -> None:
     time.sleep(1)
     for pid in tree_sample():
         if pid != os.getpid():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 # -- running the parts and putting the results together ----------------------------------------
@@ -243,6 +243,18 @@ def _run_part(name: str, args: argparse.Namespace, argv: list[str], scratch: Pat
     return json.loads(out.read_text())
 
 
+def _code_version() -> dict[str, Any]:
+    def git(*a: str) -> str:
+        try:
+            return subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True,
+                                  timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    return {"commit": git("rev-parse", "--short", "HEAD") or None,
+            "src_modified": bool(git("status", "--porcelain", "--", "src"))}
+
+
 def _met(value: float | None, goal: float, *, at_most: bool) -> dict[str, Any]:
     ok = value is not None and (value <= goal if at_most else value >= goal)
     return {"value": value, "goal": f"{'<=' if at_most else '>='} {goal}", "met": ok}
@@ -271,6 +283,7 @@ def main(argv: list[str] | None = None) -> None:
     report["schedules"] = args.schedules
     report["machine"] = machine_info()
     report["command"] = "bench/run dispatch " + " ".join(argv)
+    report["code"] = _code_version()
     report["run_at"] = datetime.fromtimestamp(started / 1000, UTC).isoformat(timespec="seconds")
     report["wall_s"] = round((now_ms() - started) / 1000, 1)
     summary = {name: (headline(r) if "failed" not in r else r) for name, r in results.items()}

@@ -41,7 +41,7 @@ app.conf.update(
 _out: IO[bytes] | None = None
 
 
-@app.task(name="bench.deliver", ignore_result=True)
+@app.task(name="bench.deliver", ignore_result=True)  # type: ignore[untyped-decorator]
 def deliver(phase: str, n: int, due_ms: int) -> None:
     """Append the message, with the time it ran, as one JSON line (one write: O_APPEND keeps
     the pool processes' lines whole)."""
@@ -57,7 +57,7 @@ class CeleryTarget:
     """Redis and a Celery worker, started here and stopped by PID."""
 
     name = "celery"
-    lead_factor = 0.5  # the worker takes in the ETA messages while they are being published
+    lead_factor = 0.75  # the worker takes in the ETA messages while they are being published
 
     def __init__(self, tmp: Path, *, concurrency: int, log: Callable[[str], None]) -> None:
         self.tmp, self.concurrency, self.log = tmp, concurrency, log

@@ -1,0 +1,32 @@
+"""The FastAPI application (OpenAPI at ``/docs``)."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from tocsin.abc import Store
+from tocsin.api import channels, health, schedules
+from tocsin.api.deps import Deps
+from tocsin.api.errors import install_error_handlers
+from tocsin.clock import Clock, SystemClock
+from tocsin.config import Settings
+
+__all__ = ["create_app"]
+
+
+def create_app(settings: Settings | None = None, *, store: Store | None = None,
+               clock: Clock | None = None, expect_dispatcher: bool = False) -> FastAPI:
+    """The API over ``store`` (opened from ``settings`` when not given)."""
+    settings = settings or Settings()
+    if store is None:
+        from tocsin.stores import open_store
+
+        store = open_store(settings.store_url, buckets=settings.buckets)
+    app = FastAPI(title="Tocsin", version="0.1.0",
+                  description="A durable scheduler of delayed messages.")
+    app.state.deps = Deps(store=store, clock=clock or SystemClock(), settings=settings,
+                          expect_dispatcher=expect_dispatcher)
+    install_error_handlers(app)
+    for module in (schedules, channels, health):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,50 @@
+"""``/v1/channels``: channels are registered once, never given per message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from tocsin.api.deps import Deps
+from tocsin.api.models import ChannelIn
+from tocsin.domain import ChannelKind, ChannelSpec
+from tocsin.errors import ValidationError
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/channels", tags=["channels"])
+
+
+def _out(spec: ChannelSpec) -> dict[str, Any]:
+    return {"name": spec.name, "kind": spec.kind.value, "config": spec.config}
+
+
+@router.post("", status_code=201, summary="Register or replace a channel")
+def put(body: ChannelIn, request: Request) -> dict[str, Any]:
+    try:
+        kind = ChannelKind(body.kind)
+    except ValueError:
+        raise ValidationError("kind", f"{body.kind!r} is not one of "
+                                      f"{', '.join(k.value for k in ChannelKind)}") from None
+    from tocsin.channels import validate_channel_config
+
+    config = validate_channel_config(kind, body.config)
+    spec = ChannelSpec(name=body.name, kind=kind, config=config)
+    return _out(Deps.of(request).store.put_channel(spec))
+
+
+@router.get("", summary="Every registered channel")
+def list_(request: Request) -> dict[str, Any]:
+    return {"items": [_out(s) for s in Deps.of(request).store.list_channels()]}
+
+
+@router.get("/{name}", summary="One channel")
+def get(name: str, request: Request) -> dict[str, Any]:
+    return _out(Deps.of(request).store.get_channel(name))
+
+
+@router.delete("/{name}", status_code=204, summary="Forget a channel")
+def delete(name: str, request: Request) -> Response:
+    Deps.of(request).store.delete_channel(name)
+    return Response(status_code=204)

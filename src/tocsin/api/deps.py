@@ -1,0 +1,29 @@
+"""What every route needs, hung on the application's state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from tocsin.abc import Store
+from tocsin.clock import Clock
+from tocsin.config import Settings
+
+__all__ = ["Deps"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Deps:
+    """The store, the clock and the settings of one application."""
+
+    store: Store
+    clock: Clock
+    settings: Settings
+    expect_dispatcher: bool
+
+    @staticmethod
+    def of(request: Request) -> Deps:
+        """The dependencies of the application serving ``request``."""
+        deps: Deps = request.app.state.deps
+        return deps

@@ -1,0 +1,72 @@
+"""Tocsin's errors as HTTP answers, in one place.
+
+======================  ======
+error                   status
+======================  ======
+ValidationError         422
+NotFoundError           404
+ConflictError           409
+StoreError              503
+any other TocsinError   500
+======================  ======
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from tocsin.errors import ConflictError, NotFoundError, StoreError, TocsinError, ValidationError
+
+__all__ = ["STATUS", "install_error_handlers", "status_of"]
+
+STATUS: dict[type[TocsinError], int] = {
+    ValidationError: 422,
+    NotFoundError: 404,
+    ConflictError: 409,
+    StoreError: 503,
+}
+
+
+def status_of(exc: TocsinError) -> int:
+    """The HTTP status for an error."""
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]  # type: ignore[index]
+    return 500
+
+
+def error_body(exc: TocsinError) -> dict[str, Any]:
+    """The JSON body for an error."""
+    body: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    if isinstance(exc, ValidationError):
+        body.update(field=exc.field, reason=exc.reason, errors=exc.errors)
+    if isinstance(exc, ConflictError):
+        body.update(status=exc.status, id=exc.ident)
+    if isinstance(exc, NotFoundError):
+        body.update(kind=exc.kind, id=exc.ident)
+    return {"error": body}
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path")]
+    return ".".join(parts) or "body"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Route every error through :data:`STATUS`."""
+
+    @app.exception_handler(TocsinError)
+    async def tocsin_error(_: Request, exc: TocsinError) -> JSONResponse:
+        return JSONResponse(error_body(exc), status_code=status_of(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def request_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"field": _field(tuple(e.get("loc", ()))), "reason": e.get("msg", "invalid")}
+                  for e in exc.errors()]
+        first = errors[0] if errors else {"field": "body", "reason": "invalid request"}
+        return JSONResponse(error_body(ValidationError(first["field"], first["reason"],
+                                                       errors=errors)), status_code=422)

@@ -1,0 +1,56 @@
+"""``/healthz`` (the process answers), ``/readyz`` (the store answers and, when a dispatcher is
+expected, it beat recently) and ``/metrics``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import CollectorRegistry, generate_latest
+
+from tocsin.api.deps import Deps
+from tocsin.api.metrics import StoreCollector
+from tocsin.dispatcher.beat import DISPATCHER, SOURCE
+from tocsin.errors import StoreError
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", summary="The process is up")
+def healthz() -> dict[str, Any]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz", summary="The store answers and the dispatcher is alive")
+def readyz(request: Request) -> JSONResponse:
+    deps = Deps.of(request)
+    problems: list[str] = []
+    try:
+        deps.store.ping()
+    except StoreError as exc:
+        problems.append(f"store: {exc}")
+    else:
+        if deps.expect_dispatcher:
+            window_ms = int(max(10.0, 5 * deps.settings.trigger_seconds) * 1000)
+            beats = [b[0] for b in (deps.store.last_beat(DISPATCHER),
+                                    deps.store.last_beat(SOURCE)) if b]
+            age = deps.clock.now_ms() - max(beats) if beats else None
+            if age is None or age > window_ms:
+                problems.append("dispatcher: no heartbeat" + (
+                    "" if age is None else f" for {age / 1000:.1f} s") +
+                    f" (expected within {window_ms / 1000:g} s)")
+    status = 503 if problems else 200
+    return JSONResponse({"status": "unready" if problems else "ready", "problems": problems},
+                        status_code=status)
+
+
+@router.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
+def metrics(request: Request) -> PlainTextResponse:
+    deps = Deps.of(request)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StoreCollector(deps.store, deps.clock))
+    return PlainTextResponse(generate_latest(registry).decode(),
+                             media_type="text/plain; version=0.0.4")

@@ -1,0 +1,143 @@
+"""The HTTP edge's models: requests validated here, once, into the domain's values."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from tocsin.clock import from_ms, to_ms
+from tocsin.domain import NewSchedule, PayloadKind, Schedule
+from tocsin.domain.schedule import payload_value
+from tocsin.errors import ValidationError
+
+__all__ = ["ChannelIn", "ScheduleIn", "parse_duration", "schedule_out"]
+
+_ISO_DURATION = re.compile(
+    r"^P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$")
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:\d{2})$")
+_KEY_MAX = 256
+
+
+def parse_duration(value: float | str, field: str = "delay") -> timedelta:
+    """Seconds, or an ISO 8601 duration (``PT5M``, ``P1DT2H``), as a timedelta."""
+    if isinstance(value, bool):
+        raise ValidationError(field, "must be a number of seconds or an ISO 8601 duration")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        match = _ISO_DURATION.match(value.strip())
+        if not match or value.strip() in ("P", "PT") or value.strip().endswith("T"):
+            raise ValidationError(field, f"{value!r} is not an ISO 8601 duration like PT5S or P1DT2H")
+        parts = {k: float(v) for k, v in match.groupdict().items() if v}
+        seconds = (parts.get("w", 0) * 604800 + parts.get("d", 0) * 86400
+                   + parts.get("h", 0) * 3600 + parts.get("m", 0) * 60 + parts.get("s", 0))
+    if seconds < 0:
+        raise ValidationError(field, "must not be negative")
+    return timedelta(seconds=seconds)
+
+
+def parse_instant(value: str, field: str = "due_at") -> int:
+    """An RFC 3339 time with an offset as UTC milliseconds; a naive time is refused."""
+    if not _RFC3339.match(value.strip()):
+        raise ValidationError(field, f"{value!r} is not an RFC 3339 time with an offset "
+                                     "(e.g. 2026-01-01T09:00:00Z); naive times are refused")
+    try:
+        instant = datetime.fromisoformat(value.strip().replace("z", "Z").replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValidationError(field, f"{value!r}: {exc}") from exc
+    return to_ms(instant)
+
+
+class ScheduleIn(BaseModel):
+    """One schedule as a client sends it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    channel: str = Field(min_length=1, max_length=128)
+    payload: JsonValue = None
+    payload_text: str | None = None
+    payload_base64: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    due_at: str | None = Field(None, description="RFC 3339 with an offset.")
+    delay: float | str | None = Field(None, description="Seconds or an ISO 8601 duration.")
+    key: str | None = Field(None, min_length=1, max_length=_KEY_MAX)
+    tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+    ordering_key: str | None = Field(None, min_length=1, max_length=_KEY_MAX)
+
+    def to_domain(self, *, now_ms: int, max_payload: int, grace_ms: int) -> NewSchedule:
+        """Validate the cross-field rules and build the domain value."""
+        given = [n for n in ("payload", "payload_text", "payload_base64")
+                 if n in self.model_fields_set and (n == "payload" or getattr(self, n) is not None)]
+        if len(given) != 1:
+            raise ValidationError("payload", "give exactly one of payload, payload_text, "
+                                             f"payload_base64 (got {len(given) or 'none'})")
+        field = given[0]
+        if field == "payload":
+            kind, data = PayloadKind.JSON, json.dumps(self.payload, separators=(",", ":")).encode()
+        elif field == "payload_text":
+            kind, data = PayloadKind.TEXT, str(self.payload_text).encode()
+        else:
+            try:
+                kind = PayloadKind.BINARY
+                data = base64.b64decode(str(self.payload_base64), validate=True)
+            except (binascii.Error, ValueError) as exc:
+                raise ValidationError("payload_base64", f"not valid base64: {exc}") from exc
+        if len(data) > max_payload:
+            raise ValidationError(field, f"payload is {len(data)} bytes; the limit is {max_payload}")
+        if (self.due_at is None) == (self.delay is None):
+            raise ValidationError("due_at", "give exactly one of due_at or delay")
+        if self.due_at is not None:
+            due_ms = parse_instant(self.due_at)
+            if due_ms < now_ms - grace_ms:
+                raise ValidationError(
+                    "due_at", f"{(now_ms - due_ms) / 1000:.3f} s in the past; the grace window "
+                              f"is {grace_ms / 1000:g} s")
+        else:
+            assert self.delay is not None
+            due_ms = now_ms + parse_duration(self.delay) // timedelta(milliseconds=1)
+        digest = hashlib.sha256(self.model_dump_json(exclude_defaults=False).encode()).hexdigest()
+        return NewSchedule(channel=self.channel, payload=data, payload_kind=kind,
+                           headers=self.headers, due_ms=due_ms, tenant=self.tenant, key=self.key,
+                           ordering_key=self.ordering_key, request_digest=digest)
+
+
+class ChannelIn(BaseModel):
+    """A channel registration."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=128)
+    kind: str
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+def iso(ms: int | None) -> str | None:
+    """UTC milliseconds as RFC 3339 with ``Z``."""
+    return None if ms is None else from_ms(ms).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z")
+
+
+def schedule_out(s: Schedule, *, full: bool = True) -> dict[str, Any]:
+    """A schedule as the API answers it."""
+    out: dict[str, Any] = {"id": s.id, "status": s.status.value, "due_at": iso(s.due_ms),
+                           "bucket": s.bucket}
+    if full:
+        out.update({
+            "tenant": s.tenant, "channel": s.channel, "created_at": iso(s.created_ms),
+            "attempts": s.attempts, "last_error": s.last_error,
+            "next_attempt_at": iso(s.next_ms) if s.status.value == "PENDING" else None,
+            "delivered_at": iso(s.delivered_ms), "lateness_ms": s.lateness_ms,
+            "headers": s.headers, "key": s.key, "ordering_key": s.ordering_key,
+            **payload_value(s.payload_kind, s.payload),
+        })
+        if s.payload_kind is PayloadKind.TEXT:
+            out["payload_text"] = out.pop("payload")
+    return out

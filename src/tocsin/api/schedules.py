@@ -1,0 +1,124 @@
+"""``/v1/schedules``: create (one or a batch, all or nothing), read, list, cancel."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pydantic
+from fastapi import APIRouter, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from tocsin.api.deps import Deps
+from tocsin.api.models import ScheduleIn, iso, parse_instant, schedule_out
+from tocsin.domain import NewSchedule, Status
+from tocsin.errors import NotFoundError, ValidationError
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
+
+_BODY_DOC = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "oneOf": [{"$ref": "#/components/schemas/ScheduleIn"},
+              {"type": "object", "properties": {"schedules": {
+                  "type": "array", "items": {"$ref": "#/components/schemas/ScheduleIn"}}}}]}}}}}
+
+
+def _parse(deps: Deps, raw: Any) -> tuple[list[NewSchedule], bool]:
+    batch = isinstance(raw, dict) and "schedules" in raw
+    if batch:
+        if set(raw) != {"schedules"} or not isinstance(raw["schedules"], list):
+            raise ValidationError("schedules", "a batch is {\"schedules\": [...]} and nothing else")
+        items = raw["schedules"]
+        limit = deps.settings.max_batch_items
+        if not items or len(items) > limit:
+            raise ValidationError("schedules", f"a batch holds 1 to {limit} schedules, "
+                                               f"not {len(items)}")
+    else:
+        items = [raw]
+    now = deps.clock.now_ms()
+    errors: list[dict[str, Any]] = []
+    out: list[NewSchedule] = []
+    known: dict[str, bool] = {}
+    for i, item in enumerate(items):
+        prefix = f"schedules.{i}." if batch else ""
+        try:
+            value = ScheduleIn.model_validate(item).to_domain(
+                now_ms=now, max_payload=deps.settings.max_payload_bytes,
+                grace_ms=int(deps.settings.grace_seconds * 1000))
+        except pydantic.ValidationError as exc:
+            for e in exc.errors():
+                errors.append({"index": i, "field": prefix + ".".join(map(str, e["loc"])) or "body",
+                               "reason": e["msg"]})
+            continue
+        except ValidationError as exc:
+            errors.append({"index": i, "field": prefix + exc.field, "reason": exc.reason})
+            continue
+        if value.channel not in known:
+            try:
+                deps.store.get_channel(value.channel)
+                known[value.channel] = True
+            except NotFoundError:
+                known[value.channel] = False
+        if not known[value.channel]:
+            errors.append({"index": i, "field": prefix + "channel",
+                           "reason": f"channel {value.channel!r} is not registered"})
+            continue
+        out.append(value)
+    if errors:
+        first = errors[0]
+        raise ValidationError(first["field"], first["reason"] + (
+            f" (and {len(errors) - 1} more errors; nothing was stored)" if len(errors) > 1 else ""),
+            errors=errors)
+    return out, batch
+
+
+@router.post("", status_code=201, openapi_extra=_BODY_DOC,
+             summary="Schedule one message, or a batch of up to 10 000 (all or nothing)")
+async def create(request: Request, response: Response) -> dict[str, Any]:
+    deps = Deps.of(request)
+    try:
+        raw = json.loads(await request.body())
+    except json.JSONDecodeError as exc:
+        raise ValidationError("body", f"malformed JSON: {exc}") from exc
+    items, batch = await run_in_threadpool(_parse, deps, raw)
+    results = await run_in_threadpool(deps.store.create, items, now_ms=deps.clock.now_ms())
+    if not any(created for _, created in results):
+        response.status_code = 200
+    answers = [schedule_out(s, full=False) | {"created": created} for s, created in results]
+    return {"schedules": answers} if batch else answers[0]
+
+
+@router.get("/{schedule_id}", summary="A schedule: status, attempts, last error, lateness")
+def get(schedule_id: str, request: Request) -> dict[str, Any]:
+    return schedule_out(Deps.of(request).store.get(schedule_id))
+
+
+@router.get("", summary="List schedules (cursor pagination)")
+def list_(request: Request, status: Status | None = None, channel: str | None = None,
+          due_from: str | None = None, due_to: str | None = None,
+          cursor: str | None = None, limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
+    store = Deps.of(request).store
+    found = store.list(
+        status=status, channel=channel,
+        due_from_ms=parse_instant(due_from, "due_from") if due_from else None,
+        due_to_ms=parse_instant(due_to, "due_to") if due_to else None,
+        after_id=cursor, limit=limit)
+    return {"items": [schedule_out(s) for s in found],
+            "next_cursor": found[-1].id if len(found) == limit else None}
+
+
+@router.get("/{schedule_id}/deliveries", summary="Every delivery attempt of a schedule")
+def deliveries(schedule_id: str, request: Request) -> dict[str, Any]:
+    store = Deps.of(request).store
+    store.get(schedule_id)
+    return {"items": [{"delivery_id": d.delivery_id, "attempt": d.attempt, "epoch": d.epoch,
+                       "started_at": iso(d.started_ms), "ended_at": iso(d.ended_ms),
+                       "outcome": d.outcome.value, "error": d.error,
+                       "lateness_ms": d.lateness_ms} for d in store.deliveries(schedule_id)]}
+
+
+@router.delete("/{schedule_id}", summary="Cancel: 200 = never delivered; 409 = too late")
+def cancel(schedule_id: str, request: Request) -> dict[str, Any]:
+    deps = Deps.of(request)
+    return schedule_out(deps.store.cancel(schedule_id, now_ms=deps.clock.now_ms()))
