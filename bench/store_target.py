@@ -33,7 +33,7 @@ def open_bench_store(kind: str, url: str | None, tmp: Path, *, buckets: int) -> 
 class StoreTarget:
     """Messages are schedules on channel ``bench-<phase>``, a file channel per phase."""
 
-    lead_factor = 0.6
+    lead_factor = 0.8
 
     def __init__(self, name: str, store: Store, out_dir: Path) -> None:
         self.name = name
