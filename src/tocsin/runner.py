@@ -6,16 +6,26 @@ the API down; when it exits unexpectedly it is started again after a short pause
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from tocsin.config import Settings
 
 __all__ = ["DispatcherSupervisor", "run_api", "run_up"]
+
+
+def _die_with_parent() -> None:
+    """In the child: ask Linux to SIGTERM it when the parent dies, even by kill -9."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 class DispatcherSupervisor:
@@ -40,7 +50,7 @@ class DispatcherSupervisor:
     def _loop(self) -> None:
         while not self._stopping.is_set():
             self._proc = subprocess.Popen([sys.executable, "-m", "tocsin", "dispatcher"],
-                                          env=self._env)
+                                          env=self._env, preexec_fn=_die_with_parent)
             code = self._proc.wait()
             if self._stopping.is_set():
                 return
@@ -60,13 +70,17 @@ class DispatcherSupervisor:
                 proc.wait()
 
 
-def run_api(settings: Settings, *, expect_dispatcher: bool, **uvicorn_kw: Any) -> None:
-    """Serve the HTTP API until interrupted."""
+def run_api(settings: Settings, *, expect_dispatcher: bool,
+            on_shutdown: Callable[[], None] | None = None, **uvicorn_kw: Any) -> None:
+    """Serve the HTTP API until interrupted; ``on_shutdown`` runs as the server stops (uvicorn
+    re-raises SIGTERM/SIGINT once it has stopped, so a ``finally`` would never run)."""
     import uvicorn
 
     from tocsin.api.app import create_app
 
     app = create_app(settings, expect_dispatcher=expect_dispatcher)
+    if on_shutdown is not None:
+        app.router.add_event_handler("shutdown", on_shutdown)
     print(f"tocsin: API listening on http://{settings.api_host}:{settings.api_port} "
           f"(OpenAPI at /docs), store {settings.store_url}", flush=True)
     uvicorn.run(app, host=settings.api_host, port=settings.api_port, log_level="warning",
@@ -82,6 +96,6 @@ def run_up(settings: Settings) -> None:
     supervisor = DispatcherSupervisor(env)
     supervisor.start()
     try:
-        run_api(settings, expect_dispatcher=True)
+        run_api(settings, expect_dispatcher=True, on_shutdown=supervisor.stop)
     finally:
         supervisor.stop()
