@@ -1,13 +1,23 @@
-"""Column lists and row mappers shared by the SQL stores."""
+"""Column lists, row mappers and helpers shared by the SQL stores (SQLite, PostgreSQL)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from importlib import resources
 from typing import Any
 
 from tocsin.abc import ClaimedRow
-from tocsin.domain import ChannelKind, ChannelSpec, Delivery, NewSchedule, Outcome, Schedule, Status
+from tocsin.domain import (
+    Ack,
+    ChannelKind,
+    ChannelSpec,
+    Delivery,
+    NewSchedule,
+    Outcome,
+    Schedule,
+    Status,
+)
 from tocsin.domain.schedule import PayloadKind
 from tocsin.ids import bucket_of, new_schedule_id
 
@@ -18,9 +28,14 @@ __all__ = [
     "SCHEDULE_COLUMNS",
     "channel_from_row",
     "claimed_from_row",
+    "dead_letter_item",
     "delivery_from_row",
+    "delivery_values",
     "insert_values",
+    "list_filters",
+    "migrations",
     "schedule_from_row",
+    "schedule_from_values",
 ]
 
 SCHEDULE_COLUMNS = (
@@ -49,6 +64,58 @@ def insert_values(item: NewSchedule, *, buckets: int, now_ms: int) -> tuple[Any,
         bucket_of(item.ordering_key or schedule_id, buckets), Status.PENDING.value, 0, now_ms,
         item.key, item.fingerprint() if item.key is not None else None, item.ordering_key,
     )
+
+
+def schedule_from_values(v: Sequence[Any]) -> Schedule:
+    """The :class:`Schedule` just inserted with ``insert_values`` values ``v``."""
+    return schedule_from_row((v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9],
+                              v[10], None, None, v[11], None, None, v[12], v[14]))
+
+
+def dead_letter_item(ack: Ack, row: Sequence[Any], *, now_ms: int) -> NewSchedule:
+    """The copy of a dead schedule for ``ack.dead_letter``, due now; ``row`` is the dead
+    schedule's ``(tenant, payload, payload_kind, headers)``."""
+    headers = {**json.loads(row[3]), "Tocsin-Dead-Letter-Of": ack.schedule_id,
+               "Tocsin-Error": (ack.error or "")[:500]}
+    return NewSchedule(channel=str(ack.dead_letter), payload=bytes(row[1]),
+                       payload_kind=PayloadKind(row[2]), headers=headers, due_ms=now_ms,
+                       tenant=row[0])
+
+
+def delivery_values(acks: Sequence[Ack], epoch: int) -> list[tuple[Any, ...]]:
+    """The attempt-log rows (in ``DELIVERY_COLUMNS`` order) of a batch of acks."""
+    return [(a.delivery_id, a.schedule_id, a.attempt, epoch, a.started_ms, a.ended_ms,
+             a.outcome.value, a.error, a.ended_ms - a.due_ms) for a in acks]
+
+
+def list_filters(
+    mark: str,
+    *,
+    status: Status | None,
+    channel: str | None,
+    due_from_ms: int | None,
+    due_to_ms: int | None,
+    after_id: str | None,
+) -> tuple[str, list[Any]]:
+    """The WHERE clause (``mark`` is the driver's placeholder) and arguments of ``list``."""
+    where, args = ["1 = 1"], []
+    for clause, value in (("status = ?", status.value if status else None),
+                          ("channel = ?", channel), ("due_ms >= ?", due_from_ms),
+                          ("due_ms < ?", due_to_ms), ("id > ?", after_id)):
+        if value is not None:
+            where.append(clause.replace("?", mark))
+            args.append(value)
+    return " AND ".join(where), args
+
+
+def migrations(dialect: str) -> list[tuple[int, str]]:
+    """The numbered migration scripts of ``dialect`` (``sqlite``, ``postgres``), in order."""
+    folder = resources.files("tocsin.stores") / "migrations" / dialect
+    found = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            found.append((int(entry.name.split("_", 1)[0]), entry.read_text()))
+    return sorted(found)
 
 
 def schedule_from_row(row: Sequence[Any]) -> Schedule:

@@ -10,7 +10,6 @@ import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -24,23 +23,19 @@ from tocsin.stores.rows import (
     SCHEDULE_COLUMNS,
     channel_from_row,
     claimed_from_row,
+    dead_letter_item,
     delivery_from_row,
+    delivery_values,
     insert_values,
+    list_filters,
+    migrations,
     schedule_from_row,
+    schedule_from_values,
 )
 
 __all__ = ["SQLiteStore"]
 
 SCHEMA_VERSION = 1
-
-
-def _migrations() -> list[tuple[int, str]]:
-    folder = resources.files("tocsin.stores") / "migrations" / "sqlite"
-    found = []
-    for entry in folder.iterdir():
-        if entry.name.endswith(".sql"):
-            found.append((int(entry.name.split("_", 1)[0]), entry.read_text()))
-    return sorted(found)
 
 
 class SQLiteStore(Store):
@@ -97,7 +92,7 @@ class SQLiteStore(Store):
             conn.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)")
             row = conn.execute("SELECT v FROM meta WHERE k = 'schema_version'").fetchone()
             version = int(row[0]) if row else 0
-            for number, script in _migrations():
+            for number, script in migrations("sqlite"):
                 if number > version:
                     for statement in script.split(";"):
                         if statement.strip():
@@ -136,13 +131,8 @@ class SQLiteStore(Store):
                 values = insert_values(item, buckets=self.buckets, now_ms=now_ms)
                 conn.execute(f"INSERT INTO schedules ({INSERT_COLUMNS}) VALUES "
                              f"({', '.join('?' * len(values))})", values)
-                out.append((self._schedule_from_values(values), True))
+                out.append((schedule_from_values(values), True))
         return out
-
-    @staticmethod
-    def _schedule_from_values(v: tuple[Any, ...]) -> Schedule:
-        return schedule_from_row((v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9],
-                                  v[10], None, None, v[11], None, None, v[12], v[14]))
 
     def get(self, schedule_id: str) -> Schedule:
         row = self._conn.execute(f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = ?",
@@ -161,15 +151,10 @@ class SQLiteStore(Store):
         after_id: str | None = None,
         limit: int = 100,
     ) -> list[Schedule]:
-        where, args = ["1 = 1"], []
-        for clause, value in (("status = ?", status.value if status else None),
-                              ("channel = ?", channel), ("due_ms >= ?", due_from_ms),
-                              ("due_ms < ?", due_to_ms), ("id > ?", after_id)):
-            if value is not None:
-                where.append(clause)
-                args.append(value)
+        where, args = list_filters("?", status=status, channel=channel, due_from_ms=due_from_ms,
+                                   due_to_ms=due_to_ms, after_id=after_id)
         rows = self._conn.execute(
-            f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE {' AND '.join(where)} "
+            f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE {where} "
             "ORDER BY id LIMIT ?", (*args, limit)).fetchall()
         return [schedule_from_row(r) for r in rows]
 
@@ -304,19 +289,12 @@ class SQLiteStore(Store):
                     self._insert_dead_letter(conn, ack, row, now_ms)
             conn.executemany(
                 f"INSERT INTO deliveries ({DELIVERY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(a.delivery_id, a.schedule_id, a.attempt, epoch, a.started_ms, a.ended_ms,
-                  a.outcome.value, a.error, a.ended_ms - a.due_ms) for a in acks])
+                delivery_values(acks, epoch))
         return applied
 
     def _insert_dead_letter(self, conn: sqlite3.Connection, ack: Ack, row: Sequence[Any],
                             now_ms: int) -> None:
-        from tocsin.domain.schedule import PayloadKind
-
-        headers = {**json.loads(row[3]), "Tocsin-Dead-Letter-Of": ack.schedule_id,
-                   "Tocsin-Error": (ack.error or "")[:500]}
-        item = NewSchedule(channel=str(ack.dead_letter), payload=bytes(row[1]),
-                           payload_kind=PayloadKind(row[2]), headers=headers, due_ms=now_ms,
-                           tenant=row[0])
+        item = dead_letter_item(ack, row, now_ms=now_ms)
         values = insert_values(item, buckets=self.buckets, now_ms=now_ms)
         conn.execute(f"INSERT INTO schedules ({INSERT_COLUMNS}) VALUES "
                      f"({', '.join('?' * len(values))})", values)

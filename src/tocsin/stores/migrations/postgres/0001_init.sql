@@ -1,12 +1,13 @@
 -- Tocsin store, schema version 1 (PostgreSQL). The same tables and columns as SQLite's;
--- instants are BIGINT milliseconds, payloads BYTEA, headers and configs JSON text.
+-- instants are BIGINT milliseconds, payloads BYTEA, headers and configs JSON text; ids and
+-- names sort bytewise (COLLATE "C") as in SQLite, whatever the database's locale.
 -- Run by PostgresStore under a transaction-scoped advisory lock, after it created `meta`.
 CREATE TABLE IF NOT EXISTS meta (
     k TEXT PRIMARY KEY,
     v TEXT NOT NULL
 );
 CREATE TABLE schedules (
-    id           TEXT PRIMARY KEY,
+    id           TEXT COLLATE "C" PRIMARY KEY,
     tenant       TEXT NOT NULL,
     channel      TEXT NOT NULL,
     payload      BYTEA NOT NULL,
@@ -40,8 +41,8 @@ CREATE TABLE claims (
     PRIMARY KEY (epoch, bucket_lo, bucket_hi)
 );
 CREATE TABLE deliveries (
-    delivery_id TEXT NOT NULL,
-    schedule_id TEXT NOT NULL,
+    delivery_id TEXT COLLATE "C" NOT NULL,
+    schedule_id TEXT COLLATE "C" NOT NULL,
     attempt     INTEGER NOT NULL,
     epoch       BIGINT NOT NULL,
     started_ms  BIGINT NOT NULL,
@@ -52,7 +53,7 @@ CREATE TABLE deliveries (
 );
 CREATE INDEX deliveries_schedule ON deliveries (schedule_id);
 CREATE TABLE channels (
-    name   TEXT PRIMARY KEY,
+    name   TEXT COLLATE "C" PRIMARY KEY,
     kind   TEXT NOT NULL,
     config TEXT NOT NULL
 );
