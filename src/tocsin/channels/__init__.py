@@ -1,4 +1,9 @@
-"""Channels: one module per transport. ``build_channel(spec)`` imports the kind's module lazily."""
+"""Channels: one module per transport, behind :class:`tocsin.abc.Channel`.
+
+``build_channel(spec)`` imports the kind's module lazily, so importing Tocsin never imports
+httpx transports, confluent-kafka or pika; ``validate_channel_config`` checks a registration
+before it is stored and names the bad field.
+"""
 
 from __future__ import annotations
 
@@ -10,18 +15,28 @@ from tocsin.domain import ChannelKind, ChannelSpec
 
 __all__ = ["build_channel", "validate_channel_config"]
 
-_MODULES = {
-    ChannelKind.FILE: ("tocsin.channels.file", "FileChannel"),
+_MODULES: dict[ChannelKind, tuple[str, str, str]] = {
+    ChannelKind.FILE: ("tocsin.channels.file", "FileChannel", "FileConfig"),
+    ChannelKind.WEBHOOK: ("tocsin.channels.webhook", "WebhookChannel", "WebhookConfig"),
+    ChannelKind.KAFKA: ("tocsin.channels.kafka", "KafkaChannel", "KafkaConfig"),
+    ChannelKind.RABBITMQ: ("tocsin.channels.rabbitmq", "RabbitMQChannel", "RabbitMQConfig"),
+    ChannelKind.RECORDING: ("tocsin.channels.recording", "RecordingChannel", "RecordingConfig"),
 }
 
 
 def build_channel(spec: ChannelSpec) -> Channel:
     """A live channel for ``spec``."""
-    module, cls = _MODULES[spec.kind]
+    module, cls, _ = _MODULES[spec.kind]
     channel: Channel = getattr(import_module(module), cls)(spec)
     return channel
 
 
 def validate_channel_config(kind: ChannelKind, config: dict[str, Any]) -> dict[str, Any]:
-    """The config, normalised; ValidationError naming ``config.<field>`` when it is bad."""
-    return config
+    """The config as it will be stored (normalised, e.g. a file path made absolute);
+    :class:`~tocsin.errors.ValidationError` naming ``config.<field>`` when it is bad."""
+    from tocsin.channels.config import parse_config
+
+    module, _, config_cls = _MODULES[kind]
+    parsed = parse_config(getattr(import_module(module), config_cls), dict(config))
+    normalise = getattr(parsed, "normalised", None)
+    return normalise() if normalise is not None else dict(config)

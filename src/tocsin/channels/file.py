@@ -1,15 +1,39 @@
-"""File channel: JSON lines appended to one file per channel."""
+"""File channel: JSON lines appended to one file per channel.
+
+Config: ``path`` (default ``$TOCSIN_HOME/channels/<name>.jsonl``, made absolute when the
+channel is registered). Several executor processes append to one file: each batch is one
+``write`` on an ``O_APPEND`` descriptor under an exclusive ``flock``, so lines never interleave.
+"""
 
 from __future__ import annotations
 
 import fcntl
 import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 from collections.abc import Sequence
 
 from tocsin.abc import Channel
 from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
 
-__all__ = ["FileChannel"]
+__all__ = ["FileChannel", "FileConfig", "default_path"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FileConfig:
+    """A file channel's configuration."""
+
+    path: str | None = None
+
+    def normalised(self) -> dict[str, Any]:
+        """The config to store: the path made absolute."""
+        return {"path": str(Path(self.path).resolve())} if self.path else {}
+
+
+def default_path(name: str) -> Path:
+    """Where a file channel writes when its config names no path."""
+    return (Path(os.environ.get("TOCSIN_HOME", ".tocsin")) / "channels" / f"{name}.jsonl").resolve()
 
 
 class FileChannel(Channel):
@@ -17,7 +41,9 @@ class FileChannel(Channel):
 
     def __init__(self, spec: ChannelSpec) -> None:
         self.spec = spec
-        self.path = str(spec.config["path"])
+        path = spec.config.get("path")
+        self.path = str(path) if path else str(default_path(spec.name))
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
 
     def send(self, envelopes: Sequence[Envelope]) -> list[Result]:
         blob = b"".join(e.to_json_bytes() + b"\n" for e in envelopes)

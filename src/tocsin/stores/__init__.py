@@ -24,7 +24,7 @@ def open_store(url: str, *, buckets: int = 64) -> Store:
     if url.startswith(("postgresql://", "postgres://")):
         from tocsin.stores.postgres import PostgresStore
 
-        return PostgresStore(url, buckets=buckets)
+        return PostgresStore(url, buckets=buckets).open()
     from tocsin.errors import ValidationError
 
     raise ValidationError("store", f"unsupported store URL {url!r}: use sqlite:///path or postgresql://")

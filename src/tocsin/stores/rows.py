@@ -31,6 +31,7 @@ __all__ = [
     "dead_letter_item",
     "delivery_from_row",
     "delivery_values",
+    "earliest",
     "insert_values",
     "list_filters",
     "migrations",
@@ -86,6 +87,13 @@ def delivery_values(acks: Sequence[Ack], epoch: int) -> list[tuple[Any, ...]]:
     """The attempt-log rows (in ``DELIVERY_COLUMNS`` order) of a batch of acks."""
     return [(a.delivery_id, a.schedule_id, a.attempt, epoch, a.started_ms, a.ended_ms,
              a.outcome.value, a.error, a.ended_ms - a.due_ms) for a in acks]
+
+
+def earliest(pending_ms: int | None, claimed_ms: int | None, lease_ms: int) -> int | None:
+    """``next_due_ms`` from the earliest PENDING next time and the oldest claim's time."""
+    times = [t for t in (pending_ms, None if claimed_ms is None else claimed_ms + lease_ms)
+             if t is not None]
+    return min(times) if times else None
 
 
 def list_filters(

@@ -26,6 +26,7 @@ from tocsin.stores.rows import (
     dead_letter_item,
     delivery_from_row,
     delivery_values,
+    earliest,
     insert_values,
     list_filters,
     migrations,
@@ -81,11 +82,13 @@ class SQLiteStore(Store):
             raise StoreError(f"sqlite {self.path}: {exc}") from exc
         try:
             yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        else:
             conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:  # SQLite may already have rolled back (e.g. disk full)
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"sqlite {self.path}: {exc}") from exc
+            raise
 
     def _migrate(self, buckets: int) -> None:
         with self._tx() as conn:
@@ -98,7 +101,8 @@ class SQLiteStore(Store):
                         if statement.strip():
                             conn.execute(statement)
                     version = number
-            conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(version),))
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                         (str(version),))
             conn.execute("INSERT OR IGNORE INTO meta VALUES ('buckets', ?)", (str(buckets),))
             conn.execute("INSERT OR IGNORE INTO meta VALUES ('epoch', '0')")
             self.buckets = int(conn.execute("SELECT v FROM meta WHERE k = 'buckets'").fetchone()[0])
@@ -214,8 +218,7 @@ class SQLiteStore(Store):
             "SELECT min(next_ms) FROM schedules WHERE status = 'PENDING'").fetchone()[0]
         claimed = conn.execute(
             "SELECT min(claimed_ms) FROM schedules WHERE status = 'CLAIMED'").fetchone()[0]
-        times = [t for t in (pending, None if claimed is None else claimed + lease_ms) if t is not None]
-        return min(times) if times else None
+        return earliest(pending, claimed, lease_ms)
 
     def claim(
         self,

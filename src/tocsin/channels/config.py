@@ -1,0 +1,56 @@
+"""Channel configuration: each kind declares a frozen dataclass; :func:`parse_config` checks a
+registration's ``config`` against it and names the bad field."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any, TypeVar, Union, get_args, get_origin
+
+from tocsin.errors import ValidationError
+
+__all__ = ["parse_config"]
+
+T = TypeVar("T")
+
+
+def _accepts(tp: Any, value: Any) -> bool:
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        return any(_accepts(arg, value) for arg in get_args(tp))
+    if tp is type(None):
+        return value is None
+    if tp is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin is dict:
+        key_t, value_t = get_args(tp)
+        return isinstance(value, dict) and all(
+            _accepts(key_t, k) and _accepts(value_t, v) for k, v in value.items())
+    if tp is Any:
+        return True
+    return isinstance(value, tp)
+
+
+def parse_config(cls: type[T], config: dict[str, Any]) -> T:
+    """``cls(**config)`` after checking names and types; ValidationError names ``config.<x>``."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    for name in config:
+        if name not in names:
+            raise ValidationError(f"config.{name}", f"unknown setting; known: {sorted(names)}")
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name not in config:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ValidationError(f"config.{f.name}", "is required")
+            continue
+        if not _accepts(hints[f.name], config[f.name]):
+            raise ValidationError(f"config.{f.name}",
+                                  f"must be {hints[f.name]}, not {config[f.name]!r}")
+    value = cls(**config)
+    check = getattr(value, "check", None)
+    if check is not None:
+        check()
+    return value

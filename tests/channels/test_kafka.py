@@ -1,0 +1,75 @@
+"""The Kafka channel against a real Kafka-protocol broker (tansu)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.channels.envelopes import envelopes
+from tests.support.tansu import Tansu, read_topic
+from tocsin.channels import build_channel
+from tocsin.domain import ChannelKind, ChannelSpec, Outcome
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's Java partitioner hash (murmur2, seed 0x9747b28c)."""
+    m, r, length = 0x5BD1E995, 24, len(data)
+    h = (0x9747B28C ^ length) & 0xFFFFFFFF
+    for i in range(0, length - length % 4, 4):
+        k = int.from_bytes(data[i:i + 4], "little")
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> r
+        k = (k * m) & 0xFFFFFFFF
+        h = ((h * m) & 0xFFFFFFFF) ^ k
+    tail = length % 4
+    if tail:
+        rest = data[length - tail:]
+        if tail == 3:
+            h ^= rest[2] << 16
+        if tail >= 2:
+            h ^= rest[1] << 8
+        h ^= rest[0]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h
+
+
+def java_partition(key: bytes, partitions: int) -> int:
+    """Where Java's default partitioner puts ``key``."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def test_messages_keys_headers_and_java_compatible_partitions(kafka: Tansu) -> None:
+    kafka.create_topic("reminders", partitions=4)
+    spec = ChannelSpec(name="k", kind=ChannelKind.KAFKA,
+                       config={"bootstrap_servers": kafka.bootstrap, "topic": "reminders"})
+    channel = build_channel(spec)
+    batch = envelopes(40)
+    batch[:10] = [e._replace(ordering_key="order-1") for e in batch[:10]]
+    results = channel.send(batch)
+    assert {r.outcome for r in results} == {Outcome.DELIVERED}
+    channel.close()
+    messages = read_topic(kafka.bootstrap, "reminders", 4, expect=40)
+    assert len(messages) == 40
+    by_id = {json.loads(m.value())["schedule_id"]: m for m in messages}
+    assert set(by_id) == {e.schedule_id for e in batch}
+    for env in batch:
+        msg = by_id[env.schedule_id]
+        key = (env.ordering_key or env.schedule_id).encode()
+        assert msg.key() == key
+        assert msg.partition() == java_partition(key, 4)
+        headers = {k: v.decode() for k, v in msg.headers()}
+        assert headers["Tocsin-Delivery-Id"] == env.delivery_id
+    ordered = [json.loads(m.value())["payload"]["n"] for m in messages
+               if m.key() == b"order-1"]
+    assert ordered == list(range(10))
+
+
+def test_unreachable_broker_is_retried() -> None:
+    from tests.support.api_server import free_port
+
+    spec = ChannelSpec(name="k", kind=ChannelKind.KAFKA, config={
+        "bootstrap_servers": f"127.0.0.1:{free_port()}", "topic": "t", "flush_timeout": 2.0})
+    results = build_channel(spec).send(envelopes(2))
+    assert {r.outcome for r in results} == {Outcome.RETRY}
