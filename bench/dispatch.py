@@ -12,7 +12,8 @@ share the two cores with another's, and each idle figure counts one process tree
    delivered, at most ``--wait-s`` after the last due time;
 3. idle: CPU of the whole process tree (/proc utime+stime) over ``--idle-s`` seconds, nothing due;
 4. drain: ``--schedules`` all due at the same instant: delivery capacity;
-5. (Tocsin only) profiled drain: the same again with py-spy sampling the Python workers.
+5. (Tocsin only) profiled drain: the same again with py-spy sampling the Python workers;
+6. idle with a backlog: ``--future`` schedules due in a day, then idle CPU again.
 
 Headline figures come from the burst: ``deliveries_per_s`` = delivered / (last delivery - first
 due time); lateness = delivered time - due time (Tocsin: the acknowledgement's time in the store;
@@ -29,11 +30,20 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, measure_idle, now_ms, run_phase, stop_group, tree_sample
+from bench.common import (
+    CHUNK,
+    REPO,
+    measure_idle,
+    now_ms,
+    run_phase,
+    stop_group,
+    tree_sample,
+)
 
 __all__ = ["main"]
 
@@ -45,6 +55,8 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=2_000, help="messages due now, before the burst")
     p.add_argument("--wait-s", type=float, default=180.0, help="wait this long after the last due")
     p.add_argument("--idle-s", type=float, default=30.0, help="idle CPU measured over this")
+    p.add_argument("--future", type=int, default=200_000,
+                   help="schedules due in a day, for a second idle figure (0: skip)")
     p.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
     p.add_argument("--store-url", help="an empty PostgreSQL database, for --store postgres")
     p.add_argument("--buckets", type=int, default=64)
@@ -72,8 +84,10 @@ def log(message: str) -> None:
 # -- the procedure every target goes through --------------------------------------------------
 
 
-def procedure(target: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """Warm-up, burst, idle and drain on ``target`` (already running)."""
+def procedure(target: Any, args: argparse.Namespace,
+              after_drain: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Warm-up, burst, idle, drain, then idle again over a backlog of future schedules, on
+    ``target`` (already running)."""
     n, window_ms = args.schedules, int(args.window_s * 1000)
     out: dict[str, Any] = {}
     out["warmup"] = run_phase(target, "warmup", n=args.warmup, window_ms=0, wait_s=args.wait_s,
@@ -91,7 +105,28 @@ def procedure(target: Any, args: argparse.Namespace) -> dict[str, Any]:
             target.reset()
         out["drain"] = run_phase(target, "drain", n=n, window_ms=0, wait_s=args.wait_s,
                                  ingest_rate_hint=out["burst"]["ingest"]["per_s"], log=log)
+    if after_drain:
+        after_drain(out)
+    if args.future:
+        out["idle_with_future"] = idle_with_future(target, args)
     return out
+
+
+def idle_with_future(target: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Idle CPU again, now that ``--future`` schedules wait, due in a day: what a scheduler
+    holding a real backlog costs while nothing is due."""
+    due = now_ms() + 86_400_000
+    started = time.perf_counter()
+    for off in range(0, args.future, CHUNK):
+        target.submit("future", off, [due] * min(CHUNK, args.future - off))
+    ingest_s = time.perf_counter() - started
+    time.sleep(5)
+    idle = measure_idle(args.idle_s)
+    idle["future_schedules"] = args.future
+    idle["ingest_s"] = round(ingest_s, 1)
+    log(f"[{target.name}] idle with {args.future} future schedules: "
+        f"{idle['cpu_pct_of_one_core']}% of one core ({idle['cpu_s_by_kind']})")
+    return idle
 
 
 def headline(result: dict[str, Any]) -> dict[str, Any]:
@@ -105,6 +140,8 @@ def headline(result: dict[str, Any]) -> dict[str, Any]:
         "delivered": burst["delivered"],
         "idle_cpu_pct": result["idle"]["cpu_pct_of_one_core"],
         "idle_rss_mb": result["idle"]["rss_mb"],
+        "idle_with_future_cpu_pct": (result.get("idle_with_future") or {}).get(
+            "cpu_pct_of_one_core"),
         "drain_deliveries_per_s": drain.get("deliveries_per_s"),
         "drain_lateness_p99_ms": (drain.get("lateness_ms") or {}).get("p99"),
         "ingest_per_s": burst["ingest"]["per_s"],
@@ -162,23 +199,27 @@ def tocsin_part(args: argparse.Namespace) -> dict[str, Any]:
                              trigger_seconds=args.trigger_s)
     log(f"[tocsin] spark session and query started in {time.perf_counter() - started:.1f}s; "
         f"store {url}")
+
+    def profiled_drain(out: dict[str, Any]) -> None:
+        if args.no_profile:
+            return
+        spy = PySpy(tmp)
+        if not spy.available:
+            out["profile"] = {"skipped": "py-spy is not installed in the venv"}
+            return
+        files: list[Path] = []
+        out["profiled_drain"] = run_phase(
+            target, "profiled", n=args.schedules, window_ms=0, wait_s=args.wait_s,
+            ingest_rate_hint=out["burst"]["ingest"]["per_s"], log=log,
+            before_due=lambda: log(f"[tocsin] py-spy on pids {spy.start()}"),
+            after_done=lambda: files.extend(spy.stop()))
+        out["profile"] = summarise(files)
+
     try:
-        out = procedure(target, args)
+        out = procedure(target, args, after_drain=profiled_drain)
         out["options"] = {"master": "local[*]", "partitions": args.partitions,
                           "batch_cap": args.batch_cap, "trigger_s": args.trigger_s,
                           "buckets": args.buckets, "store": url}
-        if not args.no_profile:
-            spy = PySpy(tmp)
-            if spy.available:
-                files: list[Path] = []
-                out["profiled_drain"] = run_phase(
-                    target, "profiled", n=args.schedules, window_ms=0, wait_s=args.wait_s,
-                    ingest_rate_hint=out["burst"]["ingest"]["per_s"], log=log,
-                    before_due=lambda: log(f"[tocsin] py-spy on pids {spy.start()}"),
-                    after_done=lambda: files.extend(spy.stop()))
-                out["profile"] = summarise(files)
-            else:
-                out["profile"] = {"skipped": "py-spy is not installed in the venv"}
         batches = spark_batches(query)
         out["spark"] = {phase: batch_summary(batches, out[phase]["window_ms"])
                         for phase in ("warmup", "burst", "drain", "profiled_drain") if phase in out}
@@ -304,6 +345,7 @@ def main(argv: list[str] | None = None) -> None:
             name: {k: round(h[k] / s[k], 2) if h.get(k) and s.get(k) else None
                    for k in ("deliveries_per_s", "drain_deliveries_per_s", "lateness_p50_ms",
                              "lateness_p99_ms", "lateness_max_ms", "idle_cpu_pct", "idle_rss_mb",
+                             "idle_with_future_cpu_pct",
                              "ingest_per_s")}
             for name, s in summary.items() if name != "tocsin" and "failed" not in s}
     report["details"] = results

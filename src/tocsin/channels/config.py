@@ -34,13 +34,26 @@ def _accepts(tp: Any, value: Any) -> bool:
     return isinstance(value, tp)
 
 
+COMMON = {"dead_letter": str, "max_attempts": int}
+"""Settings every kind accepts (see :class:`~tocsin.domain.ChannelSpec`)."""
+
+
 def parse_config(cls: type[T], config: dict[str, Any]) -> T:
-    """``cls(**config)`` after checking names and types; ValidationError names ``config.<x>``."""
+    """``cls(**config)`` after checking names and types; ValidationError names ``config.<x>``.
+    The :data:`COMMON` settings are checked here and not passed to ``cls``."""
+    config = dict(config)
+    for name, tp in COMMON.items():
+        if name in config:
+            value = config.pop(name)
+            if not _accepts(tp, value) or (tp is int and value < 1):
+                raise ValidationError(f"config.{name}", f"must be a {'positive ' if tp is int else ''}"
+                                                        f"{tp.__name__}, not {value!r}")
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     for name in config:
         if name not in names:
-            raise ValidationError(f"config.{name}", f"unknown setting; known: {sorted(names)}")
+            raise ValidationError(f"config.{name}",
+                                  f"unknown setting; known: {sorted(names | set(COMMON))}")
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.name not in config:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:

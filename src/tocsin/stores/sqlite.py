@@ -10,6 +10,7 @@ import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from tocsin.stores.rows import (
 __all__ = ["SQLiteStore"]
 
 SCHEMA_VERSION = 1
+_BY_NEXT = itemgetter(11, 0)  # (next_ms, id) of a claim row with next_ms appended
 
 
 class SQLiteStore(Store):
@@ -241,19 +243,21 @@ class SQLiteStore(Store):
                     "AND claim_epoch = ? AND bucket BETWEEN ? AND ? ORDER BY next_ms, id",
                     (epoch, bucket_lo, bucket_hi)).fetchall()
                 return [claimed_from_row(r) for r in rows]
-            rows = conn.execute(
+            # RETURNING comes in no particular order: sort each group earliest first.
+            rows = sorted(conn.execute(
                 f"UPDATE schedules SET claim_epoch = ?, claimed_ms = ? WHERE id IN ("
                 "SELECT id FROM schedules WHERE status = 'CLAIMED' AND claimed_ms < ? "
                 "AND bucket BETWEEN ? AND ? ORDER BY claimed_ms LIMIT ?) "
-                f"RETURNING {CLAIM_COLUMNS}",
-                (epoch, now_ms, now_ms - lease_ms, bucket_lo, bucket_hi, limit)).fetchall()
+                f"RETURNING {CLAIM_COLUMNS}, next_ms",
+                (epoch, now_ms, now_ms - lease_ms, bucket_lo, bucket_hi, limit)), key=_BY_NEXT)
             if len(rows) < limit:
-                rows += conn.execute(
+                rows += sorted(conn.execute(
                     "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
                     "WHERE id IN (SELECT id FROM schedules WHERE status = 'PENDING' "
                     "AND bucket BETWEEN ? AND ? AND next_ms <= ? ORDER BY next_ms LIMIT ?) "
-                    f"RETURNING {CLAIM_COLUMNS}",
-                    (epoch, now_ms, bucket_lo, bucket_hi, until_ms, limit - len(rows))).fetchall()
+                    f"RETURNING {CLAIM_COLUMNS}, next_ms",
+                    (epoch, now_ms, bucket_lo, bucket_hi, until_ms, limit - len(rows))),
+                    key=_BY_NEXT)
             conn.execute("INSERT INTO claims VALUES (?, ?, ?, ?)",
                          (epoch, bucket_lo, bucket_hi, now_ms))
         return [claimed_from_row(r) for r in rows]
