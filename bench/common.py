@@ -91,6 +91,12 @@ def _stat(pid: int) -> tuple[int, int, int, int] | None:
     return int(rest[1]), int(rest[19]), int(rest[11]) + int(rest[12]), int(rest[21]) * PAGE_KB
 
 
+def busy_ticks() -> int:
+    """CPU ticks the whole machine has spent busy since boot (all cores, /proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(fields) - fields[3] - fields[4]  # minus idle and iowait
+
+
 def tree_sample(root: int | None = None) -> dict[int, Proc]:
     """Every live process under ``root`` (default: this one), itself included."""
     root = os.getpid() if root is None else root
@@ -125,6 +131,7 @@ class CpuMeter:
         self._kinds: dict[tuple[int, int], str] = {}
         self._used: dict[str, int] = defaultdict(int)
         self._overhead_s = 0.0
+        self._busy0 = busy_ticks()
         self._stop = threading.Event()
         self._sample(first=True)
         self._thread = threading.Thread(target=self._run, name="cpu-meter", daemon=True)
@@ -151,11 +158,15 @@ class CpuMeter:
             self._sample()
 
     def read(self) -> dict[str, float]:
-        """CPU seconds used since the meter started, by kind, and the total."""
+        """CPU seconds used since the meter started, by kind; ``outside`` is what the rest of
+        the machine used meanwhile (other people's processes: noise), not part of the total."""
         self._sample()
         with self._lock:
             used = {k: v / CLK_TCK for k, v in self._used.items()}
-            used["bench"] = used.get("bench", 0.0) - self._overhead_s
+            # ticks are 10 ms coarse, the sampler's own time is exact: never below zero
+            used["bench"] = max(0.0, used.get("bench", 0.0) - self._overhead_s)
+            machine = (busy_ticks() - self._busy0) / CLK_TCK
+            used["outside"] = max(0.0, machine - sum(used.values()) - self._overhead_s)
             return used
 
     def rss_mb(self) -> float:
@@ -171,7 +182,7 @@ def cpu_between(before: dict[str, float], after: dict[str, float]) -> dict[str, 
     """CPU seconds between two :meth:`CpuMeter.read`, by kind and in total."""
     diff = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in sorted(set(before) | set(after))}
     out = {k: round(v, 2) for k, v in diff.items() if abs(v) >= 0.005}
-    out["total"] = round(sum(diff.values()), 2)
+    out["total"] = round(sum(v for k, v in diff.items() if k != "outside"), 2)
     return out
 
 
@@ -188,6 +199,7 @@ def measure_idle(seconds: float) -> dict[str, Any]:
         "seconds": seconds,
         "cpu_pct_of_one_core": round(100 * used["total"] / seconds, 2),
         "cpu_s_by_kind": used,
+        "outside_cpu_pct_of_one_core": round(100 * used.get("outside", 0.0) / seconds, 1),
         "rss_mb": rss,
         "processes": len(tree_sample()),
     }

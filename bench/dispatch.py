@@ -301,9 +301,15 @@ def _met(value: float | None, goal: float, *, at_most: bool) -> dict[str, Any]:
     return {"value": value, "goal": f"{'<=' if at_most else '>='} {goal}", "met": ok}
 
 
+def _exit_on_sigterm() -> None:
+    """SIGTERM unwinds like an exception, so every ``finally`` stops what it started."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = _args(argv)
+    _exit_on_sigterm()
     if args.part:
         _part(args)
         return

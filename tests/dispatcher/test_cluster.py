@@ -3,18 +3,22 @@ again elsewhere, and nothing is lost or delivered under a new delivery id."""
 
 from __future__ import annotations
 
-import collections
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.dispatch import read_lines, wait_until
+from tests.support.dispatch import (
+    assert_each_delivered_under_one_id,
+    dispatcher_env,
+    file_store,
+    read_lines,
+    schedule_burst,
+    wait_until,
+)
 from tests.support.processes import executor_jvms, kill_tree, start_tocsin
-from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
-from tocsin.stores.sqlite import SQLiteStore
+from tocsin.domain import Status
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -22,21 +26,14 @@ N = 20_000
 
 
 def test_kill_9_of_an_executor_jvm_loses_nothing(tmp_path: Path) -> None:
-    db, out = tmp_path / "tocsin.db", tmp_path / "out.jsonl"
-    store = SQLiteStore(db, buckets=32)
-    store.put_channel(ChannelSpec(name="out", kind=ChannelKind.FILE, config={"path": str(out)}))
-    env = {"TOCSIN_STORE": f"sqlite:///{db}", "TOCSIN_CHECKPOINT": str(tmp_path / "ck"),
-           "TOCSIN_BUCKETS": "32", "TOCSIN_SPARK_MASTER": "local-cluster[2,1,1024]",
-           "TOCSIN_TRIGGER_SECONDS": "0.5", "TOCSIN_LEASE_SECONDS": "20",
-           "TOCSIN_BATCH_CAP": "2000", "TOCSIN_PARTITIONS": "4"}
+    store, out = file_store(tmp_path, buckets=32)
+    env = dispatcher_env(tmp_path, buckets=32, master="local-cluster[2,1,1024]", lease_s=20,
+                         TOCSIN_PARTITIONS="4")
     proc = start_tocsin("dispatcher", env=env, log=tmp_path / "dispatcher.log")
     try:
         wait_until(lambda: store.last_beat("dispatcher-source"), timeout_s=180,
                    what="the dispatcher to start")
-        now = time.time_ns() // 1_000_000
-        items = [NewSchedule(channel="out", payload=b'{"n": %d}' % i,
-                             due_ms=now + 1_000 + 20_000 * i // N) for i in range(N)]
-        ids = {s.id for s, _ in store.create(items, now_ms=now)}
+        ids = schedule_burst(store, N, start_in_ms=1_000, over_ms=20_000)
         wait_until(lambda: len(read_lines(out)) > N // 5, timeout_s=180, what="a fifth")
         victims = executor_jvms(proc.pid)
         assert len(victims) == 2, f"expected two executor JVMs, found {victims}"
@@ -48,10 +45,5 @@ def test_kill_9_of_an_executor_jvm_loses_nothing(tmp_path: Path) -> None:
                    what="every schedule acknowledged")
     finally:
         kill_tree(proc)
-    lines = read_lines(out)
-    by_schedule = collections.defaultdict(set)
-    for line in lines:
-        by_schedule[line["schedule_id"]].add(line["delivery_id"])
-    assert set(by_schedule) == ids
-    assert all(len(d) == 1 for d in by_schedule.values()), "a repeat changed delivery id"
-    print(f"executor killed at {killed_at}/{N}; repeats: {len(lines) - N}")
+    repeats = assert_each_delivered_under_one_id(out, ids)
+    print(f"executor killed at {killed_at}/{N}; repeats: {repeats}")

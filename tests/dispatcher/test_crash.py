@@ -3,16 +3,20 @@ repeat carries the same delivery id."""
 
 from __future__ import annotations
 
-import collections
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.dispatch import read_lines, wait_until
+from tests.support.dispatch import (
+    assert_each_delivered_under_one_id,
+    dispatcher_env,
+    file_store,
+    read_lines,
+    schedule_burst,
+    wait_until,
+)
 from tests.support.processes import kill_tree, start_tocsin
-from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
-from tocsin.stores.sqlite import SQLiteStore
+from tocsin.domain import Status
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -20,22 +24,14 @@ N = 10_000
 
 
 def test_kill_9_mid_burst_loses_nothing(tmp_path: Path) -> None:
-    db, out = tmp_path / "tocsin.db", tmp_path / "out.jsonl"
-    store = SQLiteStore(db, buckets=32)
-    store.put_channel(ChannelSpec(name="out", kind=ChannelKind.FILE, config={"path": str(out)}))
-    env = {"TOCSIN_STORE": f"sqlite:///{db}", "TOCSIN_CHECKPOINT": str(tmp_path / "ck"),
-           "TOCSIN_BUCKETS": "32", "TOCSIN_SPARK_MASTER": "local[2]",
-           "TOCSIN_TRIGGER_SECONDS": "0.5", "TOCSIN_LEASE_SECONDS": "15",
-           "TOCSIN_BATCH_CAP": "2000"}
+    store, out = file_store(tmp_path, buckets=32)
+    env = dispatcher_env(tmp_path, buckets=32, master="local[2]", lease_s=15)
     first = start_tocsin("dispatcher", env=env, log=tmp_path / "dispatcher-1.log")
     try:
         # the burst starts once Spark is up, so the kill lands mid-burst
         wait_until(lambda: store.last_beat("dispatcher-source"), timeout_s=120,
                    what="the dispatcher to start")
-        now = time.time_ns() // 1_000_000
-        items = [NewSchedule(channel="out", payload=b'{"n": %d}' % i,
-                             due_ms=now + 2_000 + 20_000 * i // N) for i in range(N)]
-        ids = {s.id for s, _ in store.create(items, now_ms=now)}
+        ids = schedule_burst(store, N, start_in_ms=2_000, over_ms=20_000)
         wait_until(lambda: len(read_lines(out)) > N // 4, timeout_s=120, what="a quarter")
     finally:
         kill_tree(first)
@@ -49,11 +45,5 @@ def test_kill_9_mid_burst_loses_nothing(tmp_path: Path) -> None:
                    what="every schedule acknowledged")
     finally:
         kill_tree(second)
-    lines = read_lines(out)
-    by_schedule = collections.defaultdict(set)
-    for line in lines:
-        by_schedule[line["schedule_id"]].add(line["delivery_id"])
-    assert set(by_schedule) == ids
-    assert all(len(dids) == 1 for dids in by_schedule.values()), "a repeat changed delivery id"
-    repeats = len(lines) - len(ids)
+    repeats = assert_each_delivered_under_one_id(out, ids)
     print(f"kill -9 at {delivered_at_kill}/{N} delivered; repeats after restart: {repeats}")

@@ -18,10 +18,10 @@ OpenStore = Callable[..., Store]
 @pytest.fixture(params=["sqlite", "postgres"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The URL of a store that does not exist yet: a file in ``tmp_path``, or a fresh
-    database on the session's PostgreSQL server."""
+    schema on the session's PostgreSQL server."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'store.db'}"
-    url: str = request.getfixturevalue("postgres_database")
+    url: str = request.getfixturevalue("postgres_store_url")
     return url
 
 

@@ -5,7 +5,7 @@
 script and stopped at the end of the session by its PID. When no server can be had the tests
 that need one are skipped, except under ``CI=true``, where that is a failure.
 
-``postgres_database`` (function): a fresh, empty database on that server; its URL.
+``postgres_store_url`` (function): a URL whose tables land in a fresh, empty schema.
 """
 
 from __future__ import annotations
@@ -23,12 +23,21 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["create_database", "postgres_database", "postgres_url"]
+__all__ = [
+    "PostgresServer",
+    "create_schema",
+    "drop_schema",
+    "postgres_store_url",
+    "postgres_url",
+    "throwaway_server",
+    "unavailable",
+]
 
 SCRIPT = Path(__file__).resolve().parents[2] / ".ci" / "postgres.sh"
 
 
-def _unavailable(reason: str) -> None:
+def unavailable(reason: str) -> None:
+    """Skip the test for want of PostgreSQL; under ``CI=true``, fail it."""
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail(f"PostgreSQL is required in CI: {reason}", pytrace=False)
     pytest.skip(f"no PostgreSQL: {reason}")
@@ -46,23 +55,64 @@ def _check(url: str) -> str | None:
     return None
 
 
-def _stop(pid: int, data_dir: Path) -> None:
-    """Fast shutdown of the postmaster we started (SIGINT), waiting for it to go."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return
-    if str(data_dir).encode() not in cmdline:  # not ours (the PID was reused)
-        return
-    os.kill(pid, signal.SIGINT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+class PostgresServer:
+    """A throw-away cluster in ``workdir``, run by ``.ci/postgres.sh``; stopped by its PID."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.url = ""
+        self.pid = 0
+        self.port: int | None = None
+
+    def start(self) -> str:
+        """Start (initialising the cluster the first time; the same port on a restart)."""
+        args = ["bash", str(SCRIPT), "start", str(self.workdir)]
+        if self.port is not None:
+            args.append(str(self.port))
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=900, check=False)
+        exports = dict(line.removeprefix("export ").split("=", 1)
+                       for line in proc.stdout.splitlines() if line.startswith("export "))
+        if proc.returncode != 0 or "TOCSIN_TEST_POSTGRES_URL" not in exports:
+            unavailable(f"{SCRIPT.name} start failed ({proc.returncode}): {proc.stderr[-2000:]}")
+        self.url = exports["TOCSIN_TEST_POSTGRES_URL"]
+        self.pid = int(exports["TOCSIN_PG_PID"])
+        self.port = int(self.url.rsplit(":", 1)[1].split("/", 1)[0])
+        return self.url
+
+    def stop(self) -> None:
+        """Fast shutdown (SIGINT) of the postmaster we started, waiting until it is gone."""
+        pid, self.pid = self.pid, 0
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes() if pid else b""
+        except OSError:
             return
-        time.sleep(0.1)
-    os.kill(pid, signal.SIGKILL)
+        if str(self.workdir / "data").encode() not in cmdline:  # gone, and the PID reused
+            return
+        os.kill(pid, signal.SIGINT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGKILL)
+
+    def remove(self) -> None:
+        """Stop the server and delete its directory."""
+        self.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def throwaway_server() -> Iterator[PostgresServer]:
+    """A started :class:`PostgresServer` in a new temporary directory, removed afterwards."""
+    server = PostgresServer(Path(tempfile.mkdtemp(prefix="tocsin-pg.")))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.remove()
 
 
 @pytest.fixture(scope="session")
@@ -76,43 +126,33 @@ def postgres_url() -> Iterator[str]:
                         pytrace=False)
         yield url
         return
-    workdir = Path(tempfile.mkdtemp(prefix="tocsin-pg."))
-    proc = subprocess.run(["bash", str(SCRIPT), "start", str(workdir)], capture_output=True,
-                          text=True, timeout=900, check=False)
-    exports = dict(line.removeprefix("export ").split("=", 1)
-                   for line in proc.stdout.splitlines() if line.startswith("export "))
-    if proc.returncode != 0 or "TOCSIN_TEST_POSTGRES_URL" not in exports:
-        _unavailable(f"{SCRIPT.name} start failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    pid = int(exports["TOCSIN_PG_PID"])
-    try:
-        yield exports["TOCSIN_TEST_POSTGRES_URL"]
-    finally:
-        _stop(pid, workdir / "data")
-        shutil.rmtree(workdir, ignore_errors=True)
+    with throwaway_server() as server:
+        yield server.url
 
 
-def create_database(server_url: str) -> str:
-    """Create an empty database on the server of ``server_url``; its URL."""
+def create_schema(server_url: str) -> str:
+    """Create an empty schema in the database of ``server_url``; a URL whose sessions work in
+    it (``search_path``). Much cheaper than a database per test, and as isolated."""
     import psycopg
 
     name = f"tocsin_t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return f"{server_url.rsplit('/', 1)[0]}/{name}"
+        conn.execute(f'CREATE SCHEMA "{name}"')
+    return f"{server_url}{'&' if '?' in server_url else '?'}options=-csearch_path%3D{name}"
 
 
-def drop_database(server_url: str, url: str) -> None:
-    """Drop a database made by :func:`create_database` (closing its sessions)."""
+def drop_schema(server_url: str, url: str) -> None:
+    """Drop a schema made by :func:`create_schema`, with everything in it."""
     import psycopg
 
-    name = url.rsplit("/", 1)[1]
+    name = url.rsplit("%3D", 1)[1]
     with contextlib.suppress(psycopg.Error), psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 @pytest.fixture
-def postgres_database(postgres_url: str) -> Iterator[str]:
-    """A fresh, empty database on the session's server, dropped afterwards; its URL."""
-    url = create_database(postgres_url)
+def postgres_store_url(postgres_url: str) -> Iterator[str]:
+    """The URL of a fresh, empty schema on the session's server, dropped afterwards."""
+    url = create_schema(postgres_url)
     yield url
-    drop_database(postgres_url, url)
+    drop_schema(postgres_url, url)

@@ -53,7 +53,7 @@ class Tansu:
             try:
                 admin.list_topics(timeout=2)
                 return self
-            except Exception:  # noqa: BLE001 - not up yet
+            except Exception:
                 time.sleep(0.2)
         raise RuntimeError("tansu did not answer in time")
 

@@ -137,13 +137,13 @@ class PostgresStore(Store):
         except ImportError as exc:
             raise StoreError("PostgreSQL needs psycopg: pip install 'tocsin[postgres]'") from exc
         try:
-            extra = {} if "connect_timeout" in conninfo_to_dict(self.url) else {
-                "connect_timeout": 10}
+            given = conninfo_to_dict(self.url)
         except Exception as exc:
             raise StoreError(f"{self.where}: bad PostgreSQL URL: {exc}") from exc
+        defaults = {"connect_timeout": 10, "application_name": "tocsin"}
         pool: ConnectionPool[Any] = ConnectionPool(
             self.url, open=False, name=f"tocsin-{os.getpid()}",
-            kwargs={"autocommit": True, "application_name": "tocsin", **extra},
+            kwargs={"autocommit": True, **{k: v for k, v in defaults.items() if k not in given}},
             min_size=self._min_size, max_size=self._max_size, timeout=self._timeout_s)
         pool.open(wait=False)
         return pool

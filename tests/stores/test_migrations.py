@@ -1,0 +1,83 @@
+"""Creating, migrating and reopening stores, on every backend."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
+from tocsin.stores import open_store
+from tocsin.stores.rows import migrations
+
+from .conftest import OpenStore
+
+NOW = 1_700_000_000_000
+LATEST = max(number for number, _ in migrations("sqlite"))
+
+
+def test_latest_versions_agree() -> None:
+    assert [n for n, _ in migrations("sqlite")] == [n for n, _ in migrations("postgres")]
+
+
+def test_new_store_records_schema_version(open_backend: OpenStore) -> None:
+    store = open_backend(buckets=8)
+    assert store.schema_version == LATEST  # type: ignore[attr-defined]
+    assert store.buckets == 8
+
+
+def test_reopen_keeps_data_and_is_idempotent(open_backend: OpenStore) -> None:
+    first = open_backend()
+    [(made, _)] = first.create([NewSchedule(channel="out", payload=b"1", due_ms=NOW, key="k")],
+                               now_ms=NOW)
+    first.put_channel(ChannelSpec(name="out", kind=ChannelKind.FILE, config={"path": "x"}))
+    epoch = first.next_epoch()
+    first.beat("dispatcher", now_ms=NOW, info={"n": 1})
+    first.close()
+    for _ in range(3):
+        again = open_backend()
+        assert again.schema_version == LATEST  # type: ignore[attr-defined]
+        assert again.get(made.id) == made
+        assert again.get_channel("out").config == {"path": "x"}
+        assert again.last_beat("dispatcher") == (NOW, {"n": 1})
+        assert again.next_epoch() > epoch
+        epoch = again.next_epoch()
+        # the unique key survived too
+        assert again.create([NewSchedule(channel="out", payload=b"1", due_ms=NOW, key="k")],
+                            now_ms=NOW) == [(made, False)]
+        again.close()
+
+
+def test_buckets_fixed_at_creation(open_backend: OpenStore) -> None:
+    created = open_backend(buckets=4)
+    assert created.buckets == 4
+    created.close()
+    reopened = open_backend(buckets=64)
+    assert reopened.buckets == 4
+    made = reopened.create([NewSchedule(channel="out", payload=b"1", due_ms=NOW)
+                            for _ in range(100)], now_ms=NOW)
+    assert {s.bucket for s, _ in made} <= {0, 1, 2, 3}
+
+
+def test_concurrent_first_opens(store_url: str) -> None:
+    """Several processes' first open of one new store: one creates it, all agree on it."""
+    start = threading.Barrier(6)
+
+    def first_open(i: int) -> tuple[int, int]:
+        start.wait()
+        store = open_store(store_url, buckets=4 + i)
+        try:
+            store.create([NewSchedule(channel="out", payload=b"1", due_ms=NOW)], now_ms=NOW)
+            return store.buckets, store.schema_version  # type: ignore[attr-defined]
+        finally:
+            store.close()
+
+    with ThreadPoolExecutor(6) as pool:
+        seen = set(pool.map(first_open, range(6)))
+    assert len(seen) == 1
+    [(buckets, version)] = seen
+    assert 4 <= buckets < 10 and version == LATEST
+    store = open_store(store_url)
+    try:
+        assert store.counts()[Status.PENDING] == 6
+    finally:
+        store.close()

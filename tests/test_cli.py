@@ -1,0 +1,63 @@
+"""The ``tocsin`` command against a real API server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.support.api_server import ApiServer
+from tocsin.cli import app
+from tocsin.stores.sqlite import SQLiteStore
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def api_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    server = ApiServer(SQLiteStore(tmp_path_factory.mktemp("cli") / "t.db", buckets=8)).start()
+    yield server.url
+    server.stop()
+
+
+def _run(*args: str) -> dict | list:  # type: ignore[type-arg]
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)  # type: ignore[no-any-return]
+
+
+def test_channels_schedule_ls_get_cancel(api_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "g.jsonl"
+    added = _run("channels", "add", "greetings", "--kind", "file", "--path", str(out),
+                 "--api", api_url)
+    assert added == {"name": "greetings", "kind": "file", "config": {"path": str(out)}}
+    assert [c["name"] for c in _run("channels", "ls", "--api", api_url)] == ["greetings"]
+    made = _run("schedule", "greetings", "--payload", '{"n": 1}', "--delay", "PT5M",
+                "--header", "trace=abc", "--api", api_url)
+    assert made["status"] == "PENDING"
+    listed = _run("ls", "--status", "PENDING", "--api", api_url)
+    assert [s["id"] for s in listed] == [made["id"]]
+    shown = _run("get", made["id"], "--api", api_url)
+    assert shown["schedule"]["headers"] == {"trace": "abc"} and shown["deliveries"] == []
+    assert _run("cancel", made["id"], "--api", api_url)["status"] == "CANCELLED"
+    again = runner.invoke(app, ["cancel", made["id"], "--api", api_url])
+    assert again.exit_code == 1 and "too late" in again.output
+
+
+def test_bad_input_exits_non_zero_with_the_field(api_url: str) -> None:
+    result = runner.invoke(app, ["schedule", "nowhere", "--payload", "1", "--delay", "5",
+                                 "--api", api_url])
+    assert result.exit_code == 1 and "channel" in result.output
+    result = runner.invoke(app, ["schedule", "x", "--payload", "{nope", "--delay", "5",
+                                 "--api", api_url])
+    assert result.exit_code == 1 and "not JSON" in result.output
+
+
+def test_config_prints_the_effective_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOCSIN_BUCKETS", "128")
+    shown = _run("config")
+    assert shown["buckets"] == 128 and shown["api_host"] == "127.0.0.1"
+    assert shown["store"].startswith("sqlite:///")
