@@ -18,7 +18,9 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 _SUPPORT = Path(__file__).parent / "support"
 pytest_plugins = [
-    f"tests.support.{name}" for name in ("fixtures", "postgres") if (_SUPPORT / f"{name}.py").exists()
+    f"tests.support.{name}"
+    for name in ("fixtures", "postgres")
+    if (_SUPPORT / f"{name}.py").exists()
 ]
 
 

@@ -160,7 +160,7 @@ class Store(ABC):
     def ping(self) -> None:
         """Raise :class:`~tocsin.errors.StoreError` unless the store answers."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional hook)
         """Release connections."""
 
 
@@ -175,5 +175,5 @@ class Channel(ABC):
         failures are ``Outcome.RETRY``, permanent ones ``Outcome.REJECTED``; nothing raises
         for a single message's failure."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional hook)
         """Flush and release the transport."""

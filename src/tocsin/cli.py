@@ -18,20 +18,27 @@ from tocsin.config import Settings
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
-                  help="Tocsin: a durable scheduler of delayed messages.")
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="Tocsin: a durable scheduler of delayed messages.",
+)
 channels_app = typer.Typer(no_args_is_help=True, help="Register and list channels.")
 app.add_typer(channels_app, name="channels")
 
-StoreOpt = Annotated[str | None, typer.Option("--store", help="Store URL (sqlite:///… or postgresql://…).")]
+StoreOpt = Annotated[
+    str | None, typer.Option("--store", help="Store URL (sqlite:///… or postgresql://…).")
+]
 MasterOpt = Annotated[str | None, typer.Option("--spark-master", help="Spark master URL.")]
 PortOpt = Annotated[int | None, typer.Option("--port", help="API port.")]
-ApiOpt = Annotated[str | None, typer.Option("--api", envvar="TOCSIN_API_URL",
-                                            help="URL of a running Tocsin API.")]
+ApiOpt = Annotated[
+    str | None, typer.Option("--api", envvar="TOCSIN_API_URL", help="URL of a running Tocsin API.")
+]
 
 
-def _settings(store: str | None = None, master: str | None = None,
-              port: int | None = None) -> Settings:
+def _settings(
+    store: str | None = None, master: str | None = None, port: int | None = None
+) -> Settings:
     overrides: dict[str, Any] = {}
     if store:
         overrides["store"] = store
@@ -97,7 +104,9 @@ def schedule(
     at: Annotated[str | None, typer.Option(help="Due time, RFC 3339 with offset.")] = None,
     key: Annotated[str | None, typer.Option(help="Idempotency key.")] = None,
     ordering_key: Annotated[str | None, typer.Option(help="Ordering key.")] = None,
-    header: Annotated[list[str] | None, typer.Option(help="Header NAME=VALUE (repeatable).")] = None,
+    header: Annotated[
+        list[str] | None, typer.Option(help="Header NAME=VALUE (repeatable).")
+    ] = None,
     api: ApiOpt = None,
 ) -> None:
     """Schedule one message."""

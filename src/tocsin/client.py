@@ -6,6 +6,7 @@ current status), 503 → StoreError.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -122,7 +123,7 @@ class Client:
         """Cancel; ConflictError (with ``status``) when it is too late."""
         return self._call("DELETE", f"/v1/schedules/{schedule_id}")  # type: ignore[no-any-return]
 
-    def deliveries(self, schedule_id: str) -> list[dict[str, Any]]:
+    def deliveries(self, schedule_id: str) -> builtins.list[dict[str, Any]]:
         """The attempt log of one schedule."""
         return self._call(  # type: ignore[no-any-return]
             "GET", f"/v1/schedules/{schedule_id}/deliveries")["items"]
@@ -132,7 +133,7 @@ class Client:
         return self._call("POST", "/v1/channels",  # type: ignore[no-any-return]
                           json={"name": name, "kind": kind, "config": config})
 
-    def channels(self) -> list[dict[str, Any]]:
+    def channels(self) -> builtins.list[dict[str, Any]]:
         """Every registered channel."""
         return self._call("GET", "/v1/channels")["items"]  # type: ignore[no-any-return]
 
@@ -171,7 +172,9 @@ class AsyncClient:
         return await self._call("POST", "/v1/schedules",  # type: ignore[no-any-return]
                                 json=schedule_body(channel, has_payload=has_payload, **fields))
 
-    async def schedule_many(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def schedule_many(
+        self, items: builtins.list[dict[str, Any]]
+    ) -> builtins.list[dict[str, Any]]:
         """Schedule a batch (all or nothing)."""
         answer = await self._call("POST", "/v1/schedules", json={"schedules": items})
         return answer["schedules"]  # type: ignore[no-any-return]
@@ -200,7 +203,7 @@ class AsyncClient:
         return await self._call(  # type: ignore[no-any-return]
             "DELETE", f"/v1/schedules/{schedule_id}")
 
-    async def deliveries(self, schedule_id: str) -> list[dict[str, Any]]:
+    async def deliveries(self, schedule_id: str) -> builtins.list[dict[str, Any]]:
         """The attempt log of one schedule."""
         answer = await self._call("GET", f"/v1/schedules/{schedule_id}/deliveries")
         return answer["items"]  # type: ignore[no-any-return]
@@ -210,7 +213,7 @@ class AsyncClient:
         return await self._call("POST", "/v1/channels",  # type: ignore[no-any-return]
                                 json={"name": name, "kind": kind, "config": config})
 
-    async def channels(self) -> list[dict[str, Any]]:
+    async def channels(self) -> builtins.list[dict[str, Any]]:
         """Every registered channel."""
         return (await self._call("GET", "/v1/channels"))["items"]  # type: ignore[no-any-return]
 

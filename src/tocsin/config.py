@@ -28,19 +28,36 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TOCSIN_", extra="ignore", frozen=True)
 
-    home: Path = Field(Path(".tocsin"), description="Directory for the SQLite file, checkpoints, file channels.")
-    store: str = Field("", description="Store URL: sqlite:///path.db or postgresql://...; empty = SQLite under home.")
-    buckets: int = Field(64, ge=1, le=4096, description="Buckets B, fixed when the store is created.")
+    home: Path = Field(
+        Path(".tocsin"), description="Directory for the SQLite file, checkpoints, file channels."
+    )
+    store: str = Field(
+        "",
+        description="Store URL: sqlite:///path.db or postgresql://...; empty = SQLite under home.",
+    )
+    buckets: int = Field(
+        64, ge=1, le=4096, description="Buckets B, fixed when the store is created."
+    )
 
     api_host: str = Field("127.0.0.1", description="Address the HTTP API binds to.")
-    api_port: int = Field(8765, ge=0, le=65535, description="Port of the HTTP API (0 = any free port).")
+    api_port: int = Field(
+        8765, ge=0, le=65535, description="Port of the HTTP API (0 = any free port)."
+    )
 
     spark_master: str = Field("local[*]", description="Spark master URL for the dispatcher.")
-    trigger_seconds: float = Field(1.0, gt=0, description="Dispatcher micro-batch trigger interval.")
-    partitions: int = Field(4, ge=1, description="Bucket-range partitions (Spark tasks) per micro-batch.")
+    trigger_seconds: float = Field(
+        1.0, gt=0, description="Dispatcher micro-batch trigger interval."
+    )
+    partitions: int = Field(
+        4, ge=1, description="Bucket-range partitions (Spark tasks) per micro-batch."
+    )
     batch_cap: int = Field(100_000, ge=1, description="Most schedules claimed in one micro-batch.")
-    lease_seconds: float = Field(120.0, gt=0, description="A claim older than this is claimed again.")
-    checkpoint: Path | None = Field(None, description="Spark checkpoint directory; default home/checkpoint.")
+    lease_seconds: float = Field(
+        120.0, gt=0, description="A claim older than this is claimed again."
+    )
+    checkpoint: Path | None = Field(
+        None, description="Spark checkpoint directory; default home/checkpoint."
+    )
 
     grace_seconds: float = Field(60.0, ge=0, description="How far in the past a due time may lie.")
     max_payload_bytes: int = Field(256 * 1024, ge=1, description="Largest payload accepted.")
@@ -69,7 +86,9 @@ class Settings(BaseSettings):
     @property
     def store_url(self) -> str:
         """The store URL, defaulting to a SQLite file under ``home``."""
-        return self.store or f"sqlite:///{(self.home / 'tocsin.db').resolve()}"  # 4 slashes: absolute
+        return (
+            self.store or f"sqlite:///{(self.home / 'tocsin.db').resolve()}"
+        )  # 4 slashes: absolute
 
     @property
     def checkpoint_dir(self) -> Path:

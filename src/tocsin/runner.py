@@ -6,6 +6,7 @@ the API down; when it exits unexpectedly it is started again after a short pause
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -22,10 +23,8 @@ __all__ = ["DispatcherSupervisor", "run_api", "run_up"]
 
 def _die_with_parent() -> None:
     """In the child: ask Linux to SIGTERM it when the parent dies, even by kill -9."""
-    try:
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 class DispatcherSupervisor:

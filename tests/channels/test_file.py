@@ -30,7 +30,7 @@ def test_writes_one_json_envelope_per_line(tmp_path: Path) -> None:
 def test_text_and_binary_payloads(tmp_path: Path) -> None:
     path = tmp_path / "out.jsonl"
     base = envelopes(1)[0]
-    text = base._replace(payload="line\nbreak".encode(), payload_kind=PayloadKind.TEXT)
+    text = base._replace(payload=b"line\nbreak", payload_kind=PayloadKind.TEXT)
     raw = base._replace(payload=b"\x00\xff", payload_kind=PayloadKind.BINARY)
     build_channel(_channel(path)).send([text, raw])
     first, second = (json.loads(line) for line in path.read_text().splitlines())

@@ -70,7 +70,7 @@ def test_a_row_committed_after_its_window_was_scanned_still_fires(spark, env, tm
 
 
 def test_nothing_due_runs_no_batch(spark, env, tmp_path):
-    store, url, out = env
+    store, url, _ = env
     _schedule(store, 1, due_ms=_now())
     with running_dispatcher(spark, url, tmp_path / "ck", buckets=16) as query:
         wait_until(lambda: store.counts()[Status.DELIVERED] == 1, timeout_s=90, what="delivery")

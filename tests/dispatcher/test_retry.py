@@ -3,6 +3,7 @@ against a real webhook receiver."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def test_retry_back_off_dead_letter_and_refusal(spark, receiver: Receiver,  # ty
     assert [(d.attempt, d.outcome) for d in log] == [(1, Outcome.RETRY), (2, Outcome.RETRY),
                                                      (3, Outcome.RETRY)]
     assert [d.delivery_id for d in log] == [f"{failing.id}-{n}" for n in (1, 2, 3)]
-    gaps = [b.started_ms - a.ended_ms for a, b in zip(log, log[1:], strict=False)]
+    gaps = [b.started_ms - a.ended_ms for a, b in itertools.pairwise(log)]
     assert all(gap >= 150 for gap in gaps), f"retries came without back-off: {gaps}"
     attempts_seen = [r.headers["tocsin-attempt"] for r in receiver.received(None)
                      if r.path == "/fail"]

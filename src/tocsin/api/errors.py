@@ -35,7 +35,7 @@ def status_of(exc: TocsinError) -> int:
     """The HTTP status for an error."""
     for cls in type(exc).__mro__:
         if cls in STATUS:
-            return STATUS[cls]  # type: ignore[index]
+            return STATUS[cls]
     return 500
 
 

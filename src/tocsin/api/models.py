@@ -21,7 +21,8 @@ __all__ = ["ChannelIn", "ScheduleIn", "parse_duration", "schedule_out"]
 
 _ISO_DURATION = re.compile(
     r"^P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
-    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$")
+    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
+)
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:\d{2})$")
 _KEY_MAX = 256
 
@@ -35,10 +36,17 @@ def parse_duration(value: float | str, field: str = "delay") -> timedelta:
     else:
         match = _ISO_DURATION.match(value.strip())
         if not match or value.strip() in ("P", "PT") or value.strip().endswith("T"):
-            raise ValidationError(field, f"{value!r} is not an ISO 8601 duration like PT5S or P1DT2H")
+            raise ValidationError(
+                field, f"{value!r} is not an ISO 8601 duration like PT5S or P1DT2H"
+            )
         parts = {k: float(v) for k, v in match.groupdict().items() if v}
-        seconds = (parts.get("w", 0) * 604800 + parts.get("d", 0) * 86400
-                   + parts.get("h", 0) * 3600 + parts.get("m", 0) * 60 + parts.get("s", 0))
+        seconds = (
+            parts.get("w", 0) * 604800
+            + parts.get("d", 0) * 86400
+            + parts.get("h", 0) * 3600
+            + parts.get("m", 0) * 60
+            + parts.get("s", 0)
+        )
     if seconds < 0:
         raise ValidationError(field, "must not be negative")
     return timedelta(seconds=seconds)
@@ -47,8 +55,11 @@ def parse_duration(value: float | str, field: str = "delay") -> timedelta:
 def parse_instant(value: str, field: str = "due_at") -> int:
     """An RFC 3339 time with an offset as UTC milliseconds; a naive time is refused."""
     if not _RFC3339.match(value.strip()):
-        raise ValidationError(field, f"{value!r} is not an RFC 3339 time with an offset "
-                                     "(e.g. 2026-01-01T09:00:00Z); naive times are refused")
+        raise ValidationError(
+            field,
+            f"{value!r} is not an RFC 3339 time with an offset "
+            "(e.g. 2026-01-01T09:00:00Z); naive times are refused",
+        )
     try:
         instant = datetime.fromisoformat(value.strip().replace("z", "Z").replace("Z", "+00:00"))
     except ValueError as exc:
@@ -74,11 +85,17 @@ class ScheduleIn(BaseModel):
 
     def to_domain(self, *, now_ms: int, max_payload: int, grace_ms: int) -> NewSchedule:
         """Validate the cross-field rules and build the domain value."""
-        given = [n for n in ("payload", "payload_text", "payload_base64")
-                 if n in self.model_fields_set and (n == "payload" or getattr(self, n) is not None)]
+        given = [
+            n
+            for n in ("payload", "payload_text", "payload_base64")
+            if n in self.model_fields_set and (n == "payload" or getattr(self, n) is not None)
+        ]
         if len(given) != 1:
-            raise ValidationError("payload", "give exactly one of payload, payload_text, "
-                                             f"payload_base64 (got {len(given) or 'none'})")
+            raise ValidationError(
+                "payload",
+                "give exactly one of payload, payload_text, "
+                f"payload_base64 (got {len(given) or 'none'})",
+            )
         field = given[0]
         if field == "payload":
             kind, data = PayloadKind.JSON, json.dumps(self.payload, separators=(",", ":")).encode()
@@ -91,22 +108,34 @@ class ScheduleIn(BaseModel):
             except (binascii.Error, ValueError) as exc:
                 raise ValidationError("payload_base64", f"not valid base64: {exc}") from exc
         if len(data) > max_payload:
-            raise ValidationError(field, f"payload is {len(data)} bytes; the limit is {max_payload}")
+            raise ValidationError(
+                field, f"payload is {len(data)} bytes; the limit is {max_payload}"
+            )
         if (self.due_at is None) == (self.delay is None):
             raise ValidationError("due_at", "give exactly one of due_at or delay")
         if self.due_at is not None:
             due_ms = parse_instant(self.due_at)
             if due_ms < now_ms - grace_ms:
                 raise ValidationError(
-                    "due_at", f"{(now_ms - due_ms) / 1000:.3f} s in the past; the grace window "
-                              f"is {grace_ms / 1000:g} s")
+                    "due_at",
+                    f"{(now_ms - due_ms) / 1000:.3f} s in the past; the grace window "
+                    f"is {grace_ms / 1000:g} s",
+                )
         else:
             assert self.delay is not None
             due_ms = now_ms + parse_duration(self.delay) // timedelta(milliseconds=1)
         digest = hashlib.sha256(self.model_dump_json(exclude_defaults=False).encode()).hexdigest()
-        return NewSchedule(channel=self.channel, payload=data, payload_kind=kind,
-                           headers=self.headers, due_ms=due_ms, tenant=self.tenant, key=self.key,
-                           ordering_key=self.ordering_key, request_digest=digest)
+        return NewSchedule(
+            channel=self.channel,
+            payload=data,
+            payload_kind=kind,
+            headers=self.headers,
+            due_ms=due_ms,
+            tenant=self.tenant,
+            key=self.key,
+            ordering_key=self.ordering_key,
+            request_digest=digest,
+        )
 
 
 class ChannelIn(BaseModel):
@@ -121,23 +150,38 @@ class ChannelIn(BaseModel):
 
 def iso(ms: int | None) -> str | None:
     """UTC milliseconds as RFC 3339 with ``Z``."""
-    return None if ms is None else from_ms(ms).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z")
+    return (
+        None
+        if ms is None
+        else from_ms(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )
 
 
 def schedule_out(s: Schedule, *, full: bool = True) -> dict[str, Any]:
     """A schedule as the API answers it."""
-    out: dict[str, Any] = {"id": s.id, "status": s.status.value, "due_at": iso(s.due_ms),
-                           "bucket": s.bucket}
+    out: dict[str, Any] = {
+        "id": s.id,
+        "status": s.status.value,
+        "due_at": iso(s.due_ms),
+        "bucket": s.bucket,
+    }
     if full:
-        out.update({
-            "tenant": s.tenant, "channel": s.channel, "created_at": iso(s.created_ms),
-            "attempts": s.attempts, "last_error": s.last_error,
-            "next_attempt_at": iso(s.next_ms) if s.status.value == "PENDING" else None,
-            "delivered_at": iso(s.delivered_ms), "lateness_ms": s.lateness_ms,
-            "headers": s.headers, "key": s.key, "ordering_key": s.ordering_key,
-            **payload_value(s.payload_kind, s.payload),
-        })
+        out.update(
+            {
+                "tenant": s.tenant,
+                "channel": s.channel,
+                "created_at": iso(s.created_ms),
+                "attempts": s.attempts,
+                "last_error": s.last_error,
+                "next_attempt_at": iso(s.next_ms) if s.status.value == "PENDING" else None,
+                "delivered_at": iso(s.delivered_ms),
+                "lateness_ms": s.lateness_ms,
+                "headers": s.headers,
+                "key": s.key,
+                "ordering_key": s.ordering_key,
+                **payload_value(s.payload_kind, s.payload),
+            }
+        )
         if s.payload_kind is PayloadKind.TEXT:
             out["payload_text"] = out.pop("payload")
     return out

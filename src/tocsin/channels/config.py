@@ -28,7 +28,8 @@ def _accepts(tp: Any, value: Any) -> bool:
     if origin is dict:
         key_t, value_t = get_args(tp)
         return isinstance(value, dict) and all(
-            _accepts(key_t, k) and _accepts(value_t, v) for k, v in value.items())
+            _accepts(key_t, k) and _accepts(value_t, v) for k, v in value.items()
+        )
     if tp is Any:
         return True
     return isinstance(value, tp)
@@ -46,22 +47,26 @@ def parse_config(cls: type[T], config: dict[str, Any]) -> T:
         if name in config:
             value = config.pop(name)
             if not _accepts(tp, value) or (tp is int and value < 1):
-                raise ValidationError(f"config.{name}", f"must be a {'positive ' if tp is int else ''}"
-                                                        f"{tp.__name__}, not {value!r}")
+                raise ValidationError(
+                    f"config.{name}",
+                    f"must be a {'positive ' if tp is int else ''}{tp.__name__}, not {value!r}",
+                )
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     for name in config:
         if name not in names:
-            raise ValidationError(f"config.{name}",
-                                  f"unknown setting; known: {sorted(names | set(COMMON))}")
+            raise ValidationError(
+                f"config.{name}", f"unknown setting; known: {sorted(names | set(COMMON))}"
+            )
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.name not in config:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise ValidationError(f"config.{f.name}", "is required")
             continue
         if not _accepts(hints[f.name], config[f.name]):
-            raise ValidationError(f"config.{f.name}",
-                                  f"must be {hints[f.name]}, not {config[f.name]!r}")
+            raise ValidationError(
+                f"config.{f.name}", f"must be {hints[f.name]}, not {config[f.name]!r}"
+            )
     value = cls(**config)
     check = getattr(value, "check", None)
     if check is not None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from collections.abc import Sequence
 
 from tocsin.abc import Channel
 from tocsin.domain import ChannelSpec, Envelope, Outcome, Result

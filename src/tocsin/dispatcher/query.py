@@ -16,7 +16,7 @@ from tocsin.dispatcher.options import DispatchOptions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = ["QUERY_NAME", "run_dispatcher", "spark_session", "start_dispatcher"]
 

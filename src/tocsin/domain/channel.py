@@ -40,7 +40,8 @@ class ChannelSpec:
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
             raise ValidationError(
-                "name", "must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+                "name",
+                "must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit",
             )
 
     @property

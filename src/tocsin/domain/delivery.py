@@ -18,7 +18,7 @@ __all__ = ["Ack", "Delivery", "Envelope", "Outcome", "Result"]
 ENVELOPE_VERSION = 1
 NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
-_quote = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_quote = json.encoder.encode_basestring_ascii
 
 
 @lru_cache(maxsize=4096)

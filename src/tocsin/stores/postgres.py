@@ -92,11 +92,12 @@ class PostgresStore(Store):
         self._pool: ConnectionPool[Any] | None = None
         self._pid = 0
         self._buckets: int | None = None
+        self._healthy = False
         self.schema_version = 0
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_pool"], state["_pid"] = None, 0
+        state["_pool"], state["_pid"], state["_healthy"] = None, 0, False
         return state
 
     @property
@@ -127,7 +128,7 @@ class PostgresStore(Store):
         with _open_lock:
             if self._pool is None or self._pid != os.getpid():
                 self._pool = self._new_pool()
-                self._pid = os.getpid()
+                self._pid, self._healthy = os.getpid(), False
             return self._pool
 
     def _new_pool(self) -> ConnectionPool[Any]:
@@ -144,7 +145,10 @@ class PostgresStore(Store):
         pool: ConnectionPool[Any] = ConnectionPool(
             self.url, open=False, name=f"tocsin-{os.getpid()}",
             kwargs={"autocommit": True, **{k: v for k, v in defaults.items() if k not in given}},
-            min_size=self._min_size, max_size=self._max_size, timeout=self._timeout_s)
+            min_size=self._min_size, max_size=self._max_size, timeout=self._timeout_s,
+            # give up re-connecting early: the next call grows the pool again at once, rather
+            # than wait out a long back-off after the server is back
+            reconnect_timeout=max(5.0, self._timeout_s))
         pool.open(wait=False)
         return pool
 
@@ -156,7 +160,9 @@ class PostgresStore(Store):
 
         A dead connection (server restarted) is dropped and the call retried once when
         ``work`` is safe to repeat or failed before its transaction began; a deadlock or
-        serialization failure (rolled back as a whole) is retried too.
+        serialization failure (rolled back as a whole) is retried too. While the server has
+        not answered since the last failure, a direct connection attempt first makes an
+        unreachable server fail fast instead of after the pool's ``timeout_s``.
         """
         import psycopg
         from psycopg_pool import PoolTimeout
@@ -165,22 +171,30 @@ class PostgresStore(Store):
             self._migrate()
         pool = self._connections()
         for attempt in range(3):
+            if not self._healthy and (problem := self._probe()):
+                raise StoreError(f"{self.where}: cannot connect: {problem}")
             begun = False
             try:
                 with pool.connection() as conn:
-                    if not write:
+                    if write:
+                        with conn.transaction():
+                            begun = True
+                            result = work(conn)
+                    else:
                         begun = True
-                        return work(conn)
-                    with conn.transaction():
-                        begun = True
-                        return work(conn)
+                        result = work(conn)
+                self._healthy = True
+                return result
             except PoolTimeout as exc:
+                self._healthy = False
+                problem = self._probe() or f"all {self._max_size} connections busy"
                 raise StoreError(f"{self.where}: no connection within {self._timeout_s:g}s: "
-                                 f"{self._diagnose(exc)}") from exc
+                                 f"{problem}") from exc
             except psycopg.errors.TransactionRollback as exc:
                 if attempt == 2:
                     raise StoreError(f"{self.where}: {exc}") from exc
             except psycopg.OperationalError as exc:
+                self._healthy = False
                 if attempt > 0 or (begun and write and not idempotent):
                     raise StoreError(f"{self.where}: {exc}") from exc
                 pool.check()  # dispose of every dead connection before the retry
@@ -188,15 +202,16 @@ class PostgresStore(Store):
                 raise StoreError(f"{self.where}: {exc}") from exc
         raise AssertionError("unreachable")
 
-    def _diagnose(self, timeout: Exception) -> str:
-        """Why no connection came: one direct attempt says (refused, auth, no database...)."""
+    def _probe(self) -> str | None:
+        """None when a direct connection succeeds, else why it failed (refused, auth...)."""
         import psycopg
 
         try:
-            psycopg.connect(self.url, connect_timeout=3).close()
+            psycopg.connect(self.url, connect_timeout=max(2, min(10, int(self._timeout_s)))
+                            ).close()
         except psycopg.Error as exc:
             return str(exc).strip()
-        return str(timeout)
+        return None
 
     def _read(self, sql: str, args: Sequence[Any] = ()) -> builtins.list[tuple[Any, ...]]:
         return self._run(lambda conn: conn.execute(sql, args).fetchall(), write=False)
