@@ -90,7 +90,12 @@ start() {
 
     local tries=0 auto_port=0
     [ -n "$port" ] || auto_port=1
-    while :; do
+    if as_owner "$bindir/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+        port="$(sed -n 4p "$dir/data/postmaster.pid")"  # already running: reuse it
+        log "already running in $dir on port $port"
+        auto_port=2
+    fi
+    while [ "$auto_port" != 2 ]; do
         [ "$auto_port" = 0 ] || port="$(free_port)"
         # Loopback only; the socket directory is ours, not /var/run/postgresql.
         if as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \

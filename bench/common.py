@@ -280,6 +280,7 @@ def run_phase(target: Target, phase: str, *, n: int, window_ms: int, wait_s: flo
     ingest_s = time.perf_counter() - started
     ingest_end = now_ms()
     cpu1 = meter.read()
+    waited = time.perf_counter()
     log(f"[{target.name}] {phase}: {n} submitted in {ingest_s:.1f}s "
         f"({n / ingest_s:,.0f}/s); first due {'+' if first_due >= ingest_end else ''}"
         f"{(first_due - ingest_end) / 1000:.1f}s after the last insert")
@@ -294,6 +295,7 @@ def run_phase(target: Target, phase: str, *, n: int, window_ms: int, wait_s: flo
             break
         time.sleep(0.5 if n <= CHUNK else 1.0)
     cpu2 = meter.read()
+    waited = time.perf_counter() - waited
     meter.close()
     if after_done:
         after_done()
@@ -327,6 +329,8 @@ def run_phase(target: Target, phase: str, *, n: int, window_ms: int, wait_s: flo
             "cpu_s": cpu_between(cpu0, cpu1),
         },
         "delivery_cpu_s": cpu_between(cpu1, cpu2),
+        "outside_cpu_pct_of_one_core": round(
+            100 * (cpu2.get("outside", 0.0) - cpu1.get("outside", 0.0)) / waited, 1),
         "deliveries_by_second": [per_second.get(s, 0) for s in seconds],
         "progress": progress[:: max(1, len(progress) // 60)],
         "window_ms": [first_due - lead_ms, last_done],

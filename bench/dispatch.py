@@ -145,6 +145,8 @@ def headline(result: dict[str, Any]) -> dict[str, Any]:
         "drain_deliveries_per_s": drain.get("deliveries_per_s"),
         "drain_lateness_p99_ms": (drain.get("lateness_ms") or {}).get("p99"),
         "ingest_per_s": burst["ingest"]["per_s"],
+        "noise_outside_cpu_pct_burst": burst.get("outside_cpu_pct_of_one_core"),
+        "noise_outside_cpu_pct_drain": drain.get("outside_cpu_pct_of_one_core"),
     }
 
 
@@ -318,6 +320,7 @@ def main(argv: list[str] | None = None) -> None:
 
     scratch = scratch_dir("tocsin-bench-parts-")
     started = now_ms()
+    code = _code_version()
     peers = [p for p in args.peer.split(",") if p and p != "none"]
     results = {name: _run_part(name, args, argv, scratch)
                for name in ([] if args.skip_tocsin else ["tocsin"]) + peers}
@@ -330,7 +333,7 @@ def main(argv: list[str] | None = None) -> None:
     report["schedules"] = args.schedules
     report["machine"] = machine_info()
     report["command"] = "bench/run dispatch " + " ".join(argv)
-    report["code"] = _code_version()
+    report["code"] = code
     report["run_at"] = datetime.fromtimestamp(started / 1000, UTC).isoformat(timespec="seconds")
     report["wall_s"] = round((now_ms() - started) / 1000, 1)
     summary = {name: (headline(r) if "failed" not in r else r) for name, r in results.items()}

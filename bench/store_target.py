@@ -73,6 +73,11 @@ class StoreTarget:
         path = self.out_dir / f"{phase}.jsonl"
         out.extra["file_lines"] = path.read_bytes().count(b"\n") if path.exists() else 0
         out.extra.update(self._channel_lateness(channel))
+        db = getattr(self.store, "path", None)
+        if isinstance(db, str) and Path(db).exists():
+            out.extra["sqlite_mb"] = {"db": round(Path(db).stat().st_size / 2**20, 1),
+                                      "wal": round(Path(db + "-wal").stat().st_size / 2**20, 1)
+                                      if Path(db + "-wal").exists() else 0.0}
         return out
 
     def _channel_lateness(self, channel: str) -> dict[str, object]:

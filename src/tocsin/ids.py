@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import base64
+import random
+import time
+
 import mmh3
-from ulid import ULID
 
 __all__ = ["bucket_of", "delivery_id", "new_schedule_id"]
 
+_TO_CROCKFORD = str.maketrans(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+)
+
 
 def new_schedule_id(now_ms: int | None = None) -> str:
-    """A new ULID: 26 characters, sorting by creation time."""
-    if now_ms is None:
-        return str(ULID())
-    return str(ULID.from_timestamp(now_ms / 1000))
+    """A new ULID (26 Crockford base-32 characters: 48 bits of milliseconds, then 80 random
+    bits), so ids sort by creation time. Encoded here rather than through a ULID library
+    because bulk ingestion makes thousands a second."""
+    ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    value = (ms << 80) | random.getrandbits(80)  # 128 bits; 26 characters hold 130
+    # b32encode reads 5-bit groups from the left: pad to 136 bits so the groups line up
+    return base64.b32encode((value << 6).to_bytes(17, "big"))[:26].decode().translate(_TO_CROCKFORD)
 
 
 def bucket_of(routing: str, buckets: int) -> int:

@@ -9,13 +9,14 @@ import time
 import uuid
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
+from tests.support.postgres import create_schema, throwaway_server
 from tocsin.domain import NewSchedule, Status
 from tocsin.errors import StoreError
 from tocsin.stores import open_store
 from tocsin.stores.postgres import PostgresStore
-from tests.support.postgres import create_schema, throwaway_server
 
 NOW = 1_700_000_000_000
 
@@ -35,6 +36,7 @@ def test_construction_does_no_io() -> None:
     store = PostgresStore("postgresql://nobody@127.0.0.1:1/none", buckets=8, timeout_s=1)
     copy = pickle.loads(pickle.dumps(store))
     assert copy.url == store.url
+    assert store._pool is None and copy._pool is None
 
 
 def test_unreachable_server_is_a_store_error() -> None:
@@ -64,7 +66,7 @@ def _use_in_child(store: PostgresStore, schedule_id: str) -> None:
 
 
 def test_fork_uses_new_connections(pg: PostgresStore) -> None:
-    [(made, _)] = pg.create([new(), new()], now_ms=NOW)[:1]
+    [(made, _)] = pg.create([new()], now_ms=NOW)
     epoch = pg.next_epoch()
     child = multiprocessing.get_context("fork").Process(target=_use_in_child, args=(pg, made.id))
     child.start()
@@ -81,8 +83,6 @@ def test_recovers_when_connections_are_killed(postgres_url: str) -> None:
     store = PostgresStore(url, buckets=8, min_size=3)
     try:
         [(made, _)] = store.create([new()], now_ms=NOW)
-        import psycopg
-
         with psycopg.connect(postgres_url, autocommit=True) as admin:
             killed = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                                    "WHERE application_name = %s", (name,)).fetchone()
@@ -101,7 +101,7 @@ def test_server_restart() -> None:
         try:
             [(made, _)] = store.create([new()], now_ms=NOW)
             server.stop()
-            with pytest.raises(StoreError, match="no connection|refused|closed|terminat"):
+            with pytest.raises(StoreError, match=r"cannot connect|no connection"):
                 store.get(made.id)
             server.start()
             assert store.get(made.id) == made

@@ -122,6 +122,20 @@ def test_same_key_twice_in_one_batch(store: Store) -> None:
     assert one == two
 
 
+def test_racing_creates_of_one_key(store: Store) -> None:
+    start = threading.Barrier(4)
+
+    def create(_: int) -> tuple[str, bool]:
+        start.wait()
+        [(made, created)] = store.create([new(key="race")], now_ms=NOW)
+        return made.id, created
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(create, range(4)))
+    assert len({i for i, _ in results}) == 1
+    assert sorted(created for _, created in results) == [False, False, False, True]
+
+
 def test_list_filters_and_cursor(store: Store) -> None:
     made = [s for s, _ in store.create(
         [new(NOW + i, channel="a" if i % 2 else "b") for i in range(30)], now_ms=NOW)]
@@ -324,6 +338,22 @@ def test_replay_returns_same_rows_and_claims_nothing_new(store: Store) -> None:
     pending = store.list(status=Status.PENDING)
     other = claim(store, epoch, lo=0, hi=BUCKETS // 2)
     assert ids(other) == {s.id for s in pending if s.bucket <= BUCKETS // 2}
+
+
+def test_racing_replays_agree(store: Store) -> None:
+    store.create([new(NOW - i) for i in range(30)], now_ms=NOW - 100)
+    epoch = store.next_epoch()
+    start = threading.Barrier(3)
+
+    def run(_: int) -> list[ClaimedRow]:
+        start.wait()
+        return claim(store, epoch, limit=20)
+
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(run, range(3)))
+    assert len(results[0]) == 20
+    assert all(sorted(r) == sorted(results[0]) for r in results)
+    assert store.counts()[Status.CLAIMED] == 20
 
 
 def test_empty_claim_is_replayed_empty(store: Store) -> None:

@@ -5,11 +5,14 @@ concurrency is decided. Claims take rows with ``FOR UPDATE SKIP LOCKED``, so two
 claiming one bucket range at once get disjoint sets; the replay marker is inserted first, so a
 concurrent replay of the same (epoch, range) waits for the claim and then re-reads it.
 
-The object is cheap to build and to pickle: each process opens its own
-``psycopg_pool.ConnectionPool`` on first use (a forked or unpickled copy never touches its
-parent's connections). Connection failures raise :class:`~tocsin.errors.StoreError`; after a
-server restart the pool drops its dead connections and the call is retried once when that is
-safe (a read, an idempotent write, or a transaction that failed before it began).
+Each process opens its own ``psycopg_pool.ConnectionPool`` on first use, so the object is cheap
+to build and to pickle, and a forked or unpickled copy never touches its parent's connections.
+Connection failures raise :class:`~tocsin.errors.StoreError`; after a server restart the pool
+drops its dead connections and the call is retried once when that is safe (a read, an
+idempotent write, or a transaction that failed before it began).
+
+Tables live in the connection's ``search_path``: to keep a store in a schema of its own, add
+``?options=-csearch_path%3Dname`` to the URL.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
 from tocsin.abc import ClaimedRow, Store
 from tocsin.domain import Ack, ChannelSpec, Delivery, NewSchedule, Schedule, Status
@@ -62,17 +66,19 @@ def _reset_open_lock() -> None:
 os.register_at_fork(after_in_child=_reset_open_lock)
 
 
-def _redact(url: str) -> str:
-    """``url`` without its password, for error messages."""
-    from psycopg.conninfo import conninfo_to_dict
+def _reason(exc: Exception) -> str:
+    """A driver error's message on one line."""
+    return " ".join(str(exc).split()) or type(exc).__name__
 
-    try:
-        parts = conninfo_to_dict(url)
-    except Exception:
-        return "postgresql://?"
-    user = f"{parts['user']}@" if parts.get("user") else ""
-    port = f":{parts['port']}" if parts.get("port") else ""
-    return f"postgresql://{user}{parts.get('host', '')}{port}/{parts.get('dbname', '')}"
+
+def _redact(url: str) -> str:
+    """``url`` without its password or options, for error messages."""
+    parts = urlsplit(url)
+    if not parts.scheme.startswith("postgres"):
+        return "postgresql (conninfo)"
+    host = parts.netloc.rsplit("@", 1)[-1]
+    user = f"{parts.username}@" if parts.username else ""
+    return f"postgresql://{user}{host}{parts.path}"
 
 
 class PostgresStore(Store):
@@ -86,7 +92,7 @@ class PostgresStore(Store):
     def __init__(self, url: str, *, buckets: int = 64, min_size: int = 1, max_size: int = 10,
                  timeout_s: float = 10.0) -> None:
         self.url = url
-        self.where = _redact(url)
+        self._where = _redact(url)
         self._requested_buckets = buckets
         self._min_size, self._max_size, self._timeout_s = min_size, max_size, timeout_s
         self._pool: ConnectionPool[Any] | None = None
@@ -140,7 +146,7 @@ class PostgresStore(Store):
         try:
             given = conninfo_to_dict(self.url)
         except Exception as exc:
-            raise StoreError(f"{self.where}: bad PostgreSQL URL: {exc}") from exc
+            raise StoreError(f"{self._where}: bad PostgreSQL URL: {_reason(exc)}") from exc
         defaults = {"connect_timeout": 10, "application_name": "tocsin"}
         pool: ConnectionPool[Any] = ConnectionPool(
             self.url, open=False, name=f"tocsin-{os.getpid()}",
@@ -172,7 +178,7 @@ class PostgresStore(Store):
         pool = self._connections()
         for attempt in range(3):
             if not self._healthy and (problem := self._probe()):
-                raise StoreError(f"{self.where}: cannot connect: {problem}")
+                raise StoreError(f"{self._where}: cannot connect: {problem}")
             begun = False
             try:
                 with pool.connection() as conn:
@@ -188,18 +194,18 @@ class PostgresStore(Store):
             except PoolTimeout as exc:
                 self._healthy = False
                 problem = self._probe() or f"all {self._max_size} connections busy"
-                raise StoreError(f"{self.where}: no connection within {self._timeout_s:g}s: "
+                raise StoreError(f"{self._where}: no connection within {self._timeout_s:g}s: "
                                  f"{problem}") from exc
             except psycopg.errors.TransactionRollback as exc:
                 if attempt == 2:
-                    raise StoreError(f"{self.where}: {exc}") from exc
+                    raise StoreError(f"{self._where}: {_reason(exc)}") from exc
             except psycopg.OperationalError as exc:
                 self._healthy = False
                 if attempt > 0 or (begun and write and not idempotent):
-                    raise StoreError(f"{self.where}: {exc}") from exc
+                    raise StoreError(f"{self._where}: {_reason(exc)}") from exc
                 pool.check()  # dispose of every dead connection before the retry
             except psycopg.Error as exc:
-                raise StoreError(f"{self.where}: {exc}") from exc
+                raise StoreError(f"{self._where}: {_reason(exc)}") from exc
         raise AssertionError("unreachable")
 
     def _probe(self) -> str | None:
@@ -210,7 +216,7 @@ class PostgresStore(Store):
             psycopg.connect(self.url, connect_timeout=max(2, min(10, int(self._timeout_s)))
                             ).close()
         except psycopg.Error as exc:
-            return str(exc).strip()
+            return _reason(exc)
         return None
 
     def _read(self, sql: str, args: Sequence[Any] = ()) -> builtins.list[tuple[Any, ...]]:

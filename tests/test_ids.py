@@ -1,0 +1,24 @@
+"""Identifiers."""
+
+from __future__ import annotations
+
+from ulid import ULID
+
+from tocsin.ids import bucket_of, delivery_id, new_schedule_id
+
+
+def test_schedule_ids_are_ulids_that_sort_by_time() -> None:
+    first, second = new_schedule_id(1_700_000_000_000), new_schedule_id(1_700_000_000_001)
+    assert len(first) == 26 and first < second
+    assert ULID.from_str(first).milliseconds == 1_700_000_000_000
+    assert len({new_schedule_id(5) for _ in range(10_000)}) == 10_000
+
+
+def test_buckets_are_murmur3_mod_b_and_stable() -> None:
+    assert bucket_of("order-1", 64) == bucket_of("order-1", 64)
+    assert {bucket_of(str(i), 8) for i in range(1000)} == set(range(8))
+    assert bucket_of("abc", 1) == 0
+
+
+def test_delivery_ids_are_stable_per_attempt() -> None:
+    assert delivery_id("S1", 2) == delivery_id("S1", 2) == "S1-2"
