@@ -1,11 +1,14 @@
-"""Session-wide real servers: one webhook receiver and one Kafka-protocol broker per run."""
+"""Session-wide real servers: one webhook receiver, one Kafka-protocol broker and one RabbitMQ
+node per run, each started on first use."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 
+from tests.support.rabbitmq import RabbitMQ
 from tests.support.receiver import Receiver
 from tests.support.tansu import Tansu
 
@@ -31,3 +34,15 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tansu]:
     broker = Tansu(tmp_path_factory.mktemp("tansu") / "tansu.log").start()
     yield broker
     broker.stop()
+
+
+@pytest.fixture(scope="session")
+def rabbitmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitMQ]:
+    """The run's RabbitMQ node (Debian's rabbitmq-server; ``./test.sh`` installs it)."""
+    if not RabbitMQ.available():
+        if os.environ.get("CI"):
+            pytest.fail("rabbitmq-server is not installed (scripts/bootstrap.sh --dev installs it)")
+        pytest.skip("rabbitmq-server is not installed: run ./test.sh, which installs it")
+    node = RabbitMQ(tmp_path_factory.mktemp("rabbitmq")).start()
+    yield node
+    node.stop()

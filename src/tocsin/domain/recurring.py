@@ -1,0 +1,168 @@
+"""Recurring schedules: a cron trigger turned into concrete schedules, one window at a time.
+
+:func:`expand` is pure: given where the last expansion stopped and the clock's "now", it names
+every firing up to ``now + horizon`` and what becomes of it. Each firing is created as ``count``
+schedules whose ids derive from (recurring id, firing instant, index), so expanding the same
+window twice yields the same ids and the store can refuse the repeats. A firing older than
+``now - misfire_grace_ms`` was missed (Tocsin was down); the :class:`MisfirePolicy` decides
+whether it still fires, re-based to ``now``, or is recorded as skipped with a reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from tocsin.domain.cron import CronTrigger
+from tocsin.domain.schedule import PayloadKind
+from tocsin.errors import ValidationError
+
+__all__ = [
+    "Expansion",
+    "Firing",
+    "MisfirePolicy",
+    "Recurring",
+    "SkippedFiring",
+    "expand",
+    "firing_schedule_id",
+]
+
+
+class MisfirePolicy(StrEnum):
+    """What to do with firings missed by more than the grace window (e.g. after downtime)."""
+
+    FIRE_ONCE = "fire_once"
+    """Coalesce: only the latest missed firing fires, at once; the others are skipped with
+    reason ``misfire: coalesced``."""
+    FIRE_ALL = "fire_all"
+    """Catch up: every missed firing fires, at once."""
+    SKIP = "skip"
+    """Drop: every missed firing is skipped with reason ``misfire: skipped``."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Recurring:
+    """A recurring schedule: ``count`` messages to ``channel`` at every firing of ``trigger``."""
+
+    id: str
+    tenant: str = "default"
+    trigger: CronTrigger
+    channel: str
+    payload: bytes
+    payload_kind: PayloadKind = PayloadKind.JSON
+    headers: dict[str, str] = field(default_factory=dict)
+    count: int = 1
+    """Messages per firing (at least 1)."""
+    stagger_ms: int = 0
+    """The ``count`` messages are spread evenly over this window; 0 sends all at the firing."""
+    misfire: MisfirePolicy = MisfirePolicy.FIRE_ONCE
+    misfire_grace_ms: int = 60_000
+    """A firing at most this late still fires as if on time; older ones are missed."""
+    policy: str | None = None
+    """The throttling policy its messages draw tokens from, if any."""
+    paused: bool = False
+    """While paused, firings are skipped with reason ``paused`` and nothing is expanded ahead."""
+    expanded_until_ms: int | None = None
+    """Firings up to this instant have been expanded (or skipped) already."""
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise ValidationError("id", "must not be empty")
+        if not self.channel:
+            raise ValidationError("channel", "must not be empty")
+        if self.count < 1:
+            raise ValidationError("count", f"must be at least 1, got {self.count}")
+        if self.stagger_ms < 0:
+            raise ValidationError("stagger", f"must not be negative, got {self.stagger_ms} ms")
+        if self.misfire_grace_ms < 0:
+            raise ValidationError(
+                "misfire_grace", f"must not be negative, got {self.misfire_grace_ms} ms"
+            )
+
+    def offset_ms(self, index: int) -> int:
+        """How long after its firing message ``index`` (0-based) is due."""
+        return index * self.stagger_ms // self.count
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Firing:
+    """One message of one firing, ready to become a schedule."""
+
+    recurring_id: str
+    firing_ms: int
+    """The trigger's firing instant (also for a missed firing that fires late)."""
+    index: int
+    """0 .. count-1 within the firing."""
+    due_ms: int
+    schedule_id: str
+    """Deterministic: see :func:`firing_schedule_id`."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SkippedFiring:
+    """A firing that will not fire, and why (``paused``, ``misfire: coalesced``, ...)."""
+
+    firing_ms: int
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Expansion:
+    """The outcome of one :func:`expand`: every firing in ``(from_ms, until_ms]`` is in
+    exactly one of ``firings`` (all its messages) or ``skipped``."""
+
+    firings: list[Firing]
+    skipped: list[SkippedFiring]
+    until_ms: int
+    """The new ``expanded_until_ms``: the next expansion starts after it."""
+
+
+def firing_schedule_id(recurring_id: str, firing_ms: int, index: int) -> str:
+    """The schedule id of message ``index`` of the firing at ``firing_ms``: the same every time."""
+    return f"{recurring_id}:{firing_ms}:{index}"
+
+
+def expand(recurring: Recurring, *, from_ms: int, now_ms: int, horizon_ms: int) -> Expansion:
+    """The firings in ``(from_ms, now_ms + horizon_ms]``: on-time ones due at their firing
+    (plus the stagger offset), missed ones handled by the misfire policy and, when they still
+    fire, due at ``now_ms`` plus the offset. A paused recurring expands only up to ``now_ms``,
+    skipping everything."""
+    if horizon_ms < 0:
+        raise ValidationError("horizon", f"must not be negative, got {horizon_ms} ms")
+    if recurring.paused:
+        until = max(from_ms, now_ms)
+        skipped = [SkippedFiring(firing_ms=t, reason="paused")
+                   for t in recurring.trigger.firings(from_ms, until)]
+        return Expansion(firings=[], skipped=skipped, until_ms=until)
+    until = max(from_ms, now_ms + horizon_ms)
+    times = list(recurring.trigger.firings(from_ms, until))
+    cutoff = now_ms - recurring.misfire_grace_ms
+    missed = [t for t in times if t < cutoff]
+    on_time = times[len(missed):]
+    skipped: list[SkippedFiring] = []
+    late: list[int] = []
+    if recurring.misfire is MisfirePolicy.FIRE_ALL:
+        late = missed
+    elif recurring.misfire is MisfirePolicy.FIRE_ONCE:
+        late = missed[-1:]
+        skipped = [SkippedFiring(firing_ms=t, reason="misfire: coalesced") for t in missed[:-1]]
+    else:
+        skipped = [SkippedFiring(firing_ms=t, reason="misfire: skipped") for t in missed]
+    firings = [*_messages(recurring, late, base_ms=now_ms),
+               *_messages(recurring, on_time, base_ms=None)]
+    return Expansion(firings=firings, skipped=skipped, until_ms=until)
+
+
+def _messages(recurring: Recurring, times: list[int], *, base_ms: int | None) -> list[Firing]:
+    """The ``count`` messages of each firing, due at the firing (or at ``base_ms``) + offset."""
+    return [
+        Firing(
+            recurring_id=recurring.id,
+            firing_ms=t,
+            index=i,
+            due_ms=(t if base_ms is None else base_ms) + recurring.offset_ms(i),
+            schedule_id=firing_schedule_id(recurring.id, t, i),
+        )
+        for t in times
+        for i in range(recurring.count)
+    ]

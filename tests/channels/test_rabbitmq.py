@@ -1,0 +1,44 @@
+"""The RabbitMQ channel against a real RabbitMQ node."""
+
+from __future__ import annotations
+
+import json
+
+import pika
+
+from tests.channels.envelopes import envelopes
+from tests.support.rabbitmq import RabbitMQ
+from tocsin.channels import build_channel
+from tocsin.domain import ChannelKind, ChannelSpec, Outcome
+
+
+def test_publishes_persistent_confirmed_messages(rabbitmq: RabbitMQ) -> None:
+    spec = ChannelSpec(name="r", kind=ChannelKind.RABBITMQ,
+                       config={"url": rabbitmq.url, "routing_key": "reminders"})
+    channel = build_channel(spec)
+    results = channel.send(envelopes(20, headers={"x-trace": "t"}))
+    assert {r.outcome for r in results} == {Outcome.DELIVERED}
+    channel.close()
+    conn = pika.BlockingConnection(pika.URLParameters(rabbitmq.url))
+    chan = conn.channel()
+    got = []
+    for _ in range(20):
+        method, props, body = chan.basic_get("reminders", auto_ack=True)
+        assert method is not None
+        got.append((props, json.loads(body)))
+    conn.close()
+    assert [b["payload"]["n"] for _, b in got] == list(range(20))
+    props, body = got[0]
+    assert props.delivery_mode == 2 and props.message_id == body["delivery_id"] == "S00000-1"
+    assert props.headers["Tocsin-Schedule-Id"] == "S00000" and props.headers["x-trace"] == "t"
+
+
+def test_unroutable_is_refused_and_a_dead_broker_retried(rabbitmq: RabbitMQ) -> None:
+    spec = ChannelSpec(name="r2", kind=ChannelKind.RABBITMQ, config={
+        "url": rabbitmq.url, "exchange": "amq.direct", "routing_key": "nobody-bound"})
+    [result] = build_channel(spec).send(envelopes(1))
+    assert result.outcome is Outcome.REJECTED
+    down = ChannelSpec(name="r3", kind=ChannelKind.RABBITMQ, config={
+        "url": "amqp://guest:guest@127.0.0.1:1/%2F", "routing_key": "q"})
+    [result] = build_channel(down).send(envelopes(1))
+    assert result.outcome is Outcome.RETRY
