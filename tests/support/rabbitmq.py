@@ -70,6 +70,9 @@ class RabbitMQ:
             os.killpg(self._proc.pid, signal.SIGKILL)
             self._proc.wait()
         epmd = shutil.which("epmd")  # the node daemonised it; it stops once no node is left
-        if epmd:
-            subprocess.run([epmd, "-kill"], env=self.env, capture_output=True, timeout=10,
-                           check=False)
+        for _ in range(20 if epmd else 0):
+            done = subprocess.run([epmd, "-kill"], env=self.env, capture_output=True,  # type: ignore[list-item]
+                                  timeout=10, check=False)
+            if b"Killed" in done.stdout or b"Cannot connect" in done.stderr + done.stdout:
+                break
+            time.sleep(0.5)

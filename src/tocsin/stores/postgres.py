@@ -81,6 +81,13 @@ def _redact(url: str) -> str:
     return f"postgresql://{user}{host}{parts.path}"
 
 
+def _copy(conn: psycopg.Connection[Any], target: str, rows: Sequence[Sequence[Any]]) -> None:
+    """Insert many rows into ``target`` (``table (columns)``) with COPY: the bulk path."""
+    with conn.cursor() as cur, cur.copy(f"COPY {target} FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+
+
 class PostgresStore(Store):
     """A :class:`~tocsin.abc.Store` in a PostgreSQL database (``postgresql://`` URL).
 
@@ -282,8 +289,7 @@ class PostgresStore(Store):
                         "different request", ident=row[0], status=row[9])
                 out.append((schedule_from_row(row[:-1]), False))
             if plain:
-                with conn.cursor() as cur:
-                    cur.executemany(_INSERT, plain)
+                _copy(conn, f"schedules ({INSERT_COLUMNS})", plain)
             return out
 
         return self._run(work)
@@ -446,10 +452,7 @@ class PostgresStore(Store):
                 if ack.dead_letter:
                     item = dead_letter_item(ack, row, now_ms=now_ms)
                     conn.execute(_INSERT, insert_values(item, buckets=buckets, now_ms=now_ms))
-            with conn.cursor() as cur:
-                cur.executemany(f"INSERT INTO deliveries ({DELIVERY_COLUMNS}) VALUES "
-                                "(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                                delivery_values(acks, epoch))
+            _copy(conn, f"deliveries ({DELIVERY_COLUMNS})", delivery_values(acks, epoch))
             return applied
 
         return self._run(work)
