@@ -52,6 +52,8 @@ class Store(ABC):
 
     buckets: int
     """B: a schedule's bucket is ``murmur3(id) % B``, fixed when the store was created."""
+    schema_version: int
+    """The newest migration applied."""
 
     # -- schedules -------------------------------------------------------------------------
 
@@ -137,6 +139,11 @@ class Store(ABC):
     def acknowledge(self, *, epoch: int, acks: Sequence[Ack], now_ms: int) -> int:
         """Apply each verdict to its schedule if it is still CLAIMED by ``epoch``; log every
         attempt; copy the dead to their dead-letter channels. Returns how many applied."""
+
+    @abstractmethod
+    def forget_claims(self, *, before_ms: int) -> int:
+        """Delete replay markers of claims made before ``before_ms`` (their rows are long
+        acknowledged or reclaimable after the lease). Returns how many were deleted."""
 
     # -- health and metrics ----------------------------------------------------------------
 

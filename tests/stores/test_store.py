@@ -537,3 +537,15 @@ def test_beats(store: Store) -> None:
 def test_ping_and_buckets(store: Store) -> None:
     store.ping()
     assert store.buckets == BUCKETS
+
+
+def test_forgotten_claim_markers_are_only_the_old_ones(store: Store) -> None:
+    store.create([new(NOW - 1)], now_ms=NOW - 100)
+    old = store.next_epoch()
+    claim(store, old, now_ms=NOW)
+    recent = store.next_epoch()
+    claim(store, recent, now_ms=NOW + 60_000)
+    assert store.forget_claims(before_ms=NOW + 1) == 1
+    store.create([new(NOW + 1)], now_ms=NOW)
+    # the recent marker stays: a replay of it still claims nothing new
+    assert claim(store, recent, now_ms=NOW + 60_000) == []

@@ -39,6 +39,9 @@ ARROW_SCHEMA = pa.schema([
     ("ordering_key", pa.string()), ("epoch", pa.int64()),
 ])
 ARROW_CHUNK = 10_000
+CLAIM_MARKER_KEEP_MS = 24 * 3600 * 1000
+"""Replay markers are kept a day: far longer than any replay or lease."""
+CLAIM_MARKER_PRUNE_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class DueStreamReader(DataSourceStreamReader):
     def __init__(self, options: DispatchOptions) -> None:
         self.options = options
         self._last_beat = 0.0
+        self._last_prune = 0.0
 
     def initialOffset(self) -> dict[str, int]:
         return {"until": 0, "epoch": 0}
@@ -93,7 +97,8 @@ class DueStreamReader(DataSourceStreamReader):
         if start == end:
             return []
         opts = self.options
-        ranges = bucket_ranges(opts.buckets, opts.partitions)
+        buckets = store_for(opts.store_url, opts.buckets).buckets  # fixed by the store
+        ranges = bucket_ranges(buckets, opts.partitions)
         limit = math.ceil(opts.batch_cap / len(ranges))
         return [BucketRange(end["epoch"], lo, hi, end["until"], limit) for lo, hi in ranges]
 
@@ -109,7 +114,10 @@ class DueStreamReader(DataSourceStreamReader):
             yield to_arrow(rows[i:i + ARROW_CHUNK])
 
     def commit(self, end: dict[str, int]) -> None:
-        pass
+        if time.monotonic() - self._last_prune > CLAIM_MARKER_PRUNE_S:
+            store = store_for(self.options.store_url, self.options.buckets)
+            store.forget_claims(before_ms=time.time_ns() // 1_000_000 - CLAIM_MARKER_KEEP_MS)
+            self._last_prune = time.monotonic()
 
 
 class TocsinDataSource(DataSource):

@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from tocsin.domain.channel import ChannelKind, ChannelSpec
+from tocsin.domain.cron import CronTrigger
 from tocsin.domain.delivery import Ack, Delivery, Envelope, Outcome, Result
+from tocsin.domain.recurring import (
+    Expansion,
+    Firing,
+    MisfirePolicy,
+    Recurring,
+    SkippedFiring,
+    expand,
+    firing_schedule_id,
+)
 from tocsin.domain.retry import RetryPolicy
 from tocsin.domain.schedule import NewSchedule, PayloadKind, Schedule, Status
 
@@ -11,13 +21,21 @@ __all__ = [
     "Ack",
     "ChannelKind",
     "ChannelSpec",
+    "CronTrigger",
     "Delivery",
     "Envelope",
+    "Expansion",
+    "Firing",
+    "MisfirePolicy",
     "NewSchedule",
     "Outcome",
     "PayloadKind",
+    "Recurring",
     "Result",
     "RetryPolicy",
     "Schedule",
+    "SkippedFiring",
     "Status",
+    "expand",
+    "firing_schedule_id",
 ]

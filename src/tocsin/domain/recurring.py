@@ -131,9 +131,9 @@ def expand(recurring: Recurring, *, from_ms: int, now_ms: int, horizon_ms: int) 
         raise ValidationError("horizon", f"must not be negative, got {horizon_ms} ms")
     if recurring.paused:
         until = max(from_ms, now_ms)
-        skipped = [SkippedFiring(firing_ms=t, reason="paused")
-                   for t in recurring.trigger.firings(from_ms, until)]
-        return Expansion(firings=[], skipped=skipped, until_ms=until)
+        paused = [SkippedFiring(firing_ms=t, reason="paused")
+                  for t in recurring.trigger.firings(from_ms, until)]
+        return Expansion(firings=[], skipped=paused, until_ms=until)
     until = max(from_ms, now_ms + horizon_ms)
     times = list(recurring.trigger.firings(from_ms, until))
     cutoff = now_ms - recurring.misfire_grace_ms

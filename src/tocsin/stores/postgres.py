@@ -459,6 +459,11 @@ class PostgresStore(Store):
 
     # -- health and metrics ----------------------------------------------------------------
 
+    def forget_claims(self, *, before_ms: int) -> int:
+        deleted: int = self._run(lambda conn: conn.execute(
+            "DELETE FROM claims WHERE claimed_ms < %s", (before_ms,)).rowcount, idempotent=True)
+        return deleted
+
     def beat(self, component: str, *, now_ms: int, info: dict[str, Any] | None = None) -> None:
         self._run(lambda conn: conn.execute(
             "INSERT INTO beats VALUES (%s, %s, %s) ON CONFLICT (component) DO UPDATE "

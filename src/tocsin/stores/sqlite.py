@@ -308,6 +308,10 @@ class SQLiteStore(Store):
 
     # -- health and metrics ----------------------------------------------------------------
 
+    def forget_claims(self, *, before_ms: int) -> int:
+        with self._tx() as conn:
+            return conn.execute("DELETE FROM claims WHERE claimed_ms < ?", (before_ms,)).rowcount
+
     def beat(self, component: str, *, now_ms: int, info: dict[str, Any] | None = None) -> None:
         with self._tx() as conn:
             conn.execute("INSERT OR REPLACE INTO beats VALUES (?, ?, ?)",
