@@ -96,13 +96,14 @@ def procedure(target: Any, args: argparse.Namespace,
                              ingest_rate_hint=out["warmup"]["ingest"]["per_s"], log=log)
     time.sleep(5)  # let the last batch's commit and heartbeat finish
     backlog = n - out["burst"]["delivered"]
+    if backlog and hasattr(target, "reset"):
+        target.reset()  # else the idle figure measures the backlog still being worked off
+        time.sleep(5)
     out["idle"] = measure_idle(args.idle_s)
     out["idle"]["undelivered_backlog"] = backlog
     log(f"[{target.name}] idle: {out['idle']['cpu_pct_of_one_core']}% of one core "
         f"({out['idle']['cpu_s_by_kind']})")
     if not args.no_drain:
-        if backlog and hasattr(target, "reset"):
-            target.reset()
         out["drain"] = run_phase(target, "drain", n=n, window_ms=0, wait_s=args.wait_s,
                                  ingest_rate_hint=out["burst"]["ingest"]["per_s"], log=log)
     if after_drain:

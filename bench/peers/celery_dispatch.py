@@ -91,6 +91,10 @@ class CeleryTarget:
                     raise
                 time.sleep(0.1)
         app.conf.broker_url = self.url
+        self.log(f"[celery] redis pid {self.redis.pid} on {self.url}")
+        self._start_worker()
+
+    def _start_worker(self) -> None:
         env = {**os.environ, "BENCH_BROKER_URL": self.url, "BENCH_OUT": str(self.out)}
         with (self.tmp / "worker.log").open("ab") as sink:
             self.worker = subprocess.Popen(
@@ -99,7 +103,7 @@ class CeleryTarget:
                  "--loglevel", "WARNING", "--without-gossip", "--without-mingle",
                  "--without-heartbeat", "--hostname", "bench@127.0.0.1"],
                 cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-        self.log(f"[celery] redis pid {self.redis.pid} on {self.url}, worker pid {self.worker.pid}")
+        self.log(f"[celery] worker pid {self.worker.pid} on {self.url}")
 
     def stop(self) -> None:
         for proc in (self.worker, self.redis):
@@ -107,11 +111,16 @@ class CeleryTarget:
                 stop_group(proc)
 
     def reset(self) -> None:
-        """After a phase that did not finish: a new Redis and worker, so the next phase starts
-        with nothing queued (the old messages stay counted as not delivered)."""
-        self.log("[celery] previous phase unfinished: restarting redis and the worker")
-        self.stop()
-        self.start()
+        """After a phase that did not finish: a new worker over an emptied Redis, so the next
+        phase starts with nothing queued (the old messages stay counted as not delivered).
+        Redis keeps its port: the producer's connection pool stays valid."""
+        import redis
+
+        self.log("[celery] previous phase unfinished: new worker, queue emptied")
+        if self.worker is not None:
+            stop_group(self.worker)
+        redis.Redis.from_url(self.url).flushall()
+        self._start_worker()
 
     def submit(self, phase: str, first: int, dues: Sequence[int]) -> None:
         with app.producer_or_acquire() as producer:

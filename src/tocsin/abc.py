@@ -16,12 +16,13 @@ from tocsin.domain import (
     Delivery,
     Envelope,
     NewSchedule,
+    PayloadKind,
     Result,
     Schedule,
     Status,
 )
 
-__all__ = ["Channel", "ClaimedRow", "Store"]
+__all__ = ["Channel", "ClaimedRow", "HaltedKey", "Store"]
 
 
 class ClaimedRow(NamedTuple):
@@ -40,6 +41,16 @@ class ClaimedRow(NamedTuple):
     key: str | None
     ordering_key: str | None
     epoch: int
+
+
+class HaltedKey(NamedTuple):
+    """An ordering key halted by a dead schedule (its channel says ``on_dead: halt``)."""
+
+    tenant: str
+    ordering_key: str
+    schedule_id: str
+    halted_ms: int
+    reason: str | None
 
 
 class Store(ABC):
@@ -84,6 +95,23 @@ class Store(ABC):
     def cancel(self, schedule_id: str, *, now_ms: int) -> Schedule:
         """PENDING → CANCELLED atomically; :class:`~tocsin.errors.ConflictError` naming the
         current status when it is too late."""
+
+    @abstractmethod
+    def reschedule(self, schedule_id: str, *, now_ms: int, due_ms: int | None = None,
+                   payload: bytes | None = None, payload_kind: PayloadKind | None = None,
+                   headers: dict[str, str] | None = None) -> Schedule:
+        """Change a PENDING schedule's due time, payload or headers, atomically (the same
+        compare-and-set as :meth:`cancel`); :class:`~tocsin.errors.ConflictError` naming the
+        current status when it is too late."""
+
+    @abstractmethod
+    def halted_keys(self, *, tenant: str | None = None) -> builtins.list[HaltedKey]:
+        """The ordering keys halted now."""
+
+    @abstractmethod
+    def resume_key(self, *, tenant: str, ordering_key: str) -> None:
+        """Let a halted key's next schedules go; :class:`~tocsin.errors.NotFoundError` when
+        the key is not halted."""
 
     @abstractmethod
     def deliveries(self, schedule_id: str) -> builtins.list[Delivery]:

@@ -35,7 +35,7 @@ def _accepts(tp: Any, value: Any) -> bool:
     return isinstance(value, tp)
 
 
-COMMON = {"dead_letter": str, "max_attempts": int}
+COMMON = {"dead_letter": str, "max_attempts": int, "on_dead": str}
 """Settings every kind accepts (see :class:`~tocsin.domain.ChannelSpec`)."""
 
 
@@ -46,6 +46,8 @@ def parse_config(cls: type[T], config: dict[str, Any]) -> T:
     for name, tp in COMMON.items():
         if name in config:
             value = config.pop(name)
+            if name == "on_dead" and value not in ("continue", "halt"):
+                raise ValidationError("config.on_dead", f"must be continue or halt, not {value!r}")
             if not _accepts(tp, value) or (tp is int and value < 1):
                 raise ValidationError(
                     f"config.{name}",

@@ -77,7 +77,9 @@ def _verdict(env: Envelope, result: Result, spec: ChannelSpec | None, retry: Ret
     return Ack(schedule_id=env.schedule_id, delivery_id=env.delivery_id, attempt=env.attempt,
                outcome=result.outcome, error=result.error, started_ms=started_ms,
                ended_ms=ended_ms, due_ms=env.due_ms, status=status, next_ms=next_ms,
-               dead_letter=spec.dead_letter if spec and status is Status.DEAD else None)
+               dead_letter=spec.dead_letter if spec and status is Status.DEAD else None,
+               halt=bool(spec and spec.halts_on_dead and status is Status.DEAD
+                         and env.ordering_key))
 
 
 def deliver(rows: Iterable[ClaimedRow], *, store: Store, channels: ChannelCache,

@@ -51,6 +51,12 @@ class ChannelSpec:
         return str(value) if value else None
 
     @property
+    def halts_on_dead(self) -> bool:
+        """True when a dead schedule halts its ordering key (``on_dead: halt``) rather than
+        letting the key's next schedule go (``continue``, the default)."""
+        return self.config.get("on_dead") == "halt"
+
+    @property
     def max_attempts(self) -> int | None:
         """This channel's own limit on attempts, overriding the global one."""
         value = self.config.get("max_attempts")

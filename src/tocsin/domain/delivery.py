@@ -139,3 +139,5 @@ class Ack(NamedTuple):
     next_ms: int | None = None
     dead_letter: str | None = None
     """Channel that gets a copy when ``status`` is DEAD."""
+    halt: bool = False
+    """When DEAD: halt the schedule's ordering key until it is resumed."""

@@ -64,6 +64,12 @@ class NewSchedule:
     tenant: str = "default"
     key: str | None = None
     ordering_key: str | None = None
+    overwrite_pending: bool = False
+    """Task-key semantics for ``key``: a repeat overwrites payload and headers while the
+    schedule is PENDING, and is a no-op answering the completed schedule for
+    ``key_retention_ms`` after it completed. Without it ``key`` is an idempotency key: a
+    repeat with a different request is a conflict."""
+    key_retention_ms: int = 7 * 24 * 3600 * 1000
     request_digest: str | None = None
     """A digest of the client's request as sent (so a repeat with ``delay`` matches);
     when absent, :meth:`fingerprint` digests the content."""

@@ -25,21 +25,24 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
-from tocsin.abc import ClaimedRow, Store
-from tocsin.domain import Ack, ChannelSpec, Delivery, NewSchedule, Schedule, Status
+from tocsin.abc import ClaimedRow, HaltedKey, Store
+from tocsin.domain import Ack, ChannelSpec, Delivery, NewSchedule, PayloadKind, Schedule, Status
 from tocsin.errors import ConflictError, NotFoundError, StoreError
 from tocsin.stores.rows import (
     CLAIM_COLUMNS,
     DELIVERY_COLUMNS,
     INSERT_COLUMNS,
     SCHEDULE_COLUMNS,
+    KeyDecision,
     channel_from_row,
     claimed_from_row,
     dead_letter_item,
     delivery_from_row,
     delivery_values,
     earliest,
+    head_of_key,
     insert_values,
+    key_decision,
     list_filters,
     migrations,
     schedule_from_row,
@@ -55,6 +58,7 @@ __all__ = ["PostgresStore"]
 T = TypeVar("T")
 _MIGRATION_LOCK = 0x746F6373696E  # pg_advisory_xact_lock key: "tocsin" in ASCII
 _INSERT = f"INSERT INTO schedules ({INSERT_COLUMNS}) VALUES ({', '.join(['%s'] * 15)})"
+_HEAD = head_of_key("seq")
 _open_lock = threading.Lock()
 
 
@@ -273,21 +277,7 @@ class PostgresStore(Store):
                     continue
                 # ON CONFLICT waits for a concurrent insert of the same key, then the SELECT
                 # sees that row: two racing creates of one key resolve like a repeat.
-                inserted = conn.execute(
-                    f"{_INSERT} ON CONFLICT (tenant, key) WHERE key IS NOT NULL DO NOTHING",
-                    values).rowcount
-                if inserted:
-                    out.append((schedule_from_values(values), True))
-                    continue
-                row = conn.execute(
-                    f"SELECT {SCHEDULE_COLUMNS}, fingerprint FROM schedules "
-                    "WHERE tenant = %s AND key = %s", (item.tenant, item.key)).fetchone()
-                assert row is not None
-                if row[-1] != item.fingerprint():
-                    raise ConflictError(
-                        f"key {item.key!r} is already used by schedule {row[0]} with a "
-                        "different request", ident=row[0], status=row[9])
-                out.append((schedule_from_row(row[:-1]), False))
+                out.append(_create_keyed(conn, item, values, now_ms))
             if plain:
                 _copy(conn, f"schedules ({INSERT_COLUMNS})", plain)
             return out
@@ -327,6 +317,36 @@ class PostgresStore(Store):
         current = self.get(schedule_id)
         raise ConflictError(f"schedule {schedule_id} is {current.status.value}: too late to cancel",
                             status=current.status.value, ident=schedule_id)
+
+    def reschedule(self, schedule_id: str, *, now_ms: int, due_ms: int | None = None,
+                   payload: bytes | None = None, payload_kind: PayloadKind | None = None,
+                   headers: dict[str, str] | None = None) -> Schedule:
+        rows = self._run(lambda conn: conn.execute(
+            "UPDATE schedules SET due_ms = coalesce(%s::bigint, due_ms), "
+            "next_ms = coalesce(%s::bigint, next_ms), payload = coalesce(%s::bytea, payload), "
+            "payload_kind = coalesce(%s::text, payload_kind), "
+            "headers = coalesce(%s::text, headers) WHERE id = %s AND status = 'PENDING' "
+            f"RETURNING {SCHEDULE_COLUMNS}",
+            (due_ms, due_ms, payload, payload_kind.value if payload_kind else None,
+             None if headers is None else json.dumps(headers), schedule_id)).fetchall())
+        if rows:
+            return schedule_from_row(rows[0])
+        current = self.get(schedule_id)
+        raise ConflictError(f"schedule {schedule_id} is {current.status.value}: too late to "
+                            "change", status=current.status.value, ident=schedule_id)
+
+    def halted_keys(self, *, tenant: str | None = None) -> builtins.list[HaltedKey]:
+        rows = self._read(
+            "SELECT tenant, ordering_key, schedule_id, halted_ms, reason FROM halted_keys "
+            "WHERE %s::text IS NULL OR tenant = %s ORDER BY halted_ms", (tenant, tenant))
+        return [HaltedKey(*r) for r in rows]
+
+    def resume_key(self, *, tenant: str, ordering_key: str) -> None:
+        gone = self._run(lambda conn: conn.execute(
+            "DELETE FROM halted_keys WHERE tenant = %s AND ordering_key = %s",
+            (tenant, ordering_key)).rowcount, idempotent=True)
+        if not gone:
+            raise NotFoundError("halted ordering key", ordering_key)
 
     def deliveries(self, schedule_id: str) -> builtins.list[Delivery]:
         rows = self._read(f"SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE schedule_id = %s "
@@ -405,9 +425,10 @@ class PostgresStore(Store):
             if len(rows) < limit:
                 rows += conn.execute(
                     "WITH taken AS (UPDATE schedules SET status = 'CLAIMED', claim_epoch = %s, "
-                    "claimed_ms = %s WHERE id IN (SELECT id FROM schedules "
-                    "WHERE status = 'PENDING' AND bucket BETWEEN %s AND %s AND next_ms <= %s "
-                    "ORDER BY next_ms LIMIT %s FOR UPDATE SKIP LOCKED) "
+                    "claimed_ms = %s WHERE id IN (SELECT s.id FROM schedules s "
+                    "WHERE s.status = 'PENDING' AND s.bucket BETWEEN %s AND %s "
+                    f"AND s.next_ms <= %s AND {_HEAD} "
+                    "ORDER BY s.next_ms LIMIT %s FOR UPDATE OF s SKIP LOCKED) "
                     f"RETURNING {CLAIM_COLUMNS}, next_ms AS sort_ms) "
                     "SELECT * FROM taken ORDER BY sort_ms, id",
                     (epoch, now_ms, bucket_lo, bucket_hi, until_ms, limit - len(rows))).fetchall()
@@ -444,11 +465,15 @@ class PostgresStore(Store):
                 row = conn.execute(
                     "UPDATE schedules SET status = 'DEAD', attempts = attempts + 1, "
                     "last_error = %s WHERE id = %s AND claim_epoch = %s AND status = 'CLAIMED' "
-                    "RETURNING tenant, payload, payload_kind, headers",
+                    "RETURNING tenant, payload, payload_kind, headers, ordering_key",
                     (ack.error, ack.schedule_id, epoch)).fetchone()
                 if row is None:
                     continue
                 applied += 1
+                if ack.halt and row[4]:
+                    conn.execute("INSERT INTO halted_keys VALUES (%s, %s, %s, %s, %s) "
+                                 "ON CONFLICT DO NOTHING",
+                                 (row[0], row[4], ack.schedule_id, now_ms, ack.error))
                 if ack.dead_letter:
                     item = dead_letter_item(ack, row, now_ms=now_ms)
                     conn.execute(_INSERT, insert_values(item, buckets=buckets, now_ms=now_ms))
@@ -487,3 +512,34 @@ class PostgresStore(Store):
 
     def ping(self) -> None:
         self._read("SELECT 1")
+
+
+def _create_keyed(conn: psycopg.Connection[Any], item: NewSchedule, values: tuple[Any, ...],
+                  now_ms: int) -> tuple[Schedule, bool]:
+    """Insert a keyed item, or apply the reused-key rule to the schedule holding its key.
+    ON CONFLICT waits for a concurrent insert of the same key, then the SELECT sees that row:
+    two racing creates of one key resolve like a repeat."""
+    for _ in range(2):
+        inserted = conn.execute(
+            f"{_INSERT} ON CONFLICT (tenant, key) WHERE key IS NOT NULL DO NOTHING",
+            values).rowcount
+        if inserted:
+            return schedule_from_values(values), True
+        row = conn.execute(
+            f"SELECT {SCHEDULE_COLUMNS}, fingerprint FROM schedules "
+            "WHERE tenant = %s AND key = %s FOR UPDATE", (item.tenant, item.key)).fetchone()
+        assert row is not None
+        existing = schedule_from_row(row[:-1])
+        decision = key_decision(item, existing, row[-1], now_ms=now_ms)
+        if decision is KeyDecision.REPEAT:
+            return existing, False
+        if decision is KeyDecision.OVERWRITE:
+            updated = conn.execute(
+                "UPDATE schedules SET payload = %s, payload_kind = %s, headers = %s, "
+                f"fingerprint = %s WHERE id = %s RETURNING {SCHEDULE_COLUMNS}",
+                (item.payload, item.payload_kind.value, json.dumps(item.headers),
+                 item.fingerprint(), existing.id)).fetchone()
+            assert updated is not None
+            return schedule_from_row(updated), False
+        conn.execute("UPDATE schedules SET key = NULL WHERE id = %s", (existing.id,))
+    raise ConflictError(f"key {item.key!r} is contended; try again", ident=None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from enum import StrEnum
 from importlib import resources
 from typing import Any
 
@@ -19,6 +20,7 @@ from tocsin.domain import (
     Status,
 )
 from tocsin.domain.schedule import PayloadKind
+from tocsin.errors import ConflictError
 from tocsin.ids import bucket_of, new_schedule_id
 
 __all__ = [
@@ -26,13 +28,16 @@ __all__ = [
     "DELIVERY_COLUMNS",
     "INSERT_COLUMNS",
     "SCHEDULE_COLUMNS",
+    "KeyDecision",
     "channel_from_row",
     "claimed_from_row",
     "dead_letter_item",
     "delivery_from_row",
     "delivery_values",
     "earliest",
+    "head_of_key",
     "insert_values",
+    "key_decision",
     "list_filters",
     "migrations",
     "schedule_from_row",
@@ -156,3 +161,51 @@ def channel_from_row(row: Sequence[Any]) -> ChannelSpec:
     """A ``(name, kind, config)`` row as a :class:`ChannelSpec`."""
     config = row[2] if isinstance(row[2], dict) else json.loads(row[2])
     return ChannelSpec(name=row[0], kind=ChannelKind(row[1]), config=config)
+
+
+def head_of_key(seq: str) -> str:
+    """The claim's ordering rule, for a candidate row aliased ``s``: a row without an ordering
+    key is always claimable; a keyed row only when no other row of its key is CLAIMED or
+    PENDING ahead of it in (due time, enqueue sequence ``seq``) order, and its key is not
+    halted. So a key's schedules reach the channel one at a time, in order, through retries,
+    replays and any number of executors."""
+    return (
+        "(s.ordering_key IS NULL OR (NOT EXISTS (SELECT 1 FROM schedules p "
+        "WHERE p.tenant = s.tenant AND p.ordering_key = s.ordering_key "
+        "AND p.status IN ('PENDING', 'CLAIMED') AND p.id <> s.id AND (p.status = 'CLAIMED' "
+        f"OR p.due_ms < s.due_ms OR (p.due_ms = s.due_ms AND p.{seq} < s.{seq}))) "
+        "AND NOT EXISTS (SELECT 1 FROM halted_keys h WHERE h.tenant = s.tenant "
+        "AND h.ordering_key = s.ordering_key)))"
+    )
+
+
+class KeyDecision(StrEnum):
+    """What a create does with an item whose key already names a schedule."""
+
+    REPEAT = "repeat"
+    """Answer the existing schedule, change nothing."""
+    OVERWRITE = "overwrite"
+    """Replace the PENDING schedule's payload and headers."""
+    REPLACE = "replace"
+    """The old holder completed longer ago than the retention: free the key, insert anew."""
+
+
+def key_decision(item: NewSchedule, existing: Schedule, fingerprint: str | None,
+                 *, now_ms: int) -> KeyDecision:
+    """The rule for a reused key (see :attr:`NewSchedule.overwrite_pending`); raises
+    :class:`~tocsin.errors.ConflictError` when the request cannot be honoured."""
+    if not item.overwrite_pending:
+        if fingerprint != item.fingerprint():
+            raise ConflictError(
+                f"key {item.key!r} is already used by schedule {existing.id} with a "
+                "different request", ident=existing.id, status=existing.status.value)
+        return KeyDecision.REPEAT
+    if existing.status is Status.PENDING:
+        return KeyDecision.OVERWRITE
+    if existing.status is Status.CLAIMED:
+        raise ConflictError(f"task key {item.key!r}: schedule {existing.id} is firing; too late "
+                            "to overwrite it", ident=existing.id, status=existing.status.value)
+    completed = existing.delivered_ms or existing.claimed_ms or existing.next_ms or 0
+    if completed > now_ms - item.key_retention_ms:
+        return KeyDecision.REPEAT
+    return KeyDecision.REPLACE

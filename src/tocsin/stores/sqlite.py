@@ -14,21 +14,24 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from tocsin.abc import ClaimedRow, Store
-from tocsin.domain import Ack, ChannelSpec, Delivery, NewSchedule, Schedule, Status
+from tocsin.abc import ClaimedRow, HaltedKey, Store
+from tocsin.domain import Ack, ChannelSpec, Delivery, NewSchedule, PayloadKind, Schedule, Status
 from tocsin.errors import ConflictError, NotFoundError, StoreError
 from tocsin.stores.rows import (
     CLAIM_COLUMNS,
     DELIVERY_COLUMNS,
     INSERT_COLUMNS,
     SCHEDULE_COLUMNS,
+    KeyDecision,
     channel_from_row,
     claimed_from_row,
     dead_letter_item,
     delivery_from_row,
     delivery_values,
     earliest,
+    head_of_key,
     insert_values,
+    key_decision,
     list_filters,
     migrations,
     schedule_from_row,
@@ -36,6 +39,9 @@ from tocsin.stores.rows import (
 )
 
 __all__ = ["SQLiteStore"]
+
+_INSERT = f"INSERT INTO schedules ({INSERT_COLUMNS}) VALUES ({', '.join('?' * 15)})"
+_HEAD = head_of_key("rowid")  # the enqueue sequence is SQLite's rowid
 
 SCHEMA_VERSION = 1
 _BY_NEXT = itemgetter(11, 0)  # (next_ms, id) of a claim row with next_ms appended
@@ -121,24 +127,40 @@ class SQLiteStore(Store):
 
     def create(self, items: Sequence[NewSchedule], *, now_ms: int) -> list[tuple[Schedule, bool]]:
         out: list[tuple[Schedule, bool]] = []
+        plain: list[tuple[Any, ...]] = []
         with self._tx() as conn:
             for item in items:
                 if item.key is not None:
-                    row = conn.execute(
-                        f"SELECT {SCHEDULE_COLUMNS}, fingerprint FROM schedules "
-                        "WHERE tenant = ? AND key = ?", (item.tenant, item.key)).fetchone()
-                    if row is not None:
-                        if row[-1] != item.fingerprint():
-                            raise ConflictError(
-                                f"key {item.key!r} is already used by schedule {row[0]} with a "
-                                "different request", ident=row[0], status=row[9])
-                        out.append((schedule_from_row(row[:-1]), False))
-                        continue
+                    out.append(self._create_keyed(conn, item, now_ms))
+                    continue
                 values = insert_values(item, buckets=self.buckets, now_ms=now_ms)
-                conn.execute(f"INSERT INTO schedules ({INSERT_COLUMNS}) VALUES "
-                             f"({', '.join('?' * len(values))})", values)
+                plain.append(values)
                 out.append((schedule_from_values(values), True))
+            if plain:
+                conn.executemany(_INSERT, plain)
         return out
+
+    def _create_keyed(self, conn: sqlite3.Connection, item: NewSchedule,
+                      now_ms: int) -> tuple[Schedule, bool]:
+        row = conn.execute(f"SELECT {SCHEDULE_COLUMNS}, fingerprint FROM schedules "
+                           "WHERE tenant = ? AND key = ?", (item.tenant, item.key)).fetchone()
+        if row is not None:
+            existing = schedule_from_row(row[:-1])
+            decision = key_decision(item, existing, row[-1], now_ms=now_ms)
+            if decision is KeyDecision.REPEAT:
+                return existing, False
+            if decision is KeyDecision.OVERWRITE:
+                updated = conn.execute(
+                    "UPDATE schedules SET payload = ?, payload_kind = ?, headers = ?, "
+                    "fingerprint = ? WHERE id = ? AND status = 'PENDING' "
+                    f"RETURNING {SCHEDULE_COLUMNS}",
+                    (item.payload, item.payload_kind.value, json.dumps(item.headers),
+                     item.fingerprint(), existing.id)).fetchone()
+                return schedule_from_row(updated), False
+            conn.execute("UPDATE schedules SET key = NULL WHERE id = ?", (existing.id,))
+        values = insert_values(item, buckets=self.buckets, now_ms=now_ms)
+        conn.execute(_INSERT, values)
+        return schedule_from_values(values), True
 
     def get(self, schedule_id: str) -> Schedule:
         row = self._conn.execute(f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = ?",
@@ -175,6 +197,37 @@ class SQLiteStore(Store):
         current = self.get(schedule_id)
         raise ConflictError(f"schedule {schedule_id} is {current.status.value}: too late to cancel",
                             status=current.status.value, ident=schedule_id)
+
+    def reschedule(self, schedule_id: str, *, now_ms: int, due_ms: int | None = None,
+                   payload: bytes | None = None, payload_kind: PayloadKind | None = None,
+                   headers: dict[str, str] | None = None) -> Schedule:
+        with self._tx() as conn:
+            row = conn.execute(
+                "UPDATE schedules SET due_ms = coalesce(?, due_ms), "
+                "next_ms = coalesce(?, next_ms), "
+                "payload = coalesce(?, payload), payload_kind = coalesce(?, payload_kind), "
+                "headers = coalesce(?, headers) WHERE id = ? AND status = 'PENDING' "
+                f"RETURNING {SCHEDULE_COLUMNS}",
+                (due_ms, due_ms, payload, payload_kind.value if payload_kind else None,
+                 None if headers is None else json.dumps(headers), schedule_id)).fetchone()
+        if row is not None:
+            return schedule_from_row(row)
+        current = self.get(schedule_id)
+        raise ConflictError(f"schedule {schedule_id} is {current.status.value}: too late to "
+                            "change", status=current.status.value, ident=schedule_id)
+
+    def halted_keys(self, *, tenant: str | None = None) -> builtins.list[HaltedKey]:
+        rows = self._conn.execute(
+            "SELECT tenant, ordering_key, schedule_id, halted_ms, reason FROM halted_keys "
+            "WHERE ? IS NULL OR tenant = ? ORDER BY halted_ms", (tenant, tenant)).fetchall()
+        return [HaltedKey(*r) for r in rows]
+
+    def resume_key(self, *, tenant: str, ordering_key: str) -> None:
+        with self._tx() as conn:
+            gone = conn.execute("DELETE FROM halted_keys WHERE tenant = ? AND ordering_key = ?",
+                                (tenant, ordering_key)).rowcount
+        if not gone:
+            raise NotFoundError("halted ordering key", ordering_key)
 
     def deliveries(self, schedule_id: str) -> builtins.list[Delivery]:
         rows = self._conn.execute(
@@ -253,8 +306,9 @@ class SQLiteStore(Store):
             if len(rows) < limit:
                 rows += sorted(conn.execute(
                     "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
-                    "WHERE id IN (SELECT id FROM schedules WHERE status = 'PENDING' "
-                    "AND bucket BETWEEN ? AND ? AND next_ms <= ? ORDER BY next_ms LIMIT ?) "
+                    "WHERE id IN (SELECT s.id FROM schedules s WHERE s.status = 'PENDING' "
+                    f"AND s.bucket BETWEEN ? AND ? AND s.next_ms <= ? AND {_HEAD} "
+                    "ORDER BY s.next_ms LIMIT ?) "
                     f"RETURNING {CLAIM_COLUMNS}, next_ms",
                     (epoch, now_ms, bucket_lo, bucket_hi, until_ms, limit - len(rows))),
                     key=_BY_NEXT)
@@ -287,11 +341,15 @@ class SQLiteStore(Store):
                 row = conn.execute(
                     "UPDATE schedules SET status = 'DEAD', attempts = attempts + 1, "
                     "last_error = ? WHERE id = ? AND claim_epoch = ? AND status = 'CLAIMED' "
-                    "RETURNING tenant, payload, payload_kind, headers",
+                    "RETURNING tenant, payload, payload_kind, headers, ordering_key",
                     (ack.error, ack.schedule_id, epoch)).fetchone()
                 if row is None:
                     continue
                 applied += 1
+                if ack.halt and row[4]:
+                    conn.execute("INSERT INTO halted_keys VALUES (?, ?, ?, ?, ?) "
+                                 "ON CONFLICT DO NOTHING",
+                                 (row[0], row[4], ack.schedule_id, now_ms, ack.error))
                 if ack.dead_letter:
                     self._insert_dead_letter(conn, ack, row, now_ms)
             conn.executemany(
@@ -302,9 +360,7 @@ class SQLiteStore(Store):
     def _insert_dead_letter(self, conn: sqlite3.Connection, ack: Ack, row: Sequence[Any],
                             now_ms: int) -> None:
         item = dead_letter_item(ack, row, now_ms=now_ms)
-        values = insert_values(item, buckets=self.buckets, now_ms=now_ms)
-        conn.execute(f"INSERT INTO schedules ({INSERT_COLUMNS}) VALUES "
-                     f"({', '.join('?' * len(values))})", values)
+        conn.execute(_INSERT, insert_values(item, buckets=self.buckets, now_ms=now_ms))
 
     # -- health and metrics ----------------------------------------------------------------
 
