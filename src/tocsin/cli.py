@@ -25,6 +25,8 @@ app = typer.Typer(
 )
 channels_app = typer.Typer(no_args_is_help=True, help="Register and list channels.")
 app.add_typer(channels_app, name="channels")
+keys_app = typer.Typer(no_args_is_help=True, help="Ordering keys: list halted ones, resume.")
+app.add_typer(keys_app, name="keys")
 
 StoreOpt = Annotated[
     str | None, typer.Option("--store", help="Store URL (sqlite:///… or postgresql://…).")
@@ -127,6 +129,45 @@ def schedule(
         body["due_at"] = at
     try:
         _print(_client(api).schedule(channel, **body))
+    except TocsinError as exc:
+        _fail(exc)
+
+
+@app.command()
+def reschedule(
+    schedule_id: str,
+    payload: Annotated[str | None, typer.Option(help="New JSON payload.")] = None,
+    delay: Annotated[str | None, typer.Option(help="New delay from now (seconds or PT5M).")] = None,
+    at: Annotated[str | None, typer.Option(help="New due time, RFC 3339 with offset.")] = None,
+    api: ApiOpt = None,
+) -> None:
+    """Change a pending schedule's due time or payload (refused once it fires)."""
+    from tocsin.errors import TocsinError
+
+    changes: dict[str, Any] = {"due_at": at}
+    if delay is not None:
+        changes["delay"] = float(delay) if delay.replace(".", "", 1).isdigit() else delay
+    try:
+        if payload is not None:
+            changes["payload"] = json.loads(payload)
+        _print(_client(api).reschedule(schedule_id, **changes))
+    except (TocsinError, json.JSONDecodeError) as exc:
+        _fail(exc)
+
+
+@keys_app.command("halted")
+def keys_halted(api: ApiOpt = None) -> None:
+    """List ordering keys halted by a dead schedule."""
+    _print(_client(api).halted_keys())
+
+
+@keys_app.command("resume")
+def keys_resume(ordering_key: str, tenant: str = "default", api: ApiOpt = None) -> None:
+    """Resume a halted ordering key."""
+    from tocsin.errors import TocsinError
+
+    try:
+        _print(_client(api).resume_key(ordering_key, tenant))
     except TocsinError as exc:
         _fail(exc)
 

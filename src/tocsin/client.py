@@ -16,7 +16,7 @@ import httpx
 from tocsin.clock import to_ms
 from tocsin.errors import ConflictError, NotFoundError, StoreError, TocsinError, ValidationError
 
-__all__ = ["AsyncClient", "Client", "schedule_body"]
+__all__ = ["AsyncClient", "Client", "change_body", "schedule_body"]
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 
@@ -48,6 +48,15 @@ def schedule_body(channel: str, *, payload: Any = None, payload_text: str | None
                         ("ordering_key", ordering_key)):
         if value:
             body[name] = value
+    return body
+
+
+def change_body(*, due_at: datetime | str | None = None,
+                delay: float | timedelta | str | None = None, **fields: Any) -> dict[str, Any]:
+    """The JSON body of a reschedule (only what changes)."""
+    body = {k: v for k, v in fields.items() if v is not None or k == "payload"}
+    timing = schedule_body("_", due_at=due_at, delay=delay, has_payload=False)
+    body.update({k: v for k, v in timing.items() if k in ("due_at", "delay")})
     return body
 
 
@@ -122,6 +131,23 @@ class Client:
     def cancel(self, schedule_id: str) -> dict[str, Any]:
         """Cancel; ConflictError (with ``status``) when it is too late."""
         return self._call("DELETE", f"/v1/schedules/{schedule_id}")  # type: ignore[no-any-return]
+
+    def reschedule(self, schedule_id: str, **changes: Any) -> dict[str, Any]:
+        """Change a PENDING schedule (``due_at``, ``delay``, a payload, ``headers``);
+        ConflictError (with ``status``) when it is too late."""
+        return self._call("PATCH", f"/v1/schedules/{schedule_id}",  # type: ignore[no-any-return]
+                          json=change_body(**changes))
+
+    def halted_keys(self, tenant: str | None = None) -> builtins.list[dict[str, Any]]:
+        """The ordering keys halted by a dead schedule."""
+        params = {"tenant": tenant} if tenant else {}
+        return self._call(  # type: ignore[no-any-return]
+            "GET", "/v1/ordering-keys", params={"halted": "true", **params})["items"]
+
+    def resume_key(self, ordering_key: str, tenant: str = "default") -> dict[str, Any]:
+        """Resume a halted ordering key."""
+        return self._call(  # type: ignore[no-any-return]
+            "POST", f"/v1/ordering-keys/{ordering_key}/resume", params={"tenant": tenant})
 
     def deliveries(self, schedule_id: str) -> builtins.list[dict[str, Any]]:
         """The attempt log of one schedule."""
@@ -202,6 +228,23 @@ class AsyncClient:
         """Cancel; ConflictError (with ``status``) when it is too late."""
         return await self._call(  # type: ignore[no-any-return]
             "DELETE", f"/v1/schedules/{schedule_id}")
+
+    async def reschedule(self, schedule_id: str, **changes: Any) -> dict[str, Any]:
+        """Change a PENDING schedule; ConflictError when it is too late."""
+        return await self._call(  # type: ignore[no-any-return]
+            "PATCH", f"/v1/schedules/{schedule_id}", json=change_body(**changes))
+
+    async def halted_keys(self, tenant: str | None = None) -> builtins.list[dict[str, Any]]:
+        """The ordering keys halted by a dead schedule."""
+        params = {"tenant": tenant} if tenant else {}
+        answer = await self._call("GET", "/v1/ordering-keys",
+                                  params={"halted": "true", **params})
+        return answer["items"]  # type: ignore[no-any-return]
+
+    async def resume_key(self, ordering_key: str, tenant: str = "default") -> dict[str, Any]:
+        """Resume a halted ordering key."""
+        return await self._call(  # type: ignore[no-any-return]
+            "POST", f"/v1/ordering-keys/{ordering_key}/resume", params={"tenant": tenant})
 
     async def deliveries(self, schedule_id: str) -> builtins.list[dict[str, Any]]:
         """The attempt log of one schedule."""

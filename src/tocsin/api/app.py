@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from tocsin.abc import Store
-from tocsin.api import channels, health, schedules
+from tocsin.api import channels, health, ordering, schedules
 from tocsin.api.deps import Deps
 from tocsin.api.errors import install_error_handlers
 from tocsin.clock import Clock, SystemClock
@@ -27,6 +27,6 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None,
     app.state.deps = Deps(store=store, clock=clock or SystemClock(), settings=settings,
                           expect_dispatcher=expect_dispatcher)
     install_error_handlers(app)
-    for module in (schedules, channels, health):
+    for module in (schedules, channels, ordering, health):
         app.include_router(module.router)
     return app

@@ -8,7 +8,7 @@ import hashlib
 import json
 import re
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -17,7 +17,15 @@ from tocsin.domain import NewSchedule, PayloadKind, Schedule
 from tocsin.domain.schedule import payload_value
 from tocsin.errors import ValidationError
 
-__all__ = ["ChannelIn", "ScheduleIn", "parse_duration", "schedule_out"]
+__all__ = [
+    "ChannelIn",
+    "ScheduleChange",
+    "ScheduleIn",
+    "due_of",
+    "parse_duration",
+    "payload_of",
+    "schedule_out",
+]
 
 _ISO_DURATION = re.compile(
     r"^P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
@@ -82,60 +90,90 @@ class ScheduleIn(BaseModel):
     key: str | None = Field(None, min_length=1, max_length=_KEY_MAX)
     tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
     ordering_key: str | None = Field(None, min_length=1, max_length=_KEY_MAX)
+    uniqueness_key: str | None = Field(
+        None, min_length=1, max_length=_KEY_MAX,
+        description="Makes the task key (ordering_key, due time, uniqueness_key).")
+    key_mode: Literal["idempotent", "task"] = Field(
+        "idempotent", description="idempotent: a repeat with another body is 409; task: a "
+                                  "repeat overwrites while pending.")
 
-    def to_domain(self, *, now_ms: int, max_payload: int, grace_ms: int) -> NewSchedule:
+    def to_domain(self, *, now_ms: int, max_payload: int, grace_ms: int,
+                  key_retention_ms: int = 7 * 86_400_000) -> NewSchedule:
         """Validate the cross-field rules and build the domain value."""
-        given = [
-            n
-            for n in ("payload", "payload_text", "payload_base64")
-            if n in self.model_fields_set and (n == "payload" or getattr(self, n) is not None)
-        ]
-        if len(given) != 1:
-            raise ValidationError(
-                "payload",
-                "give exactly one of payload, payload_text, "
-                f"payload_base64 (got {len(given) or 'none'})",
-            )
-        field = given[0]
-        if field == "payload":
-            kind, data = PayloadKind.JSON, json.dumps(self.payload, separators=(",", ":")).encode()
-        elif field == "payload_text":
-            kind, data = PayloadKind.TEXT, str(self.payload_text).encode()
-        else:
-            try:
-                kind = PayloadKind.BINARY
-                data = base64.b64decode(str(self.payload_base64), validate=True)
-            except (binascii.Error, ValueError) as exc:
-                raise ValidationError("payload_base64", f"not valid base64: {exc}") from exc
-        if len(data) > max_payload:
-            raise ValidationError(
-                field, f"payload is {len(data)} bytes; the limit is {max_payload}"
-            )
-        if (self.due_at is None) == (self.delay is None):
+        payload = payload_of(self, max_payload=max_payload)
+        if payload is None:
+            raise ValidationError("payload", "give exactly one of payload, payload_text, "
+                                             "payload_base64 (got none)")
+        kind, data = payload
+        due_ms = due_of(self.due_at, self.delay, now_ms=now_ms, grace_ms=grace_ms)
+        if due_ms is None:
             raise ValidationError("due_at", "give exactly one of due_at or delay")
-        if self.due_at is not None:
-            due_ms = parse_instant(self.due_at)
-            if due_ms < now_ms - grace_ms:
-                raise ValidationError(
-                    "due_at",
-                    f"{(now_ms - due_ms) / 1000:.3f} s in the past; the grace window "
-                    f"is {grace_ms / 1000:g} s",
-                )
-        else:
-            assert self.delay is not None
-            due_ms = now_ms + parse_duration(self.delay) // timedelta(milliseconds=1)
+        key, task = self.key, self.key_mode == "task"
+        if self.uniqueness_key is not None:
+            if key is not None:
+                raise ValidationError("uniqueness_key", "give key or uniqueness_key, not both")
+            key, task = f"task:{self.ordering_key or ''}:{due_ms}:{self.uniqueness_key}", True
         digest = hashlib.sha256(self.model_dump_json(exclude_defaults=False).encode()).hexdigest()
         return NewSchedule(
-            channel=self.channel,
-            payload=data,
-            payload_kind=kind,
-            headers=self.headers,
-            due_ms=due_ms,
-            tenant=self.tenant,
-            key=self.key,
-            ordering_key=self.ordering_key,
-            request_digest=digest,
+            channel=self.channel, payload=data, payload_kind=kind, headers=self.headers,
+            due_ms=due_ms, tenant=self.tenant, key=key, ordering_key=self.ordering_key,
+            overwrite_pending=task, key_retention_ms=key_retention_ms, request_digest=digest,
         )
+
+
+class ScheduleChange(BaseModel):
+    """A PATCH of a PENDING schedule: any of a new due time, payload or headers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    payload: JsonValue = None
+    payload_text: str | None = None
+    payload_base64: str | None = None
+    headers: dict[str, str] | None = None
+    due_at: str | None = Field(None, description="RFC 3339 with an offset.")
+    delay: float | str | None = Field(None, description="Seconds or an ISO 8601 duration.")
+
+
+def payload_of(body: ScheduleIn | ScheduleChange, *,
+               max_payload: int) -> tuple[PayloadKind, bytes] | None:
+    """The one payload a body gives (None when it gives none); more than one is an error."""
+    given = [n for n in ("payload", "payload_text", "payload_base64")
+             if n in body.model_fields_set and (n == "payload" or getattr(body, n) is not None)]
+    if len(given) > 1:
+        raise ValidationError("payload", "give exactly one of payload, payload_text, "
+                                         f"payload_base64 (got {len(given)})")
+    if not given:
+        return None
+    field = given[0]
+    if field == "payload":
+        kind, data = PayloadKind.JSON, json.dumps(body.payload, separators=(",", ":")).encode()
+    elif field == "payload_text":
+        kind, data = PayloadKind.TEXT, str(body.payload_text).encode()
+    else:
+        try:
+            kind = PayloadKind.BINARY
+            data = base64.b64decode(str(body.payload_base64), validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValidationError("payload_base64", f"not valid base64: {exc}") from exc
+    if len(data) > max_payload:
+        raise ValidationError(field, f"payload is {len(data)} bytes; the limit is {max_payload}")
+    return kind, data
+
+
+def due_of(due_at: str | None, delay: float | str | None, *, now_ms: int,
+           grace_ms: int) -> int | None:
+    """The due time given by ``due_at`` or ``delay`` (None when neither; both is an error)."""
+    if due_at is not None and delay is not None:
+        raise ValidationError("due_at", "give exactly one of due_at or delay")
+    if due_at is not None:
+        due_ms = parse_instant(due_at)
+        if due_ms < now_ms - grace_ms:
+            raise ValidationError("due_at", f"{(now_ms - due_ms) / 1000:.3f} s in the past; "
+                                            f"the grace window is {grace_ms / 1000:g} s")
+        return due_ms
+    if delay is not None:
+        return now_ms + parse_duration(delay) // timedelta(milliseconds=1)
+    return None
 
 
 class ChannelIn(BaseModel):

@@ -10,7 +10,15 @@ from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from tocsin.api.deps import Deps
-from tocsin.api.models import ScheduleIn, iso, parse_instant, schedule_out
+from tocsin.api.models import (
+    ScheduleChange,
+    ScheduleIn,
+    due_of,
+    iso,
+    parse_instant,
+    payload_of,
+    schedule_out,
+)
 from tocsin.domain import NewSchedule, Status
 from tocsin.errors import NotFoundError, ValidationError
 
@@ -45,7 +53,8 @@ def _parse(deps: Deps, raw: Any) -> tuple[list[NewSchedule], bool]:
         try:
             value = ScheduleIn.model_validate(item).to_domain(
                 now_ms=now, max_payload=deps.settings.max_payload_bytes,
-                grace_ms=int(deps.settings.grace_seconds * 1000))
+                grace_ms=int(deps.settings.grace_seconds * 1000),
+                key_retention_ms=int(deps.settings.task_key_retention_seconds * 1000))
         except pydantic.ValidationError as exc:
             for e in exc.errors():
                 errors.append({"index": i, "field": prefix + ".".join(map(str, e["loc"])) or "body",
@@ -116,6 +125,22 @@ def deliveries(schedule_id: str, request: Request) -> dict[str, Any]:
                        "started_at": iso(d.started_ms), "ended_at": iso(d.ended_ms),
                        "outcome": d.outcome.value, "error": d.error,
                        "lateness_ms": d.lateness_ms} for d in store.deliveries(schedule_id)]}
+
+
+@router.patch("/{schedule_id}", summary="Reschedule: new due time, payload or headers, "
+              "while PENDING (409 with the status when too late)")
+def reschedule(schedule_id: str, body: ScheduleChange, request: Request) -> dict[str, Any]:
+    deps = Deps.of(request)
+    now = deps.clock.now_ms()
+    payload = payload_of(body, max_payload=deps.settings.max_payload_bytes)
+    due_ms = due_of(body.due_at, body.delay, now_ms=now,
+                    grace_ms=int(deps.settings.grace_seconds * 1000))
+    if payload is None and due_ms is None and body.headers is None:
+        raise ValidationError("body", "give a new due_at or delay, payload, or headers")
+    kind, data = payload if payload else (None, None)
+    return schedule_out(deps.store.reschedule(schedule_id, now_ms=now, due_ms=due_ms,
+                                              payload=data, payload_kind=kind,
+                                              headers=body.headers))
 
 
 @router.delete("/{schedule_id}", summary="Cancel: 200 = never delivered; 409 = too late")
