@@ -186,6 +186,27 @@ def cpu_between(before: dict[str, float], after: dict[str, float]) -> dict[str, 
     return out
 
 
+def wait_for_quiet(below_pct: float, max_wait_s: float, log: Callable[[str], None],
+                   *, window_s: float = 5.0) -> dict[str, Any]:
+    """Wait until the rest of the machine (other people's processes) uses less than
+    ``below_pct`` % of one core over ``window_s``, at most ``max_wait_s``: this machine is
+    shared, and a phase measured while a test suite runs beside it measures the test suite."""
+    started = time.monotonic()
+    last_log = 0.0
+    while True:
+        meter = CpuMeter(interval_s=1.0)
+        time.sleep(window_s)
+        pct = 100 * meter.read()["outside"] / window_s
+        meter.close()
+        waited = time.monotonic() - started
+        if pct < below_pct or waited > max_wait_s:
+            return {"waited_s": round(waited, 1), "outside_cpu_pct_of_one_core": round(pct, 1),
+                    "quiet": pct < below_pct}
+        if waited - last_log > 60:
+            log(f"waiting for the machine to quieten: others use {pct:.0f}% of a core")
+            last_log = waited
+
+
 def measure_idle(seconds: float) -> dict[str, Any]:
     """CPU used by this process tree over ``seconds`` of doing nothing, as % of one core."""
     meter = CpuMeter(interval_s=1.0)
@@ -258,10 +279,12 @@ def run_phase(target: Target, phase: str, *, n: int, window_ms: int, wait_s: flo
               ingest_rate_hint: float | None, margin_ms: int = 3_000,
               before_due: Callable[[], None] | None = None,
               after_done: Callable[[], None] | None = None, log: Callable[[str], None] = print,
-              ) -> dict[str, Any]:
+              gate: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
     """Schedule ``n`` messages due evenly over ``window_ms``, starting ``margin_ms`` after the
     inserts are expected to finish (all at once when the window is 0), and wait until all are
-    delivered or ``wait_s`` after the last due time. Without a rate hint they are due at once."""
+    delivered or ``wait_s`` after the last due time. Without a rate hint they are due at once.
+    ``gate`` runs first (waiting for a quiet machine)."""
+    gated = gate() if gate else None
     if ingest_rate_hint:
         lead_ms = int(n / (ingest_rate_hint * target.lead_factor) * 1000) + margin_ms
     else:
@@ -334,6 +357,7 @@ def run_phase(target: Target, phase: str, *, n: int, window_ms: int, wait_s: flo
         "deliveries_by_second": [per_second.get(s, 0) for s in seconds],
         "progress": progress[:: max(1, len(progress) // 60)],
         "window_ms": [first_due - lead_ms, last_done],
+        "gate": gated,
         **out.extra,
     }
 

@@ -43,6 +43,7 @@ from bench.common import (
     run_phase,
     stop_group,
     tree_sample,
+    wait_for_quiet,
 )
 
 __all__ = ["main"]
@@ -69,7 +70,12 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-drain", action="store_true", help="skip the all-due-at-once run")
     p.add_argument("--no-profile", action="store_true", help="skip the py-spy profiled drain")
     p.add_argument("--celery-concurrency", type=int, default=2, help="Celery prefork processes")
-    p.add_argument("--part-timeout-s", type=float, default=2400.0)
+    p.add_argument("--quiet-below", type=float, default=30.0,
+                   help="before each phase, wait until other processes use less than this %% "
+                        "of one core (the machine is shared)")
+    p.add_argument("--quiet-wait-s", type=float, default=900.0,
+                   help="...but wait at most this long, then measure anyway (and say so)")
+    p.add_argument("--part-timeout-s", type=float, default=3600.0)
     p.add_argument("--out", type=Path, help="default bench/results/dispatch-<store>.json")
     p.add_argument("--part", help=argparse.SUPPRESS)
     p.add_argument("--part-out", type=Path, help=argparse.SUPPRESS)
@@ -89,23 +95,28 @@ def procedure(target: Any, args: argparse.Namespace,
     """Warm-up, burst, idle, drain, then idle again over a backlog of future schedules, on
     ``target`` (already running)."""
     n, window_ms = args.schedules, int(args.window_s * 1000)
+    gate = quiet_gate(args)
     out: dict[str, Any] = {}
     out["warmup"] = run_phase(target, "warmup", n=args.warmup, window_ms=0, wait_s=args.wait_s,
                               ingest_rate_hint=None, log=log)
     out["burst"] = run_phase(target, "burst", n=n, window_ms=window_ms, wait_s=args.wait_s,
-                             ingest_rate_hint=out["warmup"]["ingest"]["per_s"], log=log)
+                             ingest_rate_hint=out["warmup"]["ingest"]["per_s"], log=log,
+                             gate=gate)
     time.sleep(5)  # let the last batch's commit and heartbeat finish
     backlog = n - out["burst"]["delivered"]
     if backlog and hasattr(target, "reset"):
         target.reset()  # else the idle figure measures the backlog still being worked off
         time.sleep(5)
+    gated = gate()
     out["idle"] = measure_idle(args.idle_s)
     out["idle"]["undelivered_backlog"] = backlog
+    out["idle"]["gate"] = gated
     log(f"[{target.name}] idle: {out['idle']['cpu_pct_of_one_core']}% of one core "
         f"({out['idle']['cpu_s_by_kind']})")
     if not args.no_drain:
         out["drain"] = run_phase(target, "drain", n=n, window_ms=0, wait_s=args.wait_s,
-                                 ingest_rate_hint=out["burst"]["ingest"]["per_s"], log=log)
+                                 ingest_rate_hint=out["burst"]["ingest"]["per_s"], log=log,
+                                 gate=gate)
     if after_drain:
         after_drain(out)
     if args.future:
@@ -122,12 +133,19 @@ def idle_with_future(target: Any, args: argparse.Namespace) -> dict[str, Any]:
         target.submit("future", off, [due] * min(CHUNK, args.future - off))
     ingest_s = time.perf_counter() - started
     time.sleep(5)
+    gated = quiet_gate(args)()
     idle = measure_idle(args.idle_s)
+    idle["gate"] = gated
     idle["future_schedules"] = args.future
     idle["ingest_s"] = round(ingest_s, 1)
     log(f"[{target.name}] idle with {args.future} future schedules: "
         f"{idle['cpu_pct_of_one_core']}% of one core ({idle['cpu_s_by_kind']})")
     return idle
+
+
+def quiet_gate(args: argparse.Namespace) -> Callable[[], dict[str, Any]]:
+    """Before each measured phase: wait for the rest of the machine to quieten."""
+    return lambda: wait_for_quiet(args.quiet_below, args.quiet_wait_s, log)
 
 
 def headline(result: dict[str, Any]) -> dict[str, Any]:
@@ -213,7 +231,7 @@ def tocsin_part(args: argparse.Namespace) -> dict[str, Any]:
         files: list[Path] = []
         out["profiled_drain"] = run_phase(
             target, "profiled", n=args.schedules, window_ms=0, wait_s=args.wait_s,
-            ingest_rate_hint=out["burst"]["ingest"]["per_s"], log=log,
+            ingest_rate_hint=out["burst"]["ingest"]["per_s"], log=log, gate=quiet_gate(args),
             before_due=lambda: log(f"[tocsin] py-spy on pids {spy.start()}"),
             after_done=lambda: files.extend(spy.stop()))
         out["profile"] = summarise(files)
@@ -281,7 +299,7 @@ def _run_part(name: str, args: argparse.Namespace, argv: list[str], scratch: Pat
     except subprocess.TimeoutExpired:
         log(f"{name} took longer than {args.part_timeout_s}s: stopped")
     finally:
-        stop_group(proc)
+        stop_group(proc, grace_s=60)
     if proc.returncode != 0 or not out.exists():
         return {"failed": f"exit status {proc.returncode}; see the log above"}
     return json.loads(out.read_text())

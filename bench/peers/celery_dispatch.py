@@ -108,7 +108,7 @@ class CeleryTarget:
     def stop(self) -> None:
         for proc in (self.worker, self.redis):
             if proc is not None:
-                stop_group(proc)
+                stop_group(proc, grace_s=5)
 
     def reset(self) -> None:
         """After a phase that did not finish: a new worker over an emptied Redis, so the next
@@ -118,7 +118,7 @@ class CeleryTarget:
 
         self.log("[celery] previous phase unfinished: new worker, queue emptied")
         if self.worker is not None:
-            stop_group(self.worker)
+            stop_group(self.worker, grace_s=5)
         redis.Redis.from_url(self.url).flushall()
         self._start_worker()
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.dispatch import read_lines, running_dispatcher, wait_until
+from tocsin.abc import Store
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
 from tocsin.errors import ConflictError
-from tocsin.stores.sqlite import SQLiteStore
+from tocsin.stores import open_store
 
 pytestmark = pytest.mark.spark
 
@@ -22,16 +24,16 @@ def _now() -> int:
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> tuple[SQLiteStore, str, Path]:
-    """A fresh SQLite store with a file channel ``out``; returns (store, url, out path)."""
-    db = tmp_path / "tocsin.db"
-    store = SQLiteStore(db, buckets=16)
+def env(backend_url: str, tmp_path: Path) -> Iterator[tuple[Store, str, Path]]:
+    """A fresh store (each backend) with a file channel ``out``: (store, url, out path)."""
+    store = open_store(backend_url, buckets=16)
     out = tmp_path / "out.jsonl"
     store.put_channel(ChannelSpec(name="out", kind=ChannelKind.FILE, config={"path": str(out)}))
-    return store, f"sqlite:///{db}", out
+    yield store, backend_url, out
+    store.close()
 
 
-def _schedule(store: SQLiteStore, n: int, *, due_ms: int, spread_ms: int = 0,
+def _schedule(store: Store, n: int, *, due_ms: int, spread_ms: int = 0,
               channel: str = "out") -> list[str]:
     items = [NewSchedule(channel=channel, payload=b'{"n": %d}' % i,
                          due_ms=due_ms + (spread_ms * i // max(n, 1))) for i in range(n)]
