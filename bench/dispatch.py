@@ -7,6 +7,7 @@ Each target runs in its own child process, one after the other, so that one's pr
 share the two cores with another's, and each idle figure counts one process tree only. Per target:
 
 1. warm up: ``--warmup`` schedules due now, wait until delivered (Spark's first batch is slow);
+   then 10 000 more, to time the inserts on a steady system;
 2. burst: ``--schedules`` due evenly over ``--window-s`` seconds, the first a few seconds after
    the inserts are expected to end (submitted in chunks of 10 000, timed); wait until all are
    delivered, at most ``--wait-s`` after the last due time;
@@ -99,8 +100,11 @@ def procedure(target: Any, args: argparse.Namespace,
     out: dict[str, Any] = {}
     out["warmup"] = run_phase(target, "warmup", n=args.warmup, window_ms=0, wait_s=args.wait_s,
                               ingest_rate_hint=None, log=log)
+    # Spark's first batch competes with the warm-up's inserts: time a second one, steady.
+    out["calibration"] = run_phase(target, "calibration", n=CHUNK, window_ms=0, wait_s=args.wait_s,
+                                   ingest_rate_hint=None, log=log, gate=gate)
     out["burst"] = run_phase(target, "burst", n=n, window_ms=window_ms, wait_s=args.wait_s,
-                             ingest_rate_hint=out["warmup"]["ingest"]["per_s"], log=log,
+                             ingest_rate_hint=out["calibration"]["ingest"]["per_s"], log=log,
                              gate=gate)
     time.sleep(5)  # let the last batch's commit and heartbeat finish
     backlog = n - out["burst"]["delivered"]

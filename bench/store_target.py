@@ -15,7 +15,7 @@ from tocsin.stores import open_store
 
 __all__ = ["StoreTarget", "open_bench_store"]
 
-PHASES = ("warmup", "burst", "drain", "profiled", "future")
+PHASES = ("warmup", "calibration", "burst", "drain", "profiled", "future")
 
 
 def open_bench_store(kind: str, url: str | None, tmp: Path, *, buckets: int) -> tuple[str, Store]:
