@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tests.support.dispatch import running_dispatcher, wait_until
 from tests.support.receiver import Receiver
+
 from tocsin.dispatcher.query import spark_session
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
 from tocsin.stores.sqlite import SQLiteStore
