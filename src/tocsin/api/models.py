@@ -6,11 +6,12 @@ import base64
 import binascii
 import hashlib
 import json
+import math
 import re
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from tocsin.clock import from_ms, to_ms
 from tocsin.domain import NewSchedule, PayloadKind, Schedule
@@ -18,9 +19,12 @@ from tocsin.domain.schedule import payload_value
 from tocsin.errors import ValidationError
 
 __all__ = [
+    "MAX_DUE_MS",
     "ChannelIn",
+    "ScheduleBatchIn",
     "ScheduleChange",
     "ScheduleIn",
+    "canonical_digest",
     "due_of",
     "parse_duration",
     "payload_of",
@@ -33,6 +37,23 @@ _ISO_DURATION = re.compile(
 )
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:\d{2})$")
 _KEY_MAX = 256
+MAX_DUE_MS = 253_402_300_799_999
+"""The latest due time accepted: 9999-12-31T23:59:59.999Z."""
+
+
+def _no_bool(value: Any) -> Any:
+    """Refuse JSON ``true``/``false`` where a number is meant (pydantic would read 1 or 0)."""
+    if isinstance(value, bool):
+        raise ValueError("must be a number of seconds or an ISO 8601 duration, not a boolean")
+    return value
+
+
+def canonical_digest(value: Any) -> str:
+    """SHA-256 of ``value`` as canonical JSON (sorted keys, no spaces): two requests that differ
+    only in key order or spacing get the same digest."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def parse_duration(value: float | str, field: str = "delay") -> timedelta:
@@ -55,8 +76,12 @@ def parse_duration(value: float | str, field: str = "delay") -> timedelta:
             + parts.get("m", 0) * 60
             + parts.get("s", 0)
         )
+    if not math.isfinite(seconds):
+        raise ValidationError(field, "must be a finite number of seconds")
     if seconds < 0:
         raise ValidationError(field, "must not be negative")
+    if seconds > MAX_DUE_MS / 1000:
+        raise ValidationError(field, f"{value!r} is too long: the latest due time is year 9999")
     return timedelta(seconds=seconds)
 
 
@@ -97,6 +122,8 @@ class ScheduleIn(BaseModel):
         "idempotent", description="idempotent: a repeat with another body is 409; task: a "
                                   "repeat overwrites while pending.")
 
+    _delay_not_bool = field_validator("delay", mode="before")(_no_bool)
+
     def to_domain(self, *, now_ms: int, max_payload: int, grace_ms: int,
                   key_retention_ms: int = 7 * 86_400_000) -> NewSchedule:
         """Validate the cross-field rules and build the domain value."""
@@ -113,7 +140,7 @@ class ScheduleIn(BaseModel):
             if key is not None:
                 raise ValidationError("uniqueness_key", "give key or uniqueness_key, not both")
             key, task = f"task:{self.ordering_key or ''}:{due_ms}:{self.uniqueness_key}", True
-        digest = hashlib.sha256(self.model_dump_json(exclude_defaults=False).encode()).hexdigest()
+        digest = canonical_digest(self.model_dump(mode="json"))
         return NewSchedule(
             channel=self.channel, payload=data, payload_kind=kind, headers=self.headers,
             due_ms=due_ms, tenant=self.tenant, key=key, ordering_key=self.ordering_key,
@@ -133,6 +160,14 @@ class ScheduleChange(BaseModel):
     due_at: str | None = Field(None, description="RFC 3339 with an offset.")
     delay: float | str | None = Field(None, description="Seconds or an ISO 8601 duration.")
 
+    _delay_not_bool = field_validator("delay", mode="before")(_no_bool)
+
+
+class ScheduleBatchIn(BaseModel):
+    """A batch: every schedule is stored, or none (for the OpenAPI description)."""
+
+    schedules: list[ScheduleIn] = Field(min_length=1)
+
 
 def payload_of(body: ScheduleIn | ScheduleChange, *,
                max_payload: int) -> tuple[PayloadKind, bytes] | None:
@@ -146,7 +181,11 @@ def payload_of(body: ScheduleIn | ScheduleChange, *,
         return None
     field = given[0]
     if field == "payload":
-        kind, data = PayloadKind.JSON, json.dumps(body.payload, separators=(",", ":")).encode()
+        try:
+            text = json.dumps(body.payload, separators=(",", ":"), allow_nan=False)
+        except ValueError as exc:
+            raise ValidationError("payload", f"not valid JSON: {exc}") from exc
+        kind, data = PayloadKind.JSON, text.encode()
     elif field == "payload_text":
         kind, data = PayloadKind.TEXT, str(body.payload_text).encode()
     else:
@@ -167,12 +206,18 @@ def due_of(due_at: str | None, delay: float | str | None, *, now_ms: int,
         raise ValidationError("due_at", "give exactly one of due_at or delay")
     if due_at is not None:
         due_ms = parse_instant(due_at)
+        if due_ms > MAX_DUE_MS:
+            raise ValidationError("due_at", f"{due_at!r} is after year 9999")
         if due_ms < now_ms - grace_ms:
             raise ValidationError("due_at", f"{(now_ms - due_ms) / 1000:.3f} s in the past; "
                                             f"the grace window is {grace_ms / 1000:g} s")
         return due_ms
     if delay is not None:
-        return now_ms + parse_duration(delay) // timedelta(milliseconds=1)
+        due_ms = now_ms + parse_duration(delay) // timedelta(milliseconds=1)
+        if due_ms > MAX_DUE_MS:
+            raise ValidationError("delay", f"{delay!r} is too long: the latest due time is "
+                                           "year 9999")
+        return due_ms
     return None
 
 
