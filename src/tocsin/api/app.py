@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI
 
 from tocsin.abc import Store
@@ -29,4 +31,18 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None,
     install_error_handlers(app)
     for module in (schedules, channels, ordering, health):
         app.include_router(module.router)
+    _describe_request_bodies(app)
     return app
+
+
+def _describe_request_bodies(app: FastAPI) -> None:
+    """Add the schemas of bodies a route reads itself to the OpenAPI document."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            components = generate().setdefault("components", {})
+            components.setdefault("schemas", {}).update(schedules.openapi_schemas())
+        return app.openapi_schema or generate()
+
+    app.openapi = openapi  # type: ignore[method-assign]

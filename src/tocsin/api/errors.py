@@ -9,6 +9,10 @@ ConflictError           409
 StoreError              503
 any other TocsinError   500
 ======================  ======
+
+FastAPI's own request validation answers 422 in the same shape (``field`` is the location,
+``errors`` lists every problem); routing errors (unknown path, wrong method) keep their status
+with the same body; anything unexpected is a 500 with the same body, never a stack trace.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from tocsin.errors import ConflictError, NotFoundError, StoreError, TocsinError, ValidationError
 
@@ -52,8 +57,15 @@ def error_body(exc: TocsinError) -> dict[str, Any]:
 
 
 def _field(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path")]
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
     return ".".join(parts) or "body"
+
+
+def _problem(error: Any) -> dict[str, str]:
+    if error.get("type") == "json_invalid":
+        detail = (error.get("ctx") or {}).get("error", "")
+        return {"field": "body", "reason": f"malformed JSON: {detail}".rstrip(": ")}
+    return {"field": _field(tuple(error.get("loc", ()))), "reason": error.get("msg", "invalid")}
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -65,8 +77,19 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def request_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [{"field": _field(tuple(e.get("loc", ()))), "reason": e.get("msg", "invalid")}
-                  for e in exc.errors()]
+        errors = [_problem(e) for e in exc.errors()]
         first = errors[0] if errors else {"field": "body", "reason": "invalid request"}
         return JSONResponse(error_body(ValidationError(first["field"], first["reason"],
                                                        errors=errors)), status_code=422)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        message = f"{exc.detail}: {request.method} {request.url.path}"
+        return JSONResponse({"error": {"type": "HTTPError", "message": message}},
+                            status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse({"error": {"type": "InternalError",
+                                       "message": f"internal error ({type(exc).__name__})"}},
+                            status_code=500)

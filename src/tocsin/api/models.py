@@ -9,9 +9,9 @@ import json
 import math
 import re
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
 from tocsin.clock import from_ms, to_ms
 from tocsin.domain import NewSchedule, PayloadKind, Schedule
@@ -46,6 +46,10 @@ def _no_bool(value: Any) -> Any:
     if isinstance(value, bool):
         raise ValueError("must be a number of seconds or an ISO 8601 duration, not a boolean")
     return value
+
+
+Delay = Annotated[float | str | None, BeforeValidator(_no_bool)]
+"""A delay: seconds, or an ISO 8601 duration; never a boolean."""
 
 
 def canonical_digest(value: Any) -> str:
@@ -111,7 +115,7 @@ class ScheduleIn(BaseModel):
     payload_base64: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     due_at: str | None = Field(None, description="RFC 3339 with an offset.")
-    delay: float | str | None = Field(None, description="Seconds or an ISO 8601 duration.")
+    delay: Delay = Field(None, description="Seconds or an ISO 8601 duration.")
     key: str | None = Field(None, min_length=1, max_length=_KEY_MAX)
     tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
     ordering_key: str | None = Field(None, min_length=1, max_length=_KEY_MAX)
@@ -121,8 +125,6 @@ class ScheduleIn(BaseModel):
     key_mode: Literal["idempotent", "task"] = Field(
         "idempotent", description="idempotent: a repeat with another body is 409; task: a "
                                   "repeat overwrites while pending.")
-
-    _delay_not_bool = field_validator("delay", mode="before")(_no_bool)
 
     def to_domain(self, *, now_ms: int, max_payload: int, grace_ms: int,
                   key_retention_ms: int = 7 * 86_400_000) -> NewSchedule:
@@ -158,9 +160,7 @@ class ScheduleChange(BaseModel):
     payload_base64: str | None = None
     headers: dict[str, str] | None = None
     due_at: str | None = Field(None, description="RFC 3339 with an offset.")
-    delay: float | str | None = Field(None, description="Seconds or an ISO 8601 duration.")
-
-    _delay_not_bool = field_validator("delay", mode="before")(_no_bool)
+    delay: Delay = Field(None, description="Seconds or an ISO 8601 duration.")
 
 
 class ScheduleBatchIn(BaseModel):

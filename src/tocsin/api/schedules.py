@@ -7,10 +7,12 @@ from typing import Any
 
 import pydantic
 from fastapi import APIRouter, Query, Request, Response
+from pydantic.json_schema import models_json_schema
 from starlette.concurrency import run_in_threadpool
 
 from tocsin.api.deps import Deps
 from tocsin.api.models import (
+    ScheduleBatchIn,
     ScheduleChange,
     ScheduleIn,
     due_of,
@@ -22,17 +24,39 @@ from tocsin.api.models import (
 from tocsin.domain import NewSchedule, Status
 from tocsin.errors import NotFoundError, ValidationError
 
-__all__ = ["router"]
+__all__ = ["openapi_schemas", "router"]
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
 
 _BODY_DOC = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
     "oneOf": [{"$ref": "#/components/schemas/ScheduleIn"},
-              {"type": "object", "properties": {"schedules": {
-                  "type": "array", "items": {"$ref": "#/components/schemas/ScheduleIn"}}}}]}}}}}
+              {"$ref": "#/components/schemas/ScheduleBatchIn"}]}}}}}
 
 
-def _parse(deps: Deps, raw: Any) -> tuple[list[NewSchedule], bool]:
+def openapi_schemas() -> dict[str, Any]:
+    """The request schemas ``POST /v1/schedules`` refers to (it reads its body itself, to
+    report every bad item of a batch), for the OpenAPI document's components."""
+    _, schemas = models_json_schema([(ScheduleIn, "validation"), (ScheduleBatchIn, "validation")],
+                                    ref_template="#/components/schemas/{model}")
+    defs: dict[str, Any] = schemas["$defs"]
+    return defs
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _load(body: bytes) -> Any:
+    """The request body as JSON; NaN and Infinity (which Python would accept) are refused."""
+    try:
+        return json.loads(body, parse_constant=_no_constant)
+    except ValueError as exc:  # JSONDecodeError, bad UTF-8, NaN
+        raise ValidationError("body", f"malformed JSON: {exc}") from exc
+
+
+def _parse(deps: Deps, body: bytes) -> tuple[list[NewSchedule], bool]:
+    """Every item of a request validated, or ValidationError listing every bad item."""
+    raw = _load(body)
     batch = isinstance(raw, dict) and "schedules" in raw
     if batch:
         if set(raw) != {"schedules"} or not isinstance(raw["schedules"], list):
@@ -57,8 +81,9 @@ def _parse(deps: Deps, raw: Any) -> tuple[list[NewSchedule], bool]:
                 key_retention_ms=int(deps.settings.task_key_retention_seconds * 1000))
         except pydantic.ValidationError as exc:
             for e in exc.errors():
-                errors.append({"index": i, "field": prefix + ".".join(map(str, e["loc"])) or "body",
-                               "reason": e["msg"]})
+                where = ".".join(map(str, e["loc"]))
+                errors.append({"index": i, "field": prefix + where if where else
+                               prefix.rstrip(".") or "body", "reason": e["msg"]})
             continue
         except ValidationError as exc:
             errors.append({"index": i, "field": prefix + exc.field, "reason": exc.reason})
@@ -86,11 +111,7 @@ def _parse(deps: Deps, raw: Any) -> tuple[list[NewSchedule], bool]:
              summary="Schedule one message, or a batch of up to 10 000 (all or nothing)")
 async def create(request: Request, response: Response) -> dict[str, Any]:
     deps = Deps.of(request)
-    try:
-        raw = json.loads(await request.body())
-    except json.JSONDecodeError as exc:
-        raise ValidationError("body", f"malformed JSON: {exc}") from exc
-    items, batch = await run_in_threadpool(_parse, deps, raw)
+    items, batch = await run_in_threadpool(_parse, deps, await request.body())
     results = await run_in_threadpool(deps.store.create, items, now_ms=deps.clock.now_ms())
     if not any(created for _, created in results):
         response.status_code = 200

@@ -1,0 +1,54 @@
+"""The README's quickstart, as written, against ``tocsin up`` (SQLite + Spark local mode)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.api_server import free_port
+from tests.support.dispatch import read_lines, wait_until
+from tests.support.processes import kill_tree, start_tocsin
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def test_readme_quickstart(tmp_path: Path) -> None:
+    port = free_port()
+    api = f"http://127.0.0.1:{port}"
+    env = {"TOCSIN_HOME": str(tmp_path / "home"), "TOCSIN_API_PORT": str(port),
+           "TOCSIN_SPARK_MASTER": "local[2]", "TOCSIN_API_URL": api}
+    up = start_tocsin("up", env=env, log=tmp_path / "up.log")
+
+    def tocsin(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "tocsin", *args], cwd=tmp_path,
+                              env={**env, "PATH": ""}, capture_output=True, text=True,
+                              timeout=60, check=True)
+        return done.stdout
+
+    try:
+        wait_until(lambda: _ready(api), timeout_s=180, interval_s=1, what="tocsin up")
+        tocsin("channels", "add", "greetings", "--kind", "file", "--path", "greetings.jsonl")
+        for n in (1, 2, 3):
+            tocsin("schedule", "greetings", "--payload", json.dumps({"n": n}), "--delay", "5")
+        first = json.loads(tocsin("ls", "--status", "PENDING"))[0]["id"]
+        assert json.loads(tocsin("cancel", first))["status"] == "CANCELLED"
+        out = tmp_path / "greetings.jsonl"
+        wait_until(lambda: len(read_lines(out)) == 2, timeout_s=60, what="two lines")
+        time.sleep(3)
+        lines = read_lines(out)
+        assert len(lines) == 2 and first not in {line["schedule_id"] for line in lines}
+    finally:
+        kill_tree(up, sig=15)
+
+
+def _ready(api: str) -> bool:
+    try:
+        return httpx.get(f"{api}/readyz", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
