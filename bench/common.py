@@ -324,6 +324,7 @@ def run_phase(target: Target, phase: str, *, n: int, window_ms: int, wait_s: flo
         after_done()
     out = target.outcomes(phase)
     delivered = len(out.done_ms)
+    delivery_cpu = cpu_between(cpu1, cpu2)
     last_done = max(out.done_ms) if out.done_ms else now_ms()
     span_ms = max(1, last_done - first_due)
     lateness = [d - u for d, u in zip(out.done_ms, out.due_ms, strict=True)]
@@ -351,7 +352,9 @@ def run_phase(target: Target, phase: str, *, n: int, window_ms: int, wait_s: flo
             "first_due_after_last_insert_s": round((first_due - ingest_end) / 1000, 2),
             "cpu_s": cpu_between(cpu0, cpu1),
         },
-        "delivery_cpu_s": cpu_between(cpu1, cpu2),
+        "delivery_cpu_s": delivery_cpu,
+        "cpu_us_per_delivery": round(1e6 * (delivery_cpu["total"] - delivery_cpu.get(
+            "profiler", 0.0)) / delivered, 1) if delivered else None,
         "outside_cpu_pct_of_one_core": round(
             100 * (cpu2.get("outside", 0.0) - cpu1.get("outside", 0.0)) / waited, 1),
         "deliveries_by_second": [per_second.get(s, 0) for s in seconds],

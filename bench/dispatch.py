@@ -76,7 +76,11 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
                         "of one core (the machine is shared)")
     p.add_argument("--quiet-wait-s", type=float, default=900.0,
                    help="...but wait at most this long, then measure anyway (and say so)")
-    p.add_argument("--part-timeout-s", type=float, default=3600.0)
+    p.add_argument("--noisy-above", type=float, default=50.0,
+                   help="a burst or drain during which others used more than this %% of one "
+                        "core is run again...")
+    p.add_argument("--noisy-retries", type=int, default=2, help="...at most this many times")
+    p.add_argument("--part-timeout-s", type=float, default=5400.0)
     p.add_argument("--out", type=Path, help="default bench/results/dispatch-<store>.json")
     p.add_argument("--part", help=argparse.SUPPRESS)
     p.add_argument("--part-out", type=Path, help=argparse.SUPPRESS)
@@ -101,11 +105,10 @@ def procedure(target: Any, args: argparse.Namespace,
     out["warmup"] = run_phase(target, "warmup", n=args.warmup, window_ms=0, wait_s=args.wait_s,
                               ingest_rate_hint=None, log=log)
     # Spark's first batch competes with the warm-up's inserts: time a second one, steady.
-    out["calibration"] = run_phase(target, "calibration", n=CHUNK, window_ms=0, wait_s=args.wait_s,
-                                   ingest_rate_hint=None, log=log, gate=gate)
-    out["burst"] = run_phase(target, "burst", n=n, window_ms=window_ms, wait_s=args.wait_s,
-                             ingest_rate_hint=out["calibration"]["ingest"]["per_s"], log=log,
-                             gate=gate)
+    out["calibration"] = run_phase(target, "calibration", n=CHUNK, window_ms=0,
+                                   wait_s=args.wait_s, ingest_rate_hint=None, log=log, gate=gate)
+    out["burst"] = measured(target, args, "burst", window_ms=window_ms,
+                            ingest_rate_hint=out["calibration"]["ingest"]["per_s"])
     time.sleep(5)  # let the last batch's commit and heartbeat finish
     backlog = n - out["burst"]["delivered"]
     if backlog and hasattr(target, "reset"):
@@ -118,14 +121,38 @@ def procedure(target: Any, args: argparse.Namespace,
     log(f"[{target.name}] idle: {out['idle']['cpu_pct_of_one_core']}% of one core "
         f"({out['idle']['cpu_s_by_kind']})")
     if not args.no_drain:
-        out["drain"] = run_phase(target, "drain", n=n, window_ms=0, wait_s=args.wait_s,
-                                 ingest_rate_hint=out["burst"]["ingest"]["per_s"], log=log,
-                                 gate=gate)
+        out["drain"] = measured(target, args, "drain", window_ms=0,
+                                ingest_rate_hint=out["burst"]["ingest"]["per_s"])
     if after_drain:
         after_drain(out)
     if args.future:
         out["idle_with_future"] = idle_with_future(target, args)
     return out
+
+
+def measured(target: Any, args: argparse.Namespace, phase: str, *, window_ms: int,
+             ingest_rate_hint: float, **kw: Any) -> dict[str, Any]:
+    """One phase, run again (as ``<phase>-retry<k>``, fresh messages) while other processes
+    used more than ``--noisy-above`` % of a core during its delivery, at most
+    ``--noisy-retries`` times; the discarded attempts are kept in the result."""
+    discarded: list[dict[str, Any]] = []
+    for attempt in range(args.noisy_retries + 1):
+        name = phase if attempt == 0 else f"{phase}-retry{attempt}"
+        result = run_phase(target, name, n=args.schedules, window_ms=window_ms,
+                           wait_s=args.wait_s, ingest_rate_hint=ingest_rate_hint, log=log,
+                           gate=quiet_gate(args), **kw)
+        noise = result["outside_cpu_pct_of_one_core"]
+        if noise <= args.noisy_above or attempt == args.noisy_retries:
+            result["attempt"] = name
+            result["discarded_noisy_attempts"] = discarded
+            return result
+        log(f"[{target.name}] {name}: others used {noise}% of a core meanwhile: again")
+        discarded.append({k: result[k] for k in (
+            "deliveries_per_s", "lateness_ms", "outside_cpu_pct_of_one_core", "delivered",
+            "cpu_us_per_delivery")})
+        if result["delivered"] < result["schedules"] and hasattr(target, "reset"):
+            target.reset()
+    raise AssertionError("unreachable")
 
 
 def idle_with_future(target: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -168,6 +195,8 @@ def headline(result: dict[str, Any]) -> dict[str, Any]:
         "drain_deliveries_per_s": drain.get("deliveries_per_s"),
         "drain_lateness_p99_ms": (drain.get("lateness_ms") or {}).get("p99"),
         "ingest_per_s": burst["ingest"]["per_s"],
+        "cpu_us_per_delivery_burst": burst.get("cpu_us_per_delivery"),
+        "cpu_us_per_delivery_drain": drain.get("cpu_us_per_delivery"),
         "noise_outside_cpu_pct_burst": burst.get("outside_cpu_pct_of_one_core"),
         "noise_outside_cpu_pct_drain": drain.get("outside_cpu_pct_of_one_core"),
     }
@@ -378,7 +407,8 @@ def main(argv: list[str] | None = None) -> None:
                    for k in ("deliveries_per_s", "drain_deliveries_per_s", "lateness_p50_ms",
                              "lateness_p99_ms", "lateness_max_ms", "idle_cpu_pct", "idle_rss_mb",
                              "idle_with_future_cpu_pct",
-                             "ingest_per_s")}
+                             "ingest_per_s", "cpu_us_per_delivery_burst",
+                             "cpu_us_per_delivery_drain")}
             for name, s in summary.items() if name != "tocsin" and "failed" not in s}
     report["details"] = results
     out = args.out or REPO / "bench" / "results" / (

@@ -15,8 +15,6 @@ from tocsin.stores import open_store
 
 __all__ = ["StoreTarget", "open_bench_store"]
 
-PHASES = ("warmup", "calibration", "burst", "drain", "profiled", "future")
-
 
 def open_bench_store(kind: str, url: str | None, tmp: Path, *, buckets: int) -> tuple[str, Store]:
     """A fresh, empty store: a new SQLite file (WAL) under ``tmp``, or the PostgreSQL at ``url``."""
@@ -31,7 +29,8 @@ def open_bench_store(kind: str, url: str | None, tmp: Path, *, buckets: int) -> 
 
 
 class StoreTarget:
-    """Messages are schedules on channel ``bench-<phase>``, a file channel per phase."""
+    """Messages are schedules on channel ``bench-<phase>``, a file channel per phase (registered
+    when the phase first submits)."""
 
     lead_factor = 0.8
 
@@ -39,13 +38,17 @@ class StoreTarget:
         self.name = name
         self.store = store
         self.out_dir = out_dir
-        for phase in PHASES:
-            store.put_channel(ChannelSpec(name=f"bench-{phase}", kind=ChannelKind.FILE,
-                                          config={"path": str(out_dir / f"{phase}.jsonl")}))
+        self._channels: set[str] = set()
 
     def submit(self, phase: str, first: int, dues: Sequence[int]) -> None:
-        items = [NewSchedule(channel=f"bench-{phase}", payload=b'{"n":%d}' % (first + k),
-                             due_ms=due) for k, due in enumerate(dues)]
+        channel = f"bench-{phase}"
+        if channel not in self._channels:
+            path = self.out_dir / f"{phase}.jsonl"
+            self.store.put_channel(ChannelSpec(name=channel, kind=ChannelKind.FILE,
+                                               config={"path": str(path)}))
+            self._channels.add(channel)
+        items = [NewSchedule(channel=channel, payload=b'{"n":%d}' % (first + k), due_ms=due)
+                 for k, due in enumerate(dues)]
         self.store.create(items, now_ms=now_ms())
 
     def delivered_total(self) -> int:

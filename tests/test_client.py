@@ -1,66 +1,190 @@
-"""The Python clients against a real API server."""
+"""The Python clients (sync and async) against a real API server, and their error mapping."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.support.api_server import ApiServer
 from tocsin.client import AsyncClient, Client
-from tocsin.errors import ConflictError, NotFoundError, ValidationError
+from tocsin.errors import (
+    ConflictError,
+    NotFoundError,
+    StoreError,
+    TocsinError,
+    ValidationError,
+)
 from tocsin.stores.sqlite import SQLiteStore
 
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real API server over a fresh SQLite store."""
     base = tmp_path_factory.mktemp("client")
-    server = ApiServer(SQLiteStore(base / "t.db", buckets=8)).start()
-    with Client(server.url) as client:
-        client.add_channel("out", "file", {"path": str(base / "out.jsonl")})
+    store = SQLiteStore(base / "t.db", buckets=8)
+    server = ApiServer(store).start()
     yield server.url
     server.stop()
+    store.close()
 
 
-def test_sync_client(url: str) -> None:
+def test_sync_client(url: str, tmp_path: Path) -> None:
     with Client(url) as client:
-        made = client.schedule("out", payload={"x": 1}, delay=timedelta(minutes=5))
-        assert client.get(made["id"])["payload"] == {"x": 1}
-        batch = client.schedule_many([{"channel": "out", "payload": i, "delay": 60}
-                                      for i in range(3)])
-        assert len(batch) == 3
-        assert client.cancel(made["id"])["status"] == "CANCELLED"
-        with pytest.raises(ConflictError) as conflict:
-            client.cancel(made["id"])
-        assert conflict.value.status == "CANCELLED"
+        made = client.add_channel("sync", "file", {"path": str(tmp_path / "s.jsonl")})
+        assert made == {"name": "sync", "kind": "file", "config": {"path": made["config"]["path"]}}
+        assert "sync" in {c["name"] for c in client.channels()}
+
+        one = client.schedule("sync", {"x": 1}, delay=timedelta(minutes=5), headers={"h": "v"})
+        assert one["status"] == "PENDING" and one["created"] is True
+        got = client.get(one["id"])
+        assert got["payload"] == {"x": 1} and got["headers"] == {"h": "v"}
+        text = client.schedule("sync", payload_text="hi", delay="PT1M")
+        raw = client.schedule("sync", payload_base64="AAE=", delay=60)
+        assert client.get(text["id"])["payload_text"] == "hi"
+        assert client.get(raw["id"])["payload_base64"] == "AAE="
+        null = client.schedule("sync", None, delay=60)
+        assert client.get(null["id"])["payload"] is None
+
+        due = datetime(2033, 3, 1, 9, 30, tzinfo=timezone(timedelta(hours=1)))
+        batch = client.schedule_many([{"channel": "sync", "payload": i, "due_at": due,
+                                       "delay": None} for i in range(5)])
+        assert [b["due_at"] for b in batch] == ["2033-03-01T08:30:00.000Z"] * 5
+
+        listed = list(client.list(channel="sync", status="PENDING", page_size=2))
+        assert len(listed) == 9 and [s["id"] for s in listed] == sorted(s["id"] for s in listed)
+        ranged = client.list(channel="sync", due_from=due, due_to=due + timedelta(seconds=1))
+        assert {s["id"] for s in ranged} == {b["id"] for b in batch}
+
+        assert client.cancel(one["id"])["status"] == "CANCELLED"
+        with pytest.raises(ConflictError) as late:
+            client.cancel(one["id"])
+        assert late.value.status == "CANCELLED" and late.value.ident == one["id"]
+        assert client.deliveries(one["id"]) == []
+        assert client.health() == {"status": "ready", "problems": []}
+
+        client.delete_channel("sync")
         with pytest.raises(NotFoundError):
+            client.delete_channel("sync")
+
+
+def test_sync_client_errors(url: str, tmp_path: Path) -> None:
+    with Client(url) as client:
+        client.add_channel("errs", "file", {"path": str(tmp_path / "e.jsonl")})
+        with pytest.raises(NotFoundError, match="missing"):
             client.get("missing")
-        with pytest.raises(ValidationError) as bad:
-            client.schedule("nowhere", payload=1, delay=1)
-        assert bad.value.field == "channel"
-        ids = {s["id"] for s in client.list(status="PENDING", page_size=2)}
-        assert {b["id"] for b in batch} <= ids
-        assert client.deliveries(made["id"]) == []
-        assert "out" in {c["name"] for c in client.channels()}
+        with pytest.raises(ValidationError) as unknown:
+            client.schedule("nowhere", 1, delay=1)
+        assert unknown.value.field == "channel" and "not registered" in unknown.value.reason
+        with pytest.raises(ValidationError) as bad_batch:
+            client.schedule_many([{"channel": "errs", "payload": 1, "delay": 5},
+                                  {"channel": "errs", "payload": 1, "delay": -5}])
+        assert bad_batch.value.errors == [{"index": 1, "field": "schedules.1.delay",
+                                           "reason": "must not be negative"}]
+        with pytest.raises(ValidationError) as past:
+            client.schedule("errs", 1, due_at=datetime.now(UTC) - timedelta(hours=1))
+        assert past.value.field == "due_at" and "grace window is 60 s" in past.value.reason
+        with pytest.raises(ValidationError) as config:
+            client.add_channel("k", "kafka", {})
+        assert config.value.field.startswith("config.")
+
+        first = client.schedule("errs", {"a": 1}, delay=30, key="once")
+        again = client.schedule("errs", {"a": 1}, delay=30, key="once")
+        assert again == first | {"created": False}
+        with pytest.raises(ConflictError) as reused:
+            client.schedule("errs", {"a": 2}, delay=30, key="once")
+        assert first["id"] in str(reused.value)
 
 
-def test_naive_datetimes_are_refused_client_side(url: str) -> None:
-    with Client(url) as client, pytest.raises(ValueError, match="naive"):
-        client.schedule("out", payload=1, due_at=datetime(2030, 1, 1))  # noqa: DTZ001
-
-
-def test_async_client(url: str) -> None:
+def test_async_client(url: str, tmp_path: Path) -> None:
     async def scenario() -> None:
         async with AsyncClient(url) as client:
+            await client.add_channel("async", "file", {"path": str(tmp_path / "a.jsonl")})
+            assert "async" in {c["name"] for c in await client.channels()}
             due = datetime.now(UTC) + timedelta(minutes=1)
-            made = await client.schedule("out", payload_text="hi", due_at=due)
+            made = await client.schedule("async", payload_text="hi", due_at=due)
             assert (await client.get(made["id"]))["payload_text"] == "hi"
+            batch = await client.schedule_many([{"channel": "async", "payload": i,
+                                                 "delay": timedelta(hours=1)} for i in range(3)])
+            seen = [s["id"] async for s in client.list(channel="async", page_size=2)]
+            assert seen == sorted([made["id"], *(b["id"] for b in batch)])
             assert (await client.cancel(made["id"]))["status"] == "CANCELLED"
-            with pytest.raises(ConflictError):
+            with pytest.raises(ConflictError) as late:
                 await client.cancel(made["id"])
-            seen = [s async for s in client.list(status="CANCELLED")]
-            assert made["id"] in {s["id"] for s in seen}
+            assert late.value.status == "CANCELLED"
+            assert await client.deliveries(made["id"]) == []
+            with pytest.raises(NotFoundError):
+                await client.get("missing")
+            with pytest.raises(ValidationError) as bad:
+                await client.schedule("async", 1, delay="soon")
+            assert bad.value.field == "delay"
+            assert (await client.health())["status"] == "ready"
+            await client.delete_channel("async")
 
     asyncio.run(scenario())
+
+
+def test_the_clients_are_symmetric() -> None:
+    def public(cls: type) -> dict[str, object]:
+        return {name: list(inspect.signature(member).parameters.values())
+                for name, member in vars(cls).items()
+                if not name.startswith("_") and callable(member) and name not in (
+                    "close", "aclose")}
+
+    assert public(Client) == public(AsyncClient)
+
+
+def _refusing() -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise AssertionError(f"nothing should be sent: {request.url}")
+
+    return httpx.MockTransport(handler)
+
+
+def test_naive_datetimes_are_refused_before_sending() -> None:
+    naive = datetime(2030, 1, 1)  # noqa: DTZ001
+    with Client("http://tocsin.test", transport=_refusing()) as client:
+        with pytest.raises(ValidationError, match="naive") as refused:
+            client.schedule("out", 1, due_at=naive)
+        assert refused.value.field == "due_at"
+        with pytest.raises(ValidationError, match="naive"):
+            client.schedule_many([{"channel": "out", "payload": 1, "due_at": naive}])
+        with pytest.raises(ValidationError, match="naive"):
+            next(client.list(due_from=naive))
+        with pytest.raises(ValidationError, match="naive"):
+            client.reschedule("x", due_at=naive)
+
+
+def test_unready_is_an_answer_not_an_error(tmp_path: Path) -> None:
+    server = ApiServer(SQLiteStore(tmp_path / "u.db", buckets=4), expect_dispatcher=True).start()
+    try:
+        with Client(server.url) as client:
+            health = client.health()
+        assert health["status"] == "unready" and "dispatcher" in health["problems"][0]
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(("status", "body", "error"), [
+    (503, {"error": {"type": "StoreError", "message": "down"}}, StoreError),
+    (404, {"error": {"type": "HTTPError", "message": "Not Found: GET /x"}}, NotFoundError),
+    (500, "Internal Server Error", TocsinError),
+    (418, {"error": {"type": "Teapot", "message": "short and stout"}}, TocsinError),
+])
+def test_error_statuses_map_to_tocsin_errors(status: int, body: object,
+                                             error: type[TocsinError]) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if isinstance(body, str):
+            return httpx.Response(status, text=body)
+        return httpx.Response(status, json=body)
+
+    with Client("http://tocsin.test", transport=httpx.MockTransport(handler)) as client, \
+            pytest.raises(error) as raised:
+        client.get("x")
+    assert type(raised.value) is error
+    assert str(status) in str(raised.value) or status in (404, 503)

@@ -1,87 +1,253 @@
-"""Python clients for the Tocsin API, on httpx: :class:`Client` (sync) and
-:class:`AsyncClient` (async), symmetric. HTTP errors come back as Tocsin's own errors:
-422 → ValidationError (with the field), 404 → NotFoundError, 409 → ConflictError (with the
-current status), 503 → StoreError.
+"""Python clients for the Tocsin API, on httpx: :class:`Client` (sync) and :class:`AsyncClient`
+(async) have the same methods, the async ones awaited.
+
+Answers are typed dicts (:class:`Created`, :class:`ScheduleInfo`, :class:`DeliveryInfo`,
+:class:`ChannelInfo`, :class:`Readiness`): plain JSON values, ready to print or store. HTTP
+errors come back as Tocsin's own errors::
+
+    422 → ValidationError (``field``, ``reason``, ``errors``: every bad item of a batch)
+    404 → NotFoundError
+    409 → ConflictError (``status``: the schedule's current status, e.g. CLAIMED)
+    503 → StoreError
+    any other error status → TocsinError
+
+Connection failures are httpx's own (:class:`httpx.TransportError`). Naive datetimes are
+refused here, before anything is sent.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal, NamedTuple, NotRequired, TypedDict, cast
+from urllib.parse import quote
 
 import httpx
 
-from tocsin.clock import to_ms
 from tocsin.errors import ConflictError, NotFoundError, StoreError, TocsinError, ValidationError
 
-__all__ = ["AsyncClient", "Client", "change_body", "schedule_body"]
+__all__ = [
+    "AsyncClient",
+    "ChannelInfo",
+    "Client",
+    "Created",
+    "DeliveryInfo",
+    "Readiness",
+    "ScheduleInfo",
+    "change_body",
+    "schedule_body",
+]
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 
 
-def schedule_body(channel: str, *, payload: Any = None, payload_text: str | None = None,
-                  payload_base64: str | None = None, due_at: datetime | str | None = None,
-                  delay: float | timedelta | str | None = None,
-                  headers: dict[str, str] | None = None, key: str | None = None,
-                  tenant: str | None = None, ordering_key: str | None = None,
-                  has_payload: bool = True) -> dict[str, Any]:
-    """The JSON body of one schedule; naive datetimes are refused here too."""
-    body: dict[str, Any] = {"channel": channel}
-    if payload_text is not None:
-        body["payload_text"] = payload_text
-    elif payload_base64 is not None:
-        body["payload_base64"] = payload_base64
-    elif has_payload:
-        body["payload"] = payload
-    if isinstance(due_at, datetime):
-        to_ms(due_at)  # raises on a naive datetime
-        body["due_at"] = due_at.isoformat()
-    elif due_at is not None:
-        body["due_at"] = due_at
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+"""Marks ``payload`` as not given (``None`` is a JSON payload: ``null``)."""
+
+
+class Created(TypedDict):
+    """The answer for one schedule created (or found again by its key)."""
+
+    id: str
+    status: str
+    due_at: str
+    """RFC 3339, UTC, with ``Z``."""
+    bucket: int
+    created: bool
+    """False when ``key`` matched an existing schedule with the same request."""
+
+
+class ScheduleInfo(TypedDict):
+    """A schedule as the API reports it. Exactly one of ``payload``, ``payload_text`` and
+    ``payload_base64`` is present: the form it was given in."""
+
+    id: str
+    tenant: str
+    channel: str
+    status: str
+    due_at: str
+    created_at: str
+    attempts: int
+    last_error: str | None
+    next_attempt_at: str | None
+    delivered_at: str | None
+    lateness_ms: int | None
+    headers: dict[str, str]
+    key: str | None
+    ordering_key: str | None
+    bucket: int
+    payload: NotRequired[Any]
+    payload_text: NotRequired[str]
+    payload_base64: NotRequired[str]
+
+
+class DeliveryInfo(TypedDict):
+    """One delivery attempt."""
+
+    delivery_id: str
+    attempt: int
+    epoch: int
+    started_at: str
+    ended_at: str
+    outcome: str
+    """delivered, retry or rejected."""
+    error: str | None
+    lateness_ms: int
+
+
+class ChannelInfo(TypedDict):
+    """A registered channel."""
+
+    name: str
+    kind: str
+    config: dict[str, Any]
+
+
+class Readiness(TypedDict):
+    """``/readyz``: ``status`` is ``ready`` or ``unready``, with the ``problems``."""
+
+    status: str
+    problems: list[str]
+
+
+def _instant(value: datetime | str, field: str) -> str:
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValidationError(field, "naive datetime: give it a time zone (e.g. tzinfo=UTC)")
+        return value.isoformat()
+    return value
+
+
+def _timing(due_at: datetime | str | None,
+            delay: float | timedelta | str | None) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    if due_at is not None:
+        body["due_at"] = _instant(due_at, "due_at")
     if isinstance(delay, timedelta):
         body["delay"] = delay.total_seconds()
     elif delay is not None:
         body["delay"] = delay
-    for name, value in (("headers", headers), ("key", key), ("tenant", tenant),
-                        ("ordering_key", ordering_key)):
-        if value:
+    return body
+
+
+def schedule_body(channel: str, payload: Any = UNSET, *, payload_text: str | None = None,
+                  payload_base64: str | None = None, due_at: datetime | str | None = None,
+                  delay: float | timedelta | str | None = None,
+                  headers: Mapping[str, str] | None = None, key: str | None = None,
+                  tenant: str | None = None, ordering_key: str | None = None,
+                  uniqueness_key: str | None = None,
+                  key_mode: Literal["idempotent", "task"] | None = None) -> dict[str, Any]:
+    """The JSON body of one schedule (only what is given; the server checks the rules)."""
+    body: dict[str, Any] = {"channel": channel}
+    if payload is not UNSET:
+        body["payload"] = payload
+    if payload_text is not None:
+        body["payload_text"] = payload_text
+    if payload_base64 is not None:
+        body["payload_base64"] = payload_base64
+    body.update(_timing(due_at, delay))
+    if headers:
+        body["headers"] = dict(headers)
+    for name, value in (("key", key), ("tenant", tenant), ("ordering_key", ordering_key),
+                        ("uniqueness_key", uniqueness_key), ("key_mode", key_mode)):
+        if value is not None:
             body[name] = value
     return body
 
 
 def change_body(*, due_at: datetime | str | None = None,
-                delay: float | timedelta | str | None = None, **fields: Any) -> dict[str, Any]:
+                delay: float | timedelta | str | None = None, payload: Any = UNSET,
+                payload_text: str | None = None, payload_base64: str | None = None,
+                headers: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The JSON body of a reschedule (only what changes)."""
-    body = {k: v for k, v in fields.items() if v is not None or k == "payload"}
-    timing = schedule_body("_", due_at=due_at, delay=delay, has_payload=False)
-    body.update({k: v for k, v in timing.items() if k in ("due_at", "delay")})
+    body = _timing(due_at, delay)
+    if payload is not UNSET:
+        body["payload"] = payload
+    for name, value in (("payload_text", payload_text), ("payload_base64", payload_base64),
+                        ("headers", None if headers is None else dict(headers))):
+        if value is not None:
+            body[name] = value
     return body
 
 
-def _raise_for(response: httpx.Response) -> Any:
-    if response.status_code < 400:
-        return response.json() if response.content else None
+class _Call(NamedTuple):
+    """One request, built once for both clients; ``pick`` is the answer's key to return."""
+
+    method: str
+    path: str
+    params: dict[str, Any] | None = None
+    json: Any = None
+    pick: str | None = None
+
+
+def _path(prefix: str, *parts: str) -> str:
+    return "/".join([prefix, *(quote(p, safe="") for p in parts)])
+
+
+def _list_params(status: str | None, channel: str | None, due_from: datetime | str | None,
+                 due_to: datetime | str | None, page_size: int) -> dict[str, Any]:
+    params: dict[str, Any] = {"limit": page_size}
+    for name, value in (("status", status), ("channel", channel)):
+        if value is not None:
+            params[name] = value
+    for name, instant in (("due_from", due_from), ("due_to", due_to)):
+        if instant is not None:
+            params[name] = _instant(instant, name)
+    return params
+
+
+def _batch(items: Iterable[Mapping[str, Any]]) -> _Call:
+    return _Call("POST", "/v1/schedules", json={"schedules": [
+        schedule_body(**item) for item in items]}, pick="schedules")
+
+
+def _answer(response: httpx.Response, pick: str | None) -> Any:
+    if response.status_code >= 400:
+        raise _error(response)
+    if not response.content:
+        return None
+    data = response.json()
+    return data[pick] if pick else data
+
+
+def _readiness(response: httpx.Response) -> Readiness:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if response.status_code == 503 and isinstance(body, dict) and "problems" in body:
+        return cast(Readiness, body)
+    return cast(Readiness, _answer(response, None))
+
+
+def _error(response: httpx.Response) -> TocsinError:
+    """The Tocsin error an HTTP error answer stands for."""
+    code = response.status_code
     try:
         error = response.json()["error"]
+        message = str(error["message"])
     except (ValueError, KeyError, TypeError):
-        raise TocsinError(f"HTTP {response.status_code}: {response.text[:500]}") from None
-    message = error.get("message", response.text)
-    if response.status_code == 422:
-        raise ValidationError(error.get("field", "body"), error.get("reason", message),
-                              errors=error.get("errors"))
-    if response.status_code == 404:
-        raise NotFoundError(error.get("kind", "object"), error.get("id", "?"))
-    if response.status_code == 409:
-        raise ConflictError(message, status=error.get("status"), ident=error.get("id"))
-    if response.status_code == 503:
-        raise StoreError(message)
-    raise TocsinError(f"HTTP {response.status_code}: {message}")
+        return TocsinError(f"HTTP {code}: {response.text[:500]}")
+    if code == 422:
+        return ValidationError(error.get("field", "body"), error.get("reason", message),
+                               errors=error.get("errors"))
+    if code == 404:
+        return NotFoundError(error.get("kind", "path"), error.get("id", response.request.url.path))
+    if code == 409:
+        return ConflictError(message, status=error.get("status"), ident=error.get("id"))
+    if code == 503:
+        return StoreError(message)
+    return TocsinError(f"HTTP {code}: {message}")
 
 
 class Client:
-    """A synchronous client. Use as a context manager, or call :meth:`close`."""
+    """A synchronous client. Use it as a context manager, or call :meth:`close`."""
 
     def __init__(self, base_url: str = DEFAULT_URL, *, timeout: float = 30.0,
                  transport: httpx.BaseTransport | None = None) -> None:
@@ -97,79 +263,92 @@ class Client:
         """Close the connection pool."""
         self._http.close()
 
-    def _call(self, method: str, path: str, **kw: Any) -> Any:
-        return _raise_for(self._http.request(method, path, **kw))
+    def _do(self, call: _Call) -> Any:
+        response = self._http.request(call.method, call.path, params=call.params, json=call.json)
+        return _answer(response, call.pick)
 
-    def schedule(self, channel: str, **fields: Any) -> dict[str, Any]:
-        """Schedule one message (see :func:`schedule_body` for the fields)."""
-        has_payload = "payload" in fields
-        return self._call("POST", "/v1/schedules",  # type: ignore[no-any-return]
-                          json=schedule_body(channel, has_payload=has_payload, **fields))
+    def schedule(self, channel: str, payload: Any = UNSET, *, payload_text: str | None = None,
+                 payload_base64: str | None = None, due_at: datetime | str | None = None,
+                 delay: float | timedelta | str | None = None,
+                 headers: Mapping[str, str] | None = None, key: str | None = None,
+                 tenant: str | None = None, ordering_key: str | None = None,
+                 uniqueness_key: str | None = None,
+                 key_mode: Literal["idempotent", "task"] | None = None) -> Created:
+        """Schedule one message: one of ``payload`` (any JSON value), ``payload_text`` or
+        ``payload_base64``; one of ``due_at`` (aware datetime or RFC 3339) or ``delay``
+        (seconds, timedelta or ISO 8601 like ``PT5M``)."""
+        body = schedule_body(channel, payload, payload_text=payload_text,
+                             payload_base64=payload_base64, due_at=due_at, delay=delay,
+                             headers=headers, key=key, tenant=tenant, ordering_key=ordering_key,
+                             uniqueness_key=uniqueness_key, key_mode=key_mode)
+        return cast(Created, self._do(_Call("POST", "/v1/schedules", json=body)))
 
-    def schedule_many(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Schedule a batch (all or nothing); items are :func:`schedule_body` dicts."""
-        return self._call("POST", "/v1/schedules",  # type: ignore[no-any-return]
-                          json={"schedules": items})["schedules"]
+    def schedule_many(self, items: Iterable[Mapping[str, Any]]) -> builtins.list[Created]:
+        """Schedule a batch, all or nothing; each item has :meth:`schedule`'s arguments as
+        keys (``{"channel": ..., "payload": ..., "delay": ...}``)."""
+        return cast(builtins.list[Created], self._do(_batch(items)))
 
-    def get(self, schedule_id: str) -> dict[str, Any]:
+    def get(self, schedule_id: str) -> ScheduleInfo:
         """One schedule."""
-        return self._call("GET", f"/v1/schedules/{schedule_id}")  # type: ignore[no-any-return]
+        return cast(ScheduleInfo, self._do(_Call("GET", _path("/v1/schedules", schedule_id))))
 
     def list(self, *, status: str | None = None, channel: str | None = None,
-             page_size: int = 100) -> Iterator[dict[str, Any]]:
-        """Every schedule matching the filters, page by page."""
-        cursor = None
+             due_from: datetime | str | None = None, due_to: datetime | str | None = None,
+             page_size: int = 100) -> Iterator[ScheduleInfo]:
+        """Every schedule matching the filters, in id order, fetched a page at a time."""
+        params = _list_params(status, channel, due_from, due_to, page_size)
         while True:
-            params = {k: v for k, v in (("status", status), ("channel", channel),
-                                        ("cursor", cursor), ("limit", page_size)) if v}
-            page = self._call("GET", "/v1/schedules", params=params)
+            page = self._do(_Call("GET", "/v1/schedules", params=params))
             yield from page["items"]
-            cursor = page["next_cursor"]
-            if not cursor:
+            if not page["next_cursor"]:
                 return
+            params = {**params, "cursor": page["next_cursor"]}
 
-    def cancel(self, schedule_id: str) -> dict[str, Any]:
-        """Cancel; ConflictError (with ``status``) when it is too late."""
-        return self._call("DELETE", f"/v1/schedules/{schedule_id}")  # type: ignore[no-any-return]
+    def cancel(self, schedule_id: str) -> ScheduleInfo:
+        """Cancel: the answer's status is CANCELLED (it will never be delivered), or
+        :class:`ConflictError` with the ``status`` when it is too late."""
+        return cast(ScheduleInfo, self._do(_Call("DELETE", _path("/v1/schedules", schedule_id))))
 
-    def reschedule(self, schedule_id: str, **changes: Any) -> dict[str, Any]:
-        """Change a PENDING schedule (``due_at``, ``delay``, a payload, ``headers``);
-        ConflictError (with ``status``) when it is too late."""
-        return self._call("PATCH", f"/v1/schedules/{schedule_id}",  # type: ignore[no-any-return]
-                          json=change_body(**changes))
+    def reschedule(self, schedule_id: str, **changes: Any) -> ScheduleInfo:
+        """Change a PENDING schedule (:func:`change_body`'s arguments);
+        :class:`ConflictError` with the ``status`` when it is too late."""
+        return cast(ScheduleInfo, self._do(_Call("PATCH", _path("/v1/schedules", schedule_id),
+                                                 json=change_body(**changes))))
+
+    def deliveries(self, schedule_id: str) -> builtins.list[DeliveryInfo]:
+        """The attempt log of one schedule, oldest first."""
+        return cast(builtins.list[DeliveryInfo], self._do(_Call(
+            "GET", _path("/v1/schedules", schedule_id, "deliveries"), pick="items")))
 
     def halted_keys(self, tenant: str | None = None) -> builtins.list[dict[str, Any]]:
         """The ordering keys halted by a dead schedule."""
-        params = {"tenant": tenant} if tenant else {}
-        return self._call(  # type: ignore[no-any-return]
-            "GET", "/v1/ordering-keys", params={"halted": "true", **params})["items"]
+        params = {"halted": "true", **({"tenant": tenant} if tenant else {})}
+        return cast(builtins.list[dict[str, Any]],
+                    self._do(_Call("GET", "/v1/ordering-keys", params=params, pick="items")))
 
     def resume_key(self, ordering_key: str, tenant: str = "default") -> dict[str, Any]:
         """Resume a halted ordering key."""
-        return self._call(  # type: ignore[no-any-return]
-            "POST", f"/v1/ordering-keys/{ordering_key}/resume", params={"tenant": tenant})
+        return cast(dict[str, Any], self._do(_Call(
+            "POST", _path("/v1/ordering-keys", ordering_key, "resume"),
+            params={"tenant": tenant})))
 
-    def deliveries(self, schedule_id: str) -> builtins.list[dict[str, Any]]:
-        """The attempt log of one schedule."""
-        return self._call(  # type: ignore[no-any-return]
-            "GET", f"/v1/schedules/{schedule_id}/deliveries")["items"]
+    def add_channel(self, name: str, kind: str, config: Mapping[str, Any]) -> ChannelInfo:
+        """Register or replace a channel (the server checks ``config`` for its ``kind``)."""
+        body = {"name": name, "kind": kind, "config": dict(config)}
+        return cast(ChannelInfo, self._do(_Call("POST", "/v1/channels", json=body)))
 
-    def add_channel(self, name: str, kind: str, config: dict[str, Any]) -> dict[str, Any]:
-        """Register or replace a channel."""
-        return self._call("POST", "/v1/channels",  # type: ignore[no-any-return]
-                          json={"name": name, "kind": kind, "config": config})
-
-    def channels(self) -> builtins.list[dict[str, Any]]:
+    def channels(self) -> builtins.list[ChannelInfo]:
         """Every registered channel."""
-        return self._call("GET", "/v1/channels")["items"]  # type: ignore[no-any-return]
+        return cast(builtins.list[ChannelInfo],
+                    self._do(_Call("GET", "/v1/channels", pick="items")))
 
     def delete_channel(self, name: str) -> None:
         """Forget a channel."""
-        self._call("DELETE", f"/v1/channels/{name}")
+        self._do(_Call("DELETE", _path("/v1/channels", name)))
 
-    def health(self) -> dict[str, Any]:
-        """``/readyz``'s answer (raises when unready)."""
-        return self._call("GET", "/readyz")  # type: ignore[no-any-return]
+    def health(self) -> Readiness:
+        """``/readyz``: ready, or unready with the problems (an answer, not an error)."""
+        return _readiness(self._http.get("/readyz"))
 
 
 class AsyncClient:
@@ -189,81 +368,89 @@ class AsyncClient:
         """Close the connection pool."""
         await self._http.aclose()
 
-    async def _call(self, method: str, path: str, **kw: Any) -> Any:
-        return _raise_for(await self._http.request(method, path, **kw))
+    async def _do(self, call: _Call) -> Any:
+        response = await self._http.request(call.method, call.path, params=call.params,
+                                            json=call.json)
+        return _answer(response, call.pick)
 
-    async def schedule(self, channel: str, **fields: Any) -> dict[str, Any]:
-        """Schedule one message."""
-        has_payload = "payload" in fields
-        return await self._call("POST", "/v1/schedules",  # type: ignore[no-any-return]
-                                json=schedule_body(channel, has_payload=has_payload, **fields))
+    async def schedule(self, channel: str, payload: Any = UNSET, *,
+                       payload_text: str | None = None, payload_base64: str | None = None,
+                       due_at: datetime | str | None = None,
+                       delay: float | timedelta | str | None = None,
+                       headers: Mapping[str, str] | None = None, key: str | None = None,
+                       tenant: str | None = None, ordering_key: str | None = None,
+                       uniqueness_key: str | None = None,
+                       key_mode: Literal["idempotent", "task"] | None = None) -> Created:
+        """Schedule one message (see :meth:`Client.schedule`)."""
+        body = schedule_body(channel, payload, payload_text=payload_text,
+                             payload_base64=payload_base64, due_at=due_at, delay=delay,
+                             headers=headers, key=key, tenant=tenant, ordering_key=ordering_key,
+                             uniqueness_key=uniqueness_key, key_mode=key_mode)
+        return cast(Created, await self._do(_Call("POST", "/v1/schedules", json=body)))
 
-    async def schedule_many(
-        self, items: builtins.list[dict[str, Any]]
-    ) -> builtins.list[dict[str, Any]]:
-        """Schedule a batch (all or nothing)."""
-        answer = await self._call("POST", "/v1/schedules", json={"schedules": items})
-        return answer["schedules"]  # type: ignore[no-any-return]
+    async def schedule_many(self, items: Iterable[Mapping[str, Any]]) -> builtins.list[Created]:
+        """Schedule a batch, all or nothing (see :meth:`Client.schedule_many`)."""
+        return cast(builtins.list[Created], await self._do(_batch(items)))
 
-    async def get(self, schedule_id: str) -> dict[str, Any]:
+    async def get(self, schedule_id: str) -> ScheduleInfo:
         """One schedule."""
-        return await self._call(  # type: ignore[no-any-return]
-            "GET", f"/v1/schedules/{schedule_id}")
+        return cast(ScheduleInfo,
+                    await self._do(_Call("GET", _path("/v1/schedules", schedule_id))))
 
     async def list(self, *, status: str | None = None, channel: str | None = None,
-                   page_size: int = 100) -> AsyncIterator[dict[str, Any]]:
-        """Every schedule matching the filters, page by page."""
-        cursor = None
+                   due_from: datetime | str | None = None, due_to: datetime | str | None = None,
+                   page_size: int = 100) -> AsyncIterator[ScheduleInfo]:
+        """Every schedule matching the filters, in id order, fetched a page at a time."""
+        params = _list_params(status, channel, due_from, due_to, page_size)
         while True:
-            params = {k: v for k, v in (("status", status), ("channel", channel),
-                                        ("cursor", cursor), ("limit", page_size)) if v}
-            page = await self._call("GET", "/v1/schedules", params=params)
+            page = await self._do(_Call("GET", "/v1/schedules", params=params))
             for item in page["items"]:
                 yield item
-            cursor = page["next_cursor"]
-            if not cursor:
+            if not page["next_cursor"]:
                 return
+            params = {**params, "cursor": page["next_cursor"]}
 
-    async def cancel(self, schedule_id: str) -> dict[str, Any]:
-        """Cancel; ConflictError (with ``status``) when it is too late."""
-        return await self._call(  # type: ignore[no-any-return]
-            "DELETE", f"/v1/schedules/{schedule_id}")
+    async def cancel(self, schedule_id: str) -> ScheduleInfo:
+        """Cancel (see :meth:`Client.cancel`)."""
+        return cast(ScheduleInfo,
+                    await self._do(_Call("DELETE", _path("/v1/schedules", schedule_id))))
 
-    async def reschedule(self, schedule_id: str, **changes: Any) -> dict[str, Any]:
-        """Change a PENDING schedule; ConflictError when it is too late."""
-        return await self._call(  # type: ignore[no-any-return]
-            "PATCH", f"/v1/schedules/{schedule_id}", json=change_body(**changes))
+    async def reschedule(self, schedule_id: str, **changes: Any) -> ScheduleInfo:
+        """Change a PENDING schedule (see :meth:`Client.reschedule`)."""
+        return cast(ScheduleInfo, await self._do(_Call(
+            "PATCH", _path("/v1/schedules", schedule_id), json=change_body(**changes))))
+
+    async def deliveries(self, schedule_id: str) -> builtins.list[DeliveryInfo]:
+        """The attempt log of one schedule, oldest first."""
+        return cast(builtins.list[DeliveryInfo], await self._do(_Call(
+            "GET", _path("/v1/schedules", schedule_id, "deliveries"), pick="items")))
 
     async def halted_keys(self, tenant: str | None = None) -> builtins.list[dict[str, Any]]:
         """The ordering keys halted by a dead schedule."""
-        params = {"tenant": tenant} if tenant else {}
-        answer = await self._call("GET", "/v1/ordering-keys",
-                                  params={"halted": "true", **params})
-        return answer["items"]  # type: ignore[no-any-return]
+        params = {"halted": "true", **({"tenant": tenant} if tenant else {})}
+        return cast(builtins.list[dict[str, Any]], await self._do(
+            _Call("GET", "/v1/ordering-keys", params=params, pick="items")))
 
     async def resume_key(self, ordering_key: str, tenant: str = "default") -> dict[str, Any]:
         """Resume a halted ordering key."""
-        return await self._call(  # type: ignore[no-any-return]
-            "POST", f"/v1/ordering-keys/{ordering_key}/resume", params={"tenant": tenant})
+        return cast(dict[str, Any], await self._do(_Call(
+            "POST", _path("/v1/ordering-keys", ordering_key, "resume"),
+            params={"tenant": tenant})))
 
-    async def deliveries(self, schedule_id: str) -> builtins.list[dict[str, Any]]:
-        """The attempt log of one schedule."""
-        answer = await self._call("GET", f"/v1/schedules/{schedule_id}/deliveries")
-        return answer["items"]  # type: ignore[no-any-return]
-
-    async def add_channel(self, name: str, kind: str, config: dict[str, Any]) -> dict[str, Any]:
+    async def add_channel(self, name: str, kind: str, config: Mapping[str, Any]) -> ChannelInfo:
         """Register or replace a channel."""
-        return await self._call("POST", "/v1/channels",  # type: ignore[no-any-return]
-                                json={"name": name, "kind": kind, "config": config})
+        body = {"name": name, "kind": kind, "config": dict(config)}
+        return cast(ChannelInfo, await self._do(_Call("POST", "/v1/channels", json=body)))
 
-    async def channels(self) -> builtins.list[dict[str, Any]]:
+    async def channels(self) -> builtins.list[ChannelInfo]:
         """Every registered channel."""
-        return (await self._call("GET", "/v1/channels"))["items"]  # type: ignore[no-any-return]
+        return cast(builtins.list[ChannelInfo],
+                    await self._do(_Call("GET", "/v1/channels", pick="items")))
 
     async def delete_channel(self, name: str) -> None:
         """Forget a channel."""
-        await self._call("DELETE", f"/v1/channels/{name}")
+        await self._do(_Call("DELETE", _path("/v1/channels", name)))
 
-    async def health(self) -> dict[str, Any]:
-        """``/readyz``'s answer (raises when unready)."""
-        return await self._call("GET", "/readyz")  # type: ignore[no-any-return]
+    async def health(self) -> Readiness:
+        """``/readyz``: ready, or unready with the problems (an answer, not an error)."""
+        return _readiness(await self._http.get("/readyz"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -55,7 +56,7 @@ def test_a_backlog_drains_in_capped_batches_in_due_order(spark, backend_url: str
         by_range[part][row.claim_epoch or 0].append(row.due_ms)
     for part, epochs in by_range.items():
         ordered = [epochs[e] for e in sorted(epochs)]
-        for earlier, later in zip(ordered, ordered[1:], strict=False):
+        for earlier, later in itertools.pairwise(ordered):
             assert max(earlier) <= min(later), f"range {part} drained out of due order"
     store.close()
 

@@ -18,14 +18,20 @@ __all__ = ["create_app"]
 
 def create_app(settings: Settings | None = None, *, store: Store | None = None,
                clock: Clock | None = None, expect_dispatcher: bool = False) -> FastAPI:
-    """The API over ``store`` (opened from ``settings`` when not given)."""
+    """The API over ``store``; when none is given it opens ``settings.store_url`` (with
+    ``settings.buckets``) and closes it when the server shuts down.
+
+    ``expect_dispatcher``: ``/readyz`` also wants a dispatcher heartbeat within
+    max(10 s, 5 * ``settings.trigger_seconds``) (set it where a dispatcher runs beside the API).
+    """
     settings = settings or Settings()
+    app = FastAPI(title="Tocsin", version="0.1.0",
+                  description="A durable scheduler of delayed messages.")
     if store is None:
         from tocsin.stores import open_store
 
         store = open_store(settings.store_url, buckets=settings.buckets)
-    app = FastAPI(title="Tocsin", version="0.1.0",
-                  description="A durable scheduler of delayed messages.")
+        app.router.add_event_handler("shutdown", store.close)
     app.state.deps = Deps(store=store, clock=clock or SystemClock(), settings=settings,
                           expect_dispatcher=expect_dispatcher)
     install_error_handlers(app)

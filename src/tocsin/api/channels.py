@@ -8,6 +8,8 @@ from fastapi import APIRouter, Request, Response
 
 from tocsin.api.deps import Deps
 from tocsin.api.models import ChannelIn
+from tocsin.api.parsing import unicode_field
+from tocsin.api.views import channel_out
 from tocsin.domain import ChannelKind, ChannelSpec
 from tocsin.errors import ValidationError
 
@@ -16,12 +18,10 @@ __all__ = ["router"]
 router = APIRouter(prefix="/v1/channels", tags=["channels"])
 
 
-def _out(spec: ChannelSpec) -> dict[str, Any]:
-    return {"name": spec.name, "kind": spec.kind.value, "config": spec.config}
-
-
 @router.post("", status_code=201, summary="Register or replace a channel")
 def put(body: ChannelIn, request: Request) -> dict[str, Any]:
+    if (bad := unicode_field(body.config)) is not None:
+        raise ValidationError(f"config.{bad}", "not Unicode text: holds a lone surrogate")
     try:
         kind = ChannelKind(body.kind)
     except ValueError:
@@ -31,17 +31,17 @@ def put(body: ChannelIn, request: Request) -> dict[str, Any]:
 
     config = validate_channel_config(kind, body.config)
     spec = ChannelSpec(name=body.name, kind=kind, config=config)
-    return _out(Deps.of(request).store.put_channel(spec))
+    return channel_out(Deps.of(request).store.put_channel(spec))
 
 
 @router.get("", summary="Every registered channel")
 def list_(request: Request) -> dict[str, Any]:
-    return {"items": [_out(s) for s in Deps.of(request).store.list_channels()]}
+    return {"items": [channel_out(s) for s in Deps.of(request).store.list_channels()]}
 
 
 @router.get("/{name}", summary="One channel")
 def get(name: str, request: Request) -> dict[str, Any]:
-    return _out(Deps.of(request).store.get_channel(name))
+    return channel_out(Deps.of(request).store.get_channel(name))
 
 
 @router.delete("/{name}", status_code=204, summary="Forget a channel")

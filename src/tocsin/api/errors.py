@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException
 
 from tocsin.errors import ConflictError, NotFoundError, StoreError, TocsinError, ValidationError
 
-__all__ = ["STATUS", "install_error_handlers", "status_of"]
+__all__ = ["STATUS", "error_body", "install_error_handlers", "reason_of", "status_of"]
 
 STATUS: dict[type[TocsinError], int] = {
     ValidationError: 422,
@@ -61,11 +61,16 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or "body"
 
 
+def reason_of(error: Any) -> str:
+    """A pydantic error's message, without pydantic's "Value error, " prefix."""
+    return str(error.get("msg", "invalid")).removeprefix("Value error, ")
+
+
 def _problem(error: Any) -> dict[str, str]:
     if error.get("type") == "json_invalid":
         detail = (error.get("ctx") or {}).get("error", "")
         return {"field": "body", "reason": f"malformed JSON: {detail}".rstrip(": ")}
-    return {"field": _field(tuple(error.get("loc", ()))), "reason": error.get("msg", "invalid")}
+    return {"field": _field(tuple(error.get("loc", ()))), "reason": reason_of(error)}
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -27,24 +27,28 @@ def healthz() -> dict[str, Any]:
 @router.get("/readyz", summary="The store answers and the dispatcher is alive")
 def readyz(request: Request) -> JSONResponse:
     deps = Deps.of(request)
-    problems: list[str] = []
     try:
         deps.store.ping()
+        problems = _dispatcher_problems(deps) if deps.expect_dispatcher else []
     except StoreError as exc:
-        problems.append(f"store: {exc}")
-    else:
-        if deps.expect_dispatcher:
-            window_ms = int(max(10.0, 5 * deps.settings.trigger_seconds) * 1000)
-            beats = [b[0] for b in (deps.store.last_beat(DISPATCHER),
-                                    deps.store.last_beat(SOURCE)) if b]
-            age = deps.clock.now_ms() - max(beats) if beats else None
-            if age is None or age > window_ms:
-                problems.append("dispatcher: no heartbeat" + (
-                    "" if age is None else f" for {age / 1000:.1f} s") +
-                    f" (expected within {window_ms / 1000:g} s)")
+        problems = [f"store: {exc}"]
     status = 503 if problems else 200
     return JSONResponse({"status": "unready" if problems else "ready", "problems": problems},
                         status_code=status)
+
+
+def _dispatcher_problems(deps: Deps) -> list[str]:
+    """Why the dispatcher looks dead: neither its batch beat nor its idle beat (written every
+    few seconds even when nothing is due) is within max(10 s, 5 triggers)."""
+    window_ms = int(max(10.0, 5 * deps.settings.trigger_seconds) * 1000)
+    beats = [b[0] for b in (deps.store.last_beat(DISPATCHER), deps.store.last_beat(SOURCE)) if b]
+    if not beats:
+        return [f"dispatcher: no heartbeat yet (expected within {window_ms / 1000:g} s)"]
+    age_ms = deps.clock.now_ms() - max(beats)
+    if age_ms > window_ms:
+        return [f"dispatcher: no heartbeat for {age_ms / 1000:.1f} s "
+                f"(expected within {window_ms / 1000:g} s)"]
+    return []
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)

@@ -1,44 +1,19 @@
-"""The HTTP edge's models: requests validated here, once, into the domain's values."""
+"""The HTTP edge's request models: validated here, once, into the domain's values (the
+parsing itself is in :mod:`tocsin.api.parsing`, the answers in :mod:`tocsin.api.views`)."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import json
-import math
-import re
-from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
-from tocsin.clock import from_ms, to_ms
-from tocsin.domain import NewSchedule, PayloadKind, Schedule
-from tocsin.domain.schedule import payload_value
+from tocsin.api.parsing import canonical_digest, due_of, payload_of
+from tocsin.domain import NewSchedule
 from tocsin.errors import ValidationError
 
-__all__ = [
-    "MAX_DUE_MS",
-    "ChannelIn",
-    "ScheduleBatchIn",
-    "ScheduleChange",
-    "ScheduleIn",
-    "canonical_digest",
-    "due_of",
-    "parse_duration",
-    "payload_of",
-    "schedule_out",
-]
+__all__ = ["ChannelIn", "Delay", "ScheduleBatchIn", "ScheduleChange", "ScheduleIn"]
 
-_ISO_DURATION = re.compile(
-    r"^P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
-    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
-)
-_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:\d{2})$")
 _KEY_MAX = 256
-MAX_DUE_MS = 253_402_300_799_999
-"""The latest due time accepted: 9999-12-31T23:59:59.999Z."""
 
 
 def _no_bool(value: Any) -> Any:
@@ -50,58 +25,6 @@ def _no_bool(value: Any) -> Any:
 
 Delay = Annotated[float | str | None, BeforeValidator(_no_bool)]
 """A delay: seconds, or an ISO 8601 duration; never a boolean."""
-
-
-def canonical_digest(value: Any) -> str:
-    """SHA-256 of ``value`` as canonical JSON (sorted keys, no spaces): two requests that differ
-    only in key order or spacing get the same digest."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def parse_duration(value: float | str, field: str = "delay") -> timedelta:
-    """Seconds, or an ISO 8601 duration (``PT5M``, ``P1DT2H``), as a timedelta."""
-    if isinstance(value, bool):
-        raise ValidationError(field, "must be a number of seconds or an ISO 8601 duration")
-    if isinstance(value, int | float):
-        seconds = float(value)
-    else:
-        match = _ISO_DURATION.match(value.strip())
-        if not match or value.strip() in ("P", "PT") or value.strip().endswith("T"):
-            raise ValidationError(
-                field, f"{value!r} is not an ISO 8601 duration like PT5S or P1DT2H"
-            )
-        parts = {k: float(v) for k, v in match.groupdict().items() if v}
-        seconds = (
-            parts.get("w", 0) * 604800
-            + parts.get("d", 0) * 86400
-            + parts.get("h", 0) * 3600
-            + parts.get("m", 0) * 60
-            + parts.get("s", 0)
-        )
-    if not math.isfinite(seconds):
-        raise ValidationError(field, "must be a finite number of seconds")
-    if seconds < 0:
-        raise ValidationError(field, "must not be negative")
-    if seconds > MAX_DUE_MS / 1000:
-        raise ValidationError(field, f"{value!r} is too long: the latest due time is year 9999")
-    return timedelta(seconds=seconds)
-
-
-def parse_instant(value: str, field: str = "due_at") -> int:
-    """An RFC 3339 time with an offset as UTC milliseconds; a naive time is refused."""
-    if not _RFC3339.match(value.strip()):
-        raise ValidationError(
-            field,
-            f"{value!r} is not an RFC 3339 time with an offset "
-            "(e.g. 2026-01-01T09:00:00Z); naive times are refused",
-        )
-    try:
-        instant = datetime.fromisoformat(value.strip().replace("z", "Z").replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise ValidationError(field, f"{value!r}: {exc}") from exc
-    return to_ms(instant)
 
 
 class ScheduleIn(BaseModel):
@@ -169,58 +92,6 @@ class ScheduleBatchIn(BaseModel):
     schedules: list[ScheduleIn] = Field(min_length=1)
 
 
-def payload_of(body: ScheduleIn | ScheduleChange, *,
-               max_payload: int) -> tuple[PayloadKind, bytes] | None:
-    """The one payload a body gives (None when it gives none); more than one is an error."""
-    given = [n for n in ("payload", "payload_text", "payload_base64")
-             if n in body.model_fields_set and (n == "payload" or getattr(body, n) is not None)]
-    if len(given) > 1:
-        raise ValidationError("payload", "give exactly one of payload, payload_text, "
-                                         f"payload_base64 (got {len(given)})")
-    if not given:
-        return None
-    field = given[0]
-    if field == "payload":
-        try:
-            text = json.dumps(body.payload, separators=(",", ":"), allow_nan=False)
-        except ValueError as exc:
-            raise ValidationError("payload", f"not valid JSON: {exc}") from exc
-        kind, data = PayloadKind.JSON, text.encode()
-    elif field == "payload_text":
-        kind, data = PayloadKind.TEXT, str(body.payload_text).encode()
-    else:
-        try:
-            kind = PayloadKind.BINARY
-            data = base64.b64decode(str(body.payload_base64), validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise ValidationError("payload_base64", f"not valid base64: {exc}") from exc
-    if len(data) > max_payload:
-        raise ValidationError(field, f"payload is {len(data)} bytes; the limit is {max_payload}")
-    return kind, data
-
-
-def due_of(due_at: str | None, delay: float | str | None, *, now_ms: int,
-           grace_ms: int) -> int | None:
-    """The due time given by ``due_at`` or ``delay`` (None when neither; both is an error)."""
-    if due_at is not None and delay is not None:
-        raise ValidationError("due_at", "give exactly one of due_at or delay")
-    if due_at is not None:
-        due_ms = parse_instant(due_at)
-        if due_ms > MAX_DUE_MS:
-            raise ValidationError("due_at", f"{due_at!r} is after year 9999")
-        if due_ms < now_ms - grace_ms:
-            raise ValidationError("due_at", f"{(now_ms - due_ms) / 1000:.3f} s in the past; "
-                                            f"the grace window is {grace_ms / 1000:g} s")
-        return due_ms
-    if delay is not None:
-        due_ms = now_ms + parse_duration(delay) // timedelta(milliseconds=1)
-        if due_ms > MAX_DUE_MS:
-            raise ValidationError("delay", f"{delay!r} is too long: the latest due time is "
-                                           "year 9999")
-        return due_ms
-    return None
-
-
 class ChannelIn(BaseModel):
     """A channel registration."""
 
@@ -229,42 +100,3 @@ class ChannelIn(BaseModel):
     name: str = Field(min_length=1, max_length=128)
     kind: str
     config: dict[str, Any] = Field(default_factory=dict)
-
-
-def iso(ms: int | None) -> str | None:
-    """UTC milliseconds as RFC 3339 with ``Z``."""
-    return (
-        None
-        if ms is None
-        else from_ms(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    )
-
-
-def schedule_out(s: Schedule, *, full: bool = True) -> dict[str, Any]:
-    """A schedule as the API answers it."""
-    out: dict[str, Any] = {
-        "id": s.id,
-        "status": s.status.value,
-        "due_at": iso(s.due_ms),
-        "bucket": s.bucket,
-    }
-    if full:
-        out.update(
-            {
-                "tenant": s.tenant,
-                "channel": s.channel,
-                "created_at": iso(s.created_ms),
-                "attempts": s.attempts,
-                "last_error": s.last_error,
-                "next_attempt_at": iso(s.next_ms) if s.status.value == "PENDING" else None,
-                "delivered_at": iso(s.delivered_ms),
-                "lateness_ms": s.lateness_ms,
-                "headers": s.headers,
-                "key": s.key,
-                "ordering_key": s.ordering_key,
-                **payload_value(s.payload_kind, s.payload),
-            }
-        )
-        if s.payload_kind is PayloadKind.TEXT:
-            out["payload_text"] = out.pop("payload")
-    return out

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from tocsin.api.deps import Deps
-from tocsin.api.models import iso
+from tocsin.api.views import iso
 
 __all__ = ["router"]
 

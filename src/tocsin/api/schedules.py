@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import pydantic
 from fastapi import APIRouter, Query, Request, Response
 from pydantic.json_schema import models_json_schema
 from starlette.concurrency import run_in_threadpool
 
 from tocsin.api.deps import Deps
-from tocsin.api.models import (
-    ScheduleBatchIn,
-    ScheduleChange,
-    ScheduleIn,
-    due_of,
-    iso,
-    parse_instant,
-    payload_of,
-    schedule_out,
-)
-from tocsin.domain import NewSchedule, Status
-from tocsin.errors import NotFoundError, ValidationError
+from tocsin.api.intake import read_schedules
+from tocsin.api.models import ScheduleBatchIn, ScheduleChange, ScheduleIn
+from tocsin.api.parsing import due_of, parse_instant, payload_of, unicode_field
+from tocsin.api.views import delivery_out, schedule_out
+from tocsin.domain import Status
+from tocsin.errors import ValidationError
 
 __all__ = ["openapi_schemas", "router"]
 
@@ -42,76 +34,11 @@ def openapi_schemas() -> dict[str, Any]:
     return defs
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _load(body: bytes) -> Any:
-    """The request body as JSON; NaN and Infinity (which Python would accept) are refused."""
-    try:
-        return json.loads(body, parse_constant=_no_constant)
-    except ValueError as exc:  # JSONDecodeError, bad UTF-8, NaN
-        raise ValidationError("body", f"malformed JSON: {exc}") from exc
-
-
-def _parse(deps: Deps, body: bytes) -> tuple[list[NewSchedule], bool]:
-    """Every item of a request validated, or ValidationError listing every bad item."""
-    raw = _load(body)
-    batch = isinstance(raw, dict) and "schedules" in raw
-    if batch:
-        if set(raw) != {"schedules"} or not isinstance(raw["schedules"], list):
-            raise ValidationError("schedules", "a batch is {\"schedules\": [...]} and nothing else")
-        items = raw["schedules"]
-        limit = deps.settings.max_batch_items
-        if not items or len(items) > limit:
-            raise ValidationError("schedules", f"a batch holds 1 to {limit} schedules, "
-                                               f"not {len(items)}")
-    else:
-        items = [raw]
-    now = deps.clock.now_ms()
-    errors: list[dict[str, Any]] = []
-    out: list[NewSchedule] = []
-    known: dict[str, bool] = {}
-    for i, item in enumerate(items):
-        prefix = f"schedules.{i}." if batch else ""
-        try:
-            value = ScheduleIn.model_validate(item).to_domain(
-                now_ms=now, max_payload=deps.settings.max_payload_bytes,
-                grace_ms=int(deps.settings.grace_seconds * 1000),
-                key_retention_ms=int(deps.settings.task_key_retention_seconds * 1000))
-        except pydantic.ValidationError as exc:
-            for e in exc.errors():
-                where = ".".join(map(str, e["loc"]))
-                errors.append({"index": i, "field": prefix + where if where else
-                               prefix.rstrip(".") or "body", "reason": e["msg"]})
-            continue
-        except ValidationError as exc:
-            errors.append({"index": i, "field": prefix + exc.field, "reason": exc.reason})
-            continue
-        if value.channel not in known:
-            try:
-                deps.store.get_channel(value.channel)
-                known[value.channel] = True
-            except NotFoundError:
-                known[value.channel] = False
-        if not known[value.channel]:
-            errors.append({"index": i, "field": prefix + "channel",
-                           "reason": f"channel {value.channel!r} is not registered"})
-            continue
-        out.append(value)
-    if errors:
-        first = errors[0]
-        raise ValidationError(first["field"], first["reason"] + (
-            f" (and {len(errors) - 1} more errors; nothing was stored)" if len(errors) > 1 else ""),
-            errors=errors)
-    return out, batch
-
-
 @router.post("", status_code=201, openapi_extra=_BODY_DOC,
              summary="Schedule one message, or a batch of up to 10 000 (all or nothing)")
 async def create(request: Request, response: Response) -> dict[str, Any]:
     deps = Deps.of(request)
-    items, batch = await run_in_threadpool(_parse, deps, await request.body())
+    items, batch = await run_in_threadpool(read_schedules, deps, await request.body())
     results = await run_in_threadpool(deps.store.create, items, now_ms=deps.clock.now_ms())
     if not any(created for _, created in results):
         response.status_code = 200
@@ -125,33 +52,40 @@ def get(schedule_id: str, request: Request) -> dict[str, Any]:
 
 
 @router.get("", summary="List schedules (cursor pagination)")
-def list_(request: Request, status: Status | None = None, channel: str | None = None,
-          due_from: str | None = None, due_to: str | None = None,
-          cursor: str | None = None, limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
-    store = Deps.of(request).store
-    found = store.list(
+def list_(
+    request: Request,
+    status: Status | None = None,
+    channel: str | None = None,
+    due_from: str | None = Query(None, description="RFC 3339; due at or after it."),
+    due_to: str | None = Query(None, description="RFC 3339; due strictly before it."),
+    cursor: str | None = Query(None, description="The previous page's next_cursor."),
+    limit: int = Query(100, ge=1, le=1000),
+) -> dict[str, Any]:
+    """Schedules in id order; ``next_cursor`` is null on the last page."""
+    found = Deps.of(request).store.list(
         status=status, channel=channel,
         due_from_ms=parse_instant(due_from, "due_from") if due_from else None,
         due_to_ms=parse_instant(due_to, "due_to") if due_to else None,
-        after_id=cursor, limit=limit)
-    return {"items": [schedule_out(s) for s in found],
-            "next_cursor": found[-1].id if len(found) == limit else None}
+        after_id=cursor, limit=limit + 1)
+    page = found[:limit]
+    return {"items": [schedule_out(s) for s in page],
+            "next_cursor": page[-1].id if len(found) > limit else None}
 
 
 @router.get("/{schedule_id}/deliveries", summary="Every delivery attempt of a schedule")
 def deliveries(schedule_id: str, request: Request) -> dict[str, Any]:
     store = Deps.of(request).store
     store.get(schedule_id)
-    return {"items": [{"delivery_id": d.delivery_id, "attempt": d.attempt, "epoch": d.epoch,
-                       "started_at": iso(d.started_ms), "ended_at": iso(d.ended_ms),
-                       "outcome": d.outcome.value, "error": d.error,
-                       "lateness_ms": d.lateness_ms} for d in store.deliveries(schedule_id)]}
+    return {"items": [delivery_out(d) for d in store.deliveries(schedule_id)]}
 
 
 @router.patch("/{schedule_id}", summary="Reschedule: new due time, payload or headers, "
               "while PENDING (409 with the status when too late)")
 def reschedule(schedule_id: str, body: ScheduleChange, request: Request) -> dict[str, Any]:
     deps = Deps.of(request)
+    if (bad := unicode_field(body.model_dump())) is not None:
+        raise ValidationError(bad or "body", "not Unicode text: holds a lone surrogate "
+                                             "(\\ud800-\\udfff)")
     now = deps.clock.now_ms()
     payload = payload_of(body, max_payload=deps.settings.max_payload_bytes)
     due_ms = due_of(body.due_at, body.delay, now_ms=now,

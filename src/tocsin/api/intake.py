@@ -1,0 +1,120 @@
+"""Reading ``POST /v1/schedules``: one schedule or ``{"schedules": [...]}``, every item checked
+before anything is stored, and every bad item reported (``index``, ``field``, ``reason``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pydantic
+
+from tocsin.api.deps import Deps
+from tocsin.api.errors import reason_of
+from tocsin.api.models import ScheduleIn
+from tocsin.api.parsing import SURROGATE_ESCAPE, unicode_field
+from tocsin.domain import NewSchedule
+from tocsin.errors import NotFoundError, ValidationError
+
+__all__ = ["read_schedules"]
+
+
+def read_schedules(deps: Deps, body: bytes) -> tuple[list[NewSchedule], bool]:
+    """The request's schedules and whether it was a batch; :class:`ValidationError` listing
+    every bad item (in ``errors``) when any is bad."""
+    raw = _load(body)
+    batch = isinstance(raw, dict) and "schedules" in raw
+    items = _batch_items(raw, deps.settings.max_batch_items) if batch else [raw]
+    intake = _Intake(deps, batch=batch, check_text=SURROGATE_ESCAPE.search(body) is not None)
+    schedules = [s for i, item in enumerate(items) if (s := intake.read(i, item)) is not None]
+    intake.raise_errors()
+    return schedules, batch
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _load(body: bytes) -> Any:
+    """The body as JSON; NaN and Infinity (which Python's json would accept) are refused."""
+    try:
+        return json.loads(body, parse_constant=_no_constant)
+    except ValueError as exc:  # JSONDecodeError, bad UTF-8, NaN
+        raise ValidationError("body", f"malformed JSON: {exc}") from exc
+
+
+def _batch_items(raw: dict[str, Any], limit: int) -> list[Any]:
+    items = raw["schedules"]
+    if set(raw) != {"schedules"} or not isinstance(items, list):
+        raise ValidationError("schedules", 'a batch is {"schedules": [...]} and nothing else')
+    if not items or len(items) > limit:
+        raise ValidationError("schedules", f"a batch holds 1 to {limit} schedules, "
+                                           f"not {len(items)}")
+    return items
+
+
+class _Intake:
+    """Checks the items of one request, collecting every problem."""
+
+    def __init__(self, deps: Deps, *, batch: bool, check_text: bool) -> None:
+        self.deps = deps
+        self.batch = batch
+        self.check_text = check_text
+        self.now_ms = deps.clock.now_ms()
+        self.errors: list[dict[str, Any]] = []
+        self.channels: dict[str, bool] = {}
+        self.keys: dict[tuple[str, str], tuple[int, str]] = {}
+        """(tenant, key) → the first item giving it and its request digest."""
+
+    def read(self, index: int, item: Any) -> NewSchedule | None:
+        """The item as a schedule, or None after recording why not."""
+        if self.check_text and (where := unicode_field(item)) is not None:
+            self._fail(index, where, "not Unicode text: holds a lone surrogate "
+                                     "(\\ud800-\\udfff)")
+            return None
+        settings = self.deps.settings
+        try:
+            value = ScheduleIn.model_validate(item).to_domain(
+                now_ms=self.now_ms, max_payload=settings.max_payload_bytes,
+                grace_ms=int(settings.grace_seconds * 1000),
+                key_retention_ms=int(settings.task_key_retention_seconds * 1000))
+        except pydantic.ValidationError as exc:
+            for e in exc.errors():
+                self._fail(index, ".".join(map(str, e["loc"])), reason_of(e))
+            return None
+        except ValidationError as exc:
+            self._fail(index, exc.field, exc.reason)
+            return None
+        if not self._registered(value.channel):
+            self._fail(index, "channel", f"channel {value.channel!r} is not registered")
+            return None
+        if value.key is not None and not value.overwrite_pending:
+            digest = value.fingerprint()
+            first, first_digest = self.keys.setdefault((value.tenant, value.key), (index, digest))
+            if digest != first_digest:
+                self._fail(index, "key", f"key {value.key!r} is also given to item "
+                                         f"{first} with a different request")
+                return None
+        return value
+
+    def raise_errors(self) -> None:
+        """Raise :class:`ValidationError` naming the first problem and listing them all."""
+        if not self.errors:
+            return
+        first = self.errors[0]
+        more = (f" (and {len(self.errors) - 1} more errors; nothing was stored)"
+                if len(self.errors) > 1 else "")
+        raise ValidationError(first["field"], first["reason"] + more, errors=self.errors)
+
+    def _fail(self, index: int, where: str, reason: str) -> None:
+        """Record a problem of item ``index``."""
+        field = ".".join(p for p in (f"schedules.{index}" if self.batch else "", where) if p)
+        self.errors.append({"index": index, "field": field or "body", "reason": reason})
+
+    def _registered(self, channel: str) -> bool:
+        if channel not in self.channels:
+            try:
+                self.deps.store.get_channel(channel)
+                self.channels[channel] = True
+            except NotFoundError:
+                self.channels[channel] = False
+        return self.channels[channel]

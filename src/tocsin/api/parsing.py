@@ -1,0 +1,162 @@
+"""Parsing the HTTP edge's friendly input once into Tocsin's canonical forms: due times as UTC
+milliseconds, payloads as bytes and a kind, requests as a digest."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import math
+import re
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from tocsin.clock import to_ms
+from tocsin.domain import PayloadKind
+from tocsin.errors import ValidationError
+
+if TYPE_CHECKING:
+    from tocsin.api.models import ScheduleChange, ScheduleIn
+
+__all__ = [
+    "MAX_DUE_MS",
+    "SURROGATE_ESCAPE",
+    "canonical_digest",
+    "due_of",
+    "parse_duration",
+    "parse_instant",
+    "payload_of",
+    "unicode_field",
+]
+
+MAX_DUE_MS = 253_402_300_799_999
+"""The latest due time accepted: 9999-12-31T23:59:59.999Z."""
+_ISO_DURATION = re.compile(
+    r"^P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
+)
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:\d{2})$")
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+"""A JSON escape of a UTF-16 surrogate: where a body may hide text that is not Unicode."""
+
+
+def unicode_field(item: Any) -> str | None:
+    """The first field of ``item`` holding a lone surrogate (``\\ud800``: JSON allows it,
+    UTF-8 cannot store it), ``""`` when ``item`` itself is such a string, None when all is
+    well. Only worth calling when :data:`SURROGATE_ESCAPE` matched the raw body."""
+    fields = item.items() if isinstance(item, dict) else [("", item)]
+    for name, value in fields:
+        try:
+            json.dumps({name: value}, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            return str(name).encode("utf-8", "backslashreplace").decode()
+    return None
+
+
+def canonical_digest(value: Any) -> str:
+    """SHA-256 of ``value`` as canonical JSON (sorted keys, no spaces): two requests that differ
+    only in key order or spacing get the same digest."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def parse_duration(value: float | str, field: str = "delay") -> timedelta:
+    """Seconds, or an ISO 8601 duration (``PT5M``, ``P1DT2H``), as a timedelta."""
+    if isinstance(value, bool):
+        raise ValidationError(field, "must be a number of seconds or an ISO 8601 duration")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        match = _ISO_DURATION.match(value.strip())
+        if not match or value.strip() in ("P", "PT") or value.strip().endswith("T"):
+            raise ValidationError(
+                field, f"{value!r} is not an ISO 8601 duration like PT5S or P1DT2H"
+            )
+        parts = {k: float(v) for k, v in match.groupdict().items() if v}
+        seconds = (
+            parts.get("w", 0) * 604800
+            + parts.get("d", 0) * 86400
+            + parts.get("h", 0) * 3600
+            + parts.get("m", 0) * 60
+            + parts.get("s", 0)
+        )
+    if not math.isfinite(seconds):
+        raise ValidationError(field, "must be a finite number of seconds")
+    if seconds < 0:
+        raise ValidationError(field, "must not be negative")
+    if seconds > MAX_DUE_MS / 1000:
+        raise ValidationError(field, f"{value!r} is too long: the latest due time is year 9999")
+    return timedelta(seconds=seconds)
+
+
+def parse_instant(value: str, field: str = "due_at") -> int:
+    """An RFC 3339 time with an offset as UTC milliseconds; a naive time is refused."""
+    if not _RFC3339.match(value.strip()):
+        raise ValidationError(
+            field,
+            f"{value!r} is not an RFC 3339 time with an offset "
+            "(e.g. 2026-01-01T09:00:00Z); naive times are refused",
+        )
+    try:
+        instant = datetime.fromisoformat(value.strip().replace("z", "Z").replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValidationError(field, f"{value!r}: {exc}") from exc
+    return to_ms(instant)
+
+
+def payload_of(body: ScheduleIn | ScheduleChange, *,
+               max_payload: int) -> tuple[PayloadKind, bytes] | None:
+    """The one payload a body gives (None when it gives none); more than one is an error."""
+    given = [n for n in ("payload", "payload_text", "payload_base64")
+             if n in body.model_fields_set and (n == "payload" or getattr(body, n) is not None)]
+    if len(given) > 1:
+        raise ValidationError("payload", "give exactly one of payload, payload_text, "
+                                         f"payload_base64 (got {len(given)})")
+    if not given:
+        return None
+    field = given[0]
+    if field == "payload":
+        try:
+            text = json.dumps(body.payload, separators=(",", ":"), allow_nan=False)
+        except ValueError as exc:
+            raise ValidationError("payload", f"not valid JSON: {exc}") from exc
+        kind, data = PayloadKind.JSON, text.encode()
+    elif field == "payload_text":
+        try:
+            kind, data = PayloadKind.TEXT, str(body.payload_text).encode()
+        except UnicodeEncodeError as exc:
+            raise ValidationError("payload_text", f"not valid Unicode text: {exc}") from exc
+    else:
+        try:
+            kind = PayloadKind.BINARY
+            data = base64.b64decode(str(body.payload_base64), validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValidationError("payload_base64", f"not valid base64: {exc}") from exc
+    if len(data) > max_payload:
+        raise ValidationError(field, f"payload is {len(data)} bytes; the limit is {max_payload}")
+    return kind, data
+
+
+def due_of(due_at: str | None, delay: float | str | None, *, now_ms: int,
+           grace_ms: int) -> int | None:
+    """The due time given by ``due_at`` or ``delay`` (None when neither; both is an error)."""
+    if due_at is not None and delay is not None:
+        raise ValidationError("due_at", "give exactly one of due_at or delay")
+    if due_at is not None:
+        due_ms = parse_instant(due_at)
+        if due_ms > MAX_DUE_MS:
+            raise ValidationError("due_at", f"{due_at!r} is after year 9999")
+        if due_ms < now_ms - grace_ms:
+            raise ValidationError("due_at", f"{(now_ms - due_ms) / 1000:.3f} s in the past; "
+                                            f"the grace window is {grace_ms / 1000:g} s")
+        return due_ms
+    if delay is not None:
+        due_ms = now_ms + parse_duration(delay) // timedelta(milliseconds=1)
+        if due_ms > MAX_DUE_MS:
+            raise ValidationError("delay", f"{delay!r} is too long: the latest due time is "
+                                           "year 9999")
+        return due_ms
+    return None
+
+

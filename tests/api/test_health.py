@@ -1,0 +1,168 @@
+"""Liveness, readiness (store and dispatcher heartbeat), Prometheus metrics and OpenAPI."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.api_server import ApiServer
+from tocsin.abc import Store
+from tocsin.api.metrics import beat_info
+from tocsin.clock import ManualClock
+from tocsin.config import Settings
+from tocsin.dispatcher.beat import DISPATCHER, SOURCE
+from tocsin.dispatcher.deliver import Tally
+from tocsin.errors import StoreError
+from tocsin.stores.sqlite import SQLiteStore
+
+
+def test_healthz_and_readyz(api: httpx.Client) -> None:
+    assert api.get("/healthz").json() == {"status": "ok"}
+    r = api.get("/readyz")
+    assert r.status_code == 200 and r.json() == {"status": "ready", "problems": []}
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(start_ms=1_900_000_000_000)
+
+
+@pytest.fixture
+def watched(api_store: Store, clock: ManualClock) -> Iterator[str]:
+    """The URL of ``/readyz`` on a server that expects a dispatcher (trigger 1 s: 10 s window)."""
+    server = ApiServer(api_store, Settings(trigger_seconds=1), clock=clock,
+                       expect_dispatcher=True).start()
+    yield f"{server.url}/readyz"
+    server.stop()
+
+
+def test_readyz_wants_a_recent_dispatcher_beat(watched: str, api_store: Store,
+                                               clock: ManualClock) -> None:
+    api_store.beat(DISPATCHER, now_ms=clock.now_ms() - 60_000)
+    api_store.beat(SOURCE, now_ms=clock.now_ms() - 60_000)
+    stale = httpx.get(watched)
+    assert stale.status_code == 503 and stale.json()["status"] == "unready"
+    assert stale.json()["problems"] == [
+        "dispatcher: no heartbeat for 60.0 s (expected within 10 s)"]
+    api_store.beat(SOURCE, now_ms=clock.now_ms())  # the idle beat counts too
+    assert httpx.get(watched).status_code == 200
+    clock.advance(10_000)
+    assert httpx.get(watched).status_code == 200
+    clock.advance(1_000)
+    assert httpx.get(watched).status_code == 503
+
+
+def test_the_window_is_five_triggers_when_longer(api_store: Store, clock: ManualClock) -> None:
+    server = ApiServer(api_store, Settings(trigger_seconds=4), clock=clock,
+                       expect_dispatcher=True).start()
+    try:
+        api_store.beat(DISPATCHER, now_ms=clock.now_ms())
+        clock.advance(19_000)
+        assert httpx.get(f"{server.url}/readyz").status_code == 200
+        clock.advance(2_000)
+        assert "within 20 s" in httpx.get(f"{server.url}/readyz").json()["problems"][0]
+    finally:
+        server.stop()
+
+
+class _DownStore(SQLiteStore):
+    """A store that cannot be reached."""
+
+    def ping(self) -> None:
+        raise StoreError("connection refused")
+
+    def get(self, schedule_id: str) -> Any:
+        raise StoreError("connection refused")
+
+
+def test_an_unreachable_store_is_503(tmp_path: Path) -> None:
+    never = ApiServer(SQLiteStore(tmp_path / "never.db", buckets=4),
+                      expect_dispatcher=True).start()
+    down = ApiServer(_DownStore(tmp_path / "down.db", buckets=4)).start()
+    try:
+        r = httpx.get(f"{never.url}/readyz")
+        assert r.status_code == 503 and "no heartbeat yet" in r.json()["problems"][0]
+        r = httpx.get(f"{down.url}/readyz")
+        assert r.status_code == 503 and r.json()["problems"] == ["store: connection refused"]
+        r = httpx.get(f"{down.url}/v1/schedules/x")
+        assert r.status_code == 503 and r.json()["error"]["type"] == "StoreError"
+    finally:
+        never.stop()
+        down.stop()
+
+
+def _scrape(api: httpx.Client) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    r = api.get("/metrics")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(r.text):
+        for s in family.samples:
+            samples.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+    return samples
+
+
+def test_metrics_from_the_store(api: httpx.Client, api_store: Store) -> None:
+    before = _scrape(api)["tocsin_schedules"][(("status", "PENDING"),)]
+    api.post("/v1/schedules", json={"channel": "out", "payload": 1, "delay": 600})
+    api.post("/v1/schedules", json={"channel": "out", "payload": 1, "delay": 0})
+    samples = _scrape(api)
+    assert samples["tocsin_schedules"][(("status", "PENDING"),)] == before + 2
+    assert set(dict(k)["status"] for k in samples["tocsin_schedules"]) == {
+        "PENDING", "CLAIMED", "DELIVERED", "CANCELLED", "DEAD"}
+    assert samples["tocsin_due_backlog"][()] >= 1
+
+
+def test_metrics_from_the_dispatcher_beat(api: httpx.Client, api_store: Store) -> None:
+    first = Tally(delivered=3, retried=1)
+    for lateness in (20, 700, 700):
+        first.observe_lateness(lateness)
+    info = beat_info(batch_id=1, batch_ms=250, tally=first, previous=None)
+    api_store.beat(DISPATCHER, now_ms=1_900_000_000_000, info=info)
+    second = Tally(delivered=2, dead=1)
+    for lateness in (40_000, 400_000):
+        second.observe_lateness(lateness)
+    info = beat_info(batch_id=2, batch_ms=500, tally=second, previous=info)
+    api_store.beat(DISPATCHER, now_ms=1_900_000_001_000, info=info)
+    samples = _scrape(api)
+    assert samples["tocsin_dispatcher_last_batch_seconds"][()] == 0.5
+    assert samples["tocsin_dispatcher_last_batch_timestamp_seconds"][()] == 1_900_000_001.0
+    deliveries = {dict(k)["outcome"]: v for k, v in samples["tocsin_deliveries_total"].items()}
+    assert deliveries == {"delivered": 5, "retried": 1, "dead": 1, "fenced": 0}
+    buckets = {dict(k)["le"]: v for k, v in samples["tocsin_lateness_seconds_bucket"].items()}
+    assert (buckets["0.05"], buckets["1.0"], buckets["60.0"], buckets["+Inf"]) == (1, 3, 4, 5)
+    assert samples["tocsin_lateness_seconds_count"][()] == 5
+    assert samples["tocsin_lateness_seconds_sum"][()] == pytest.approx(441.42)
+
+
+def test_a_malformed_beat_does_not_break_the_scrape(api: httpx.Client, api_store: Store) -> None:
+    api_store.beat(DISPATCHER, now_ms=1_900_000_002_000, info={"v": 1, "batch_ms": 3})
+    samples = _scrape(api)
+    assert "tocsin_schedules" in samples and "tocsin_deliveries_total" not in samples
+
+
+def test_openapi_describes_every_body(api: httpx.Client) -> None:
+    assert api.get("/docs").status_code == 200
+    doc = api.get("/openapi.json").json()
+    schemas = doc["components"]["schemas"]
+
+    def refs(node: object) -> Iterator[str]:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "$ref":
+                    yield value
+                else:
+                    yield from refs(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from refs(value)
+
+    missing = {r for r in refs(doc) if r.removeprefix("#/components/schemas/") not in schemas}
+    assert not missing
+    body = doc["paths"]["/v1/schedules"]["post"]["requestBody"]["content"]["application/json"]
+    assert {"channel", "delay", "due_at"} <= set(schemas["ScheduleIn"]["properties"])
+    assert len(body["schema"]["oneOf"]) == 2
