@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 from tests.channels.envelopes import envelopes
 from tests.support.tansu import Tansu, read_topic
@@ -66,10 +67,44 @@ def test_messages_keys_headers_and_java_compatible_partitions(kafka: Tansu) -> N
     assert ordered == list(range(10))
 
 
+def test_key_value_and_every_header(kafka: Tansu, kafka_broker: str) -> None:
+    kafka.create_topic("keyed", partitions=3)
+    channel = build_channel(ChannelSpec(name="k", kind=ChannelKind.KAFKA, config={
+        "bootstrap_servers": kafka_broker, "topic": "keyed"}))
+    batch = envelopes(3, key="client-key", headers={"x-trace": "t1"})
+    batch[2] = batch[2]._replace(ordering_key="ok-2")
+    assert {r.outcome for r in channel.send(batch)} == {Outcome.DELIVERED}
+    channel.close()
+    by_id = {json.loads(m.value())["schedule_id"]: m
+             for m in read_topic(kafka_broker, "keyed", 3, expect=3)}
+    for env in batch:
+        msg = by_id[env.schedule_id]
+        assert msg.key() == (env.ordering_key or "client-key").encode()
+        assert msg.partition() == java_partition(msg.key(), 3)
+        assert msg.value() == env.to_json_bytes()
+        assert {k: v.decode() for k, v in msg.headers()} == env.transport_headers()
+
+
+def test_a_message_too_large_is_rejected_alone(kafka: Tansu) -> None:
+    kafka.create_topic("sized")
+    channel = build_channel(ChannelSpec(name="k", kind=ChannelKind.KAFKA, config={
+        "bootstrap_servers": kafka.bootstrap, "topic": "sized",
+        "producer": {"message.max.bytes": 2000}}))
+    big, small = envelopes(2)
+    big = big._replace(payload=b'"' + b"x" * 5000 + b'"')
+    results = {r.delivery_id: r for r in channel.send([big, small])}
+    channel.close()
+    assert results[big.delivery_id].outcome is Outcome.REJECTED
+    assert "size" in (results[big.delivery_id].error or "").lower()
+    assert results[small.delivery_id].outcome is Outcome.DELIVERED
+
+
 def test_unreachable_broker_is_retried() -> None:
     from tests.support.api_server import free_port
 
     spec = ChannelSpec(name="k", kind=ChannelKind.KAFKA, config={
         "bootstrap_servers": f"127.0.0.1:{free_port()}", "topic": "t", "flush_timeout": 2.0})
+    start = time.monotonic()
     results = build_channel(spec).send(envelopes(2))
     assert {r.outcome for r in results} == {Outcome.RETRY}
+    assert time.monotonic() - start < 10

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pika
 
@@ -42,3 +43,28 @@ def test_unroutable_is_refused_and_a_dead_broker_retried(rabbitmq: RabbitMQ) -> 
         "url": "amqp://guest:guest@127.0.0.1:1/%2F", "routing_key": "q"})
     [result] = build_channel(down).send(envelopes(1))
     assert result.outcome is Outcome.RETRY
+
+
+def test_a_connection_closed_by_the_broker_is_reopened(rabbitmq: RabbitMQ) -> None:
+    spec = ChannelSpec(name="r4", kind=ChannelKind.RABBITMQ,
+                       config={"url": rabbitmq.url, "routing_key": "reopened"})
+    channel = build_channel(spec)
+    assert {r.outcome for r in channel.send(envelopes(3))} == {Outcome.DELIVERED}
+    rabbitmq.close_connections()
+    time.sleep(0.5)
+    assert {r.outcome for r in channel.send(envelopes(3))} == {Outcome.DELIVERED}
+    channel.close()
+    conn = pika.BlockingConnection(pika.URLParameters(rabbitmq.url))
+    assert conn.channel().queue_declare("reopened", durable=True).method.message_count == 6
+    conn.close()
+
+
+def test_a_batch_to_a_dead_broker_answers_at_once() -> None:
+    from tests.support.api_server import free_port
+
+    down = ChannelSpec(name="r5", kind=ChannelKind.RABBITMQ, config={
+        "url": f"amqp://guest:guest@127.0.0.1:{free_port()}/%2F", "routing_key": "q"})
+    start = time.monotonic()
+    results = build_channel(down).send(envelopes(500))
+    assert {r.outcome for r in results} == {Outcome.RETRY} and len(results) == 500
+    assert time.monotonic() - start < 5

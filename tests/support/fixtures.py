@@ -1,5 +1,13 @@
 """Session-wide real servers: one webhook receiver, one Kafka-protocol broker and one RabbitMQ
-node per run, each started on first use."""
+node per run, each started on first use.
+
+``receiver``      the run's :class:`Receiver`, reset (records cleared, answering 200) per test
+``receiver_server`` the same receiver, not reset
+``kafka``         the run's :class:`Tansu` broker (``.bootstrap``, ``.create_topic``)
+``kafka_broker``  its bootstrap string, ``127.0.0.1:<port>``
+``rabbitmq``      the run's :class:`RabbitMQ` node (``.url``); skipped when rabbitmq-server is
+                  not installed, failed instead under ``CI``
+"""
 
 from __future__ import annotations
 
@@ -34,6 +42,12 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tansu]:
     broker = Tansu(tmp_path_factory.mktemp("tansu") / "tansu.log").start()
     yield broker
     broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(kafka: Tansu) -> str:
+    """The bootstrap servers of the run's Kafka-protocol broker."""
+    return kafka.bootstrap
 
 
 @pytest.fixture(scope="session")

@@ -62,6 +62,16 @@ class RabbitMQ:
                 time.sleep(0.5)
         raise RuntimeError("rabbitmq-server did not start in time")
 
+    def ctl(self, *args: str) -> str:
+        """Run ``rabbitmqctl -n <node> <args>``; its output."""
+        done = subprocess.run([str(SBIN / "rabbitmqctl"), "-n", self.node, *args], env=self.env,
+                              capture_output=True, text=True, timeout=60, check=True)
+        return done.stdout
+
+    def close_connections(self) -> None:
+        """Make the broker close every client connection (as a restart or a proxy would)."""
+        self.ctl("close_all_connections", "tests: closed on purpose")
+
     def stop(self) -> None:
         """Stop the node we started (its process group, which holds epmd too)."""
         subprocess.run([str(SBIN / "rabbitmqctl"), "-n", self.node, "stop"], env=self.env,

@@ -3,6 +3,19 @@
 ``build_channel(spec)`` imports the kind's module lazily, so importing Tocsin never imports
 httpx transports, confluent-kafka or pika; ``validate_channel_config`` checks a registration
 before it is stored and names the bad field.
+
+=============  ===========================================  ==================================
+kind           class (config)                               module
+=============  ===========================================  ==================================
+``file``       ``FileChannel`` (``FileConfig``)             :mod:`tocsin.channels.file`
+``webhook``    ``WebhookChannel`` (``WebhookConfig``)       :mod:`tocsin.channels.webhook`
+``kafka``      ``KafkaChannel`` (``KafkaConfig``)           :mod:`tocsin.channels.kafka`
+``rabbitmq``   ``RabbitMQChannel`` (``RabbitMQConfig``)     :mod:`tocsin.channels.rabbitmq`
+``recording``  ``RecordingChannel`` (``RecordingConfig``)   :mod:`tocsin.channels.recording`
+=============  ===========================================  ==================================
+
+Every kind also takes the common settings ``dead_letter``, ``max_attempts`` and ``on_dead``
+(see :class:`~tocsin.domain.ChannelSpec`).
 """
 
 from __future__ import annotations
@@ -12,6 +25,7 @@ from typing import Any
 
 from tocsin.abc import Channel
 from tocsin.domain import ChannelKind, ChannelSpec
+from tocsin.errors import ValidationError
 
 __all__ = ["build_channel", "validate_channel_config"]
 
@@ -36,6 +50,8 @@ def validate_channel_config(kind: ChannelKind, config: dict[str, Any]) -> dict[s
     :class:`~tocsin.errors.ValidationError` naming ``config.<field>`` when it is bad."""
     from tocsin.channels.config import parse_config
 
+    if kind not in _MODULES:
+        raise ValidationError("kind", f"{kind!r} is not one of {', '.join(_MODULES)}")
     module, _, config_cls = _MODULES[kind]
     parsed = parse_config(getattr(import_module(module), config_cls), dict(config))
     normalise = getattr(parsed, "normalised", None)

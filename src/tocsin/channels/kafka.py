@@ -1,16 +1,28 @@
-"""Kafka channel (confluent-kafka; any Kafka-protocol broker).
+"""Kafka channel (confluent-kafka; any Kafka-protocol broker). ``pip install 'tocsin[kafka]'``.
 
-Config: ``bootstrap_servers``, ``topic`` (required), ``producer`` (extra librdkafka settings),
-``flush_timeout`` seconds (default 30). The producer is idempotent with ``acks=all`` and
-``partitioner=murmur2_random``, so keys land on the partitions Java clients and Spark pick.
-The message key is the schedule's ordering key, else its key, else its id; the value is the
-JSON envelope; Tocsin's headers travel as Kafka headers.
+Config: ``bootstrap_servers`` and ``topic`` (required), ``producer`` (extra librdkafka settings,
+applied last), ``flush_timeout`` seconds (default 30: how long a batch may wait for the
+broker's acknowledgements; also librdkafka's ``message.timeout.ms`` unless ``producer`` sets
+it). The producer is idempotent with ``acks=all``, ``linger.ms=5`` and
+``partitioner=murmur2_random``, so keys land on the partitions Java clients and Spark pick;
+librdkafka logs to the ``tocsin.channels.kafka`` logger.
+
+Each message's key is the schedule's ordering key, else its key, else its id; the value is
+:meth:`~tocsin.domain.Envelope.to_json_bytes`; the headers are
+:meth:`~tocsin.domain.Envelope.transport_headers`, UTF-8.
+
+Outcomes: an acknowledged message is DELIVERED; one the broker can never take (too large, an
+invalid record) is REJECTED; anything else (timeouts, a broker down, an unknown topic, a
+fatal producer error, after which the producer is rebuilt) is RETRY. Messages still queued
+when ``flush_timeout`` ends are purged, so they cannot be sent after their RETRY is answered.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,25 +32,38 @@ from tocsin.errors import ValidationError
 
 __all__ = ["KafkaChannel", "KafkaConfig"]
 
+_LOG = logging.getLogger(__name__)
+"""librdkafka's own log lines, instead of its default: raw lines on stderr."""
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class KafkaConfig:
     """A Kafka channel's configuration."""
 
     bootstrap_servers: str
+    """``host:port[,host:port...]``."""
     topic: str
+    """Where every message goes."""
     producer: dict[str, Any] = field(default_factory=dict)
+    """Extra librdkafka producer settings, over Tocsin's."""
     flush_timeout: float = 30.0
+    """Seconds a batch waits for acknowledgements before the rest are RETRY."""
 
     def check(self) -> None:
         """Reject what cannot work."""
-        if not self.topic.strip():
-            raise ValidationError("config.topic", "must not be empty")
         if not self.bootstrap_servers.strip():
             raise ValidationError("config.bootstrap_servers", "must not be empty")
+        if not self.topic.strip():
+            raise ValidationError("config.topic", "must not be empty")
+        if not 0 < self.flush_timeout <= 3600:
+            raise ValidationError("config.flush_timeout", "must be more than 0 and at most 3600")
+        bad = sorted(k for k in self.producer if not isinstance(k, str) or not k)
+        if bad or "bootstrap.servers" in self.producer:
+            raise ValidationError("config.producer",
+                                  "takes librdkafka settings by name, except bootstrap.servers")
 
 
-def _producer_module() -> Any:
+def _confluent_kafka() -> Any:
     try:
         import confluent_kafka
     except ImportError as exc:  # pragma: no cover - depends on the install
@@ -55,52 +80,73 @@ class KafkaChannel(Channel):
 
         self.spec = spec
         self.config = parse_config(KafkaConfig, spec.config)
-        kafka = _producer_module()
-        self._kafka = kafka
-        self._producer = kafka.Producer({
+        self._kafka = _confluent_kafka()
+        err = self._kafka.KafkaError
+        self._rejected = frozenset({
+            err.MSG_SIZE_TOO_LARGE, err.INVALID_MSG_SIZE, err.INVALID_MSG, err.INVALID_RECORD,
+            err._INVALID_ARG})
+        self._settings = {
             "bootstrap.servers": self.config.bootstrap_servers,
             "enable.idempotence": True, "acks": "all", "partitioner": "murmur2_random",
-            "linger.ms": 5, "compression.type": "none", **self.config.producer,
-        })
+            "linger.ms": 5, "message.timeout.ms": int(self.config.flush_timeout * 1000),
+            "logger": _LOG, **self.config.producer,
+        }
+        self._producer: Any = self._kafka.Producer(self._settings)
         self._lock = threading.Lock()
+        self._producer_broken = False
+
+    def _outcome(self, err: Any) -> Outcome:
+        if err.fatal():
+            self._producer_broken = True
+        return Outcome.REJECTED if err.code() in self._rejected else Outcome.RETRY
+
+    def _reporter(self, results: dict[str, Result], delivery_id: str) -> Callable[[Any, Any], None]:
+        def report(err: Any, _msg: Any) -> None:
+            if err is None:
+                results[delivery_id] = Result(delivery_id, Outcome.DELIVERED)
+            else:
+                results[delivery_id] = Result(delivery_id, self._outcome(err),
+                                              f"kafka: {err.str()}")
+        return report
+
+    def _produce(self, env: Envelope, results: dict[str, Result], deadline: float) -> None:
+        key = env.ordering_key or env.key or env.schedule_id
+        while True:
+            try:
+                self._producer.produce(
+                    self.config.topic, value=env.to_json_bytes(), key=key.encode(),
+                    headers=list(env.transport_headers().items()),
+                    on_delivery=self._reporter(results, env.delivery_id))
+                return
+            except BufferError:  # the local queue is full: wait for acknowledgements
+                if time.monotonic() > deadline:
+                    results[env.delivery_id] = Result(
+                        env.delivery_id, Outcome.RETRY, "kafka: local queue full")
+                    return
+                self._producer.poll(0.1)
+            except self._kafka.KafkaException as exc:
+                results[env.delivery_id] = Result(env.delivery_id, self._outcome(exc.args[0]),
+                                                  f"kafka: {exc.args[0].str()}")
+                return
 
     def send(self, envelopes: Sequence[Envelope]) -> list[Result]:
         results: dict[str, Result] = {}
-
-        def report(delivery_id: str) -> Any:
-            def done(err: Any, _msg: Any) -> None:
-                if err is None:
-                    results[delivery_id] = Result(delivery_id=delivery_id,
-                                                  outcome=Outcome.DELIVERED)
-                else:
-                    outcome = Outcome.RETRY if err.retriable() or not err.fatal() else \
-                        Outcome.REJECTED
-                    results[delivery_id] = Result(delivery_id=delivery_id, outcome=outcome,
-                                                  error=f"kafka: {err.str()}")
-            return done
-
+        timeout = self.config.flush_timeout
         with self._lock:
+            self._producer_broken = False
+            deadline = time.monotonic() + timeout
             for env in envelopes:
-                key = env.ordering_key or env.key or env.schedule_id
-                headers = list(env.transport_headers().items())
-                while True:
-                    try:
-                        self._producer.produce(self.config.topic, value=env.to_json_bytes(),
-                                               key=key.encode(), headers=headers,
-                                               on_delivery=report(env.delivery_id))
-                        break
-                    except BufferError:
-                        self._producer.poll(0.1)
-                    except self._kafka.KafkaException as exc:
-                        results[env.delivery_id] = Result(
-                            delivery_id=env.delivery_id, outcome=Outcome.RETRY,
-                            error=f"kafka: {exc}")
-                        break
-            self._producer.flush(self.config.flush_timeout)
+                self._produce(env, results, deadline)
+            # a margin past message.timeout.ms, for the timed-out reports to arrive
+            if self._producer.flush(max(deadline - time.monotonic(), 0) + 5):
+                self._producer.purge(in_queue=True, in_flight=False)
+                self._producer.poll(0)
+            if self._producer_broken:
+                self._producer = self._kafka.Producer(self._settings)
         return [results.get(env.delivery_id) or Result(
-            delivery_id=env.delivery_id, outcome=Outcome.RETRY,
-            error=f"kafka: not acknowledged within {self.config.flush_timeout} s")
+            env.delivery_id, Outcome.RETRY, f"kafka: not acknowledged within {timeout} s")
             for env in envelopes]
 
     def close(self) -> None:
-        self._producer.flush(self.config.flush_timeout)
+        with self._lock:
+            self._producer.flush(self.config.flush_timeout)

@@ -1,14 +1,24 @@
 """RabbitMQ channel (pika, publisher confirms, persistent messages).
+``pip install 'tocsin[rabbitmq]'``.
 
-Config: ``url`` (``amqp://user:pass@host:5672/vhost``, required), ``routing_key``
-(required: the queue's name when publishing to the default exchange), ``exchange``
-(default ``""``), ``declare_queue`` (default true: declare a durable queue named
-``routing_key`` on the default exchange). The body is the JSON envelope; Tocsin's headers are
-AMQP headers, the delivery id is the ``message_id``.
+Config: ``url`` (``amqp://user:pass@host:5672/vhost``, required), ``routing_key`` (required:
+the queue's name when publishing to the default exchange), ``exchange`` (default ``""``, the
+default exchange), ``declare_queue`` (default true: declare a durable queue named
+``routing_key`` when publishing to the default exchange), ``blocked_timeout`` seconds (default
+30: how long a publish may wait while the broker blocks publishers, e.g. on a disk alarm).
+
+The body is :meth:`~tocsin.domain.Envelope.to_json_bytes` (``application/json``, delivery
+mode 2); Tocsin's headers are AMQP headers and the delivery id is the ``message_id``. Each
+message is published ``mandatory`` and waits for its confirm.
+
+Outcomes: confirmed is DELIVERED; unroutable (no queue bound) is REJECTED; a nack, a lost
+connection or a broker that cannot be reached is RETRY (once the connection is lost, the rest
+of the batch is RETRY at once; the next batch reconnects).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,9 +36,15 @@ class RabbitMQConfig:
     """A RabbitMQ channel's configuration."""
 
     url: str
+    """``amqp://`` or ``amqps://`` URL of the broker and vhost."""
     routing_key: str
+    """The routing key; the queue's name on the default exchange."""
     exchange: str = ""
+    """The exchange to publish to; ``""`` is the default exchange."""
     declare_queue: bool = True
+    """Declare a durable queue named ``routing_key`` (default exchange only)."""
+    blocked_timeout: float = 30.0
+    """Seconds a publish may wait while the broker blocks publishers."""
 
     def check(self) -> None:
         """Reject what cannot work."""
@@ -36,6 +52,8 @@ class RabbitMQConfig:
             raise ValidationError("config.url", f"{self.url!r} is not an amqp:// URL")
         if not self.routing_key:
             raise ValidationError("config.routing_key", "must not be empty")
+        if self.blocked_timeout <= 0:
+            raise ValidationError("config.blocked_timeout", "must be positive")
 
 
 def _pika() -> Any:
@@ -60,38 +78,67 @@ class RabbitMQChannel(Channel):
         self._chan: Any = None
         self._lock = threading.Lock()
 
-    def _channel(self) -> Any:
-        if self._chan is None or self._chan.is_closed:
-            self._conn = self._pika.BlockingConnection(self._pika.URLParameters(self.config.url))
-            self._chan = self._conn.channel()
-            self._chan.confirm_delivery()
-            if self.config.declare_queue and not self.config.exchange:
-                self._chan.queue_declare(queue=self.config.routing_key, durable=True)
+    def _connect(self) -> Any:
+        """The open channel, after checking the connection is alive (heartbeats are only
+        answered while pika runs, so an idle connection may have been dropped)."""
+        if self._chan is not None and self._chan.is_open:
+            try:
+                self._conn.process_data_events(time_limit=0)
+                return self._chan
+            except self._pika.exceptions.AMQPError:
+                self._drop()
+        pika = self._pika
+        params = pika.URLParameters(self.config.url)
+        if params.blocked_connection_timeout is None:
+            params.blocked_connection_timeout = self.config.blocked_timeout
+        self._conn = pika.BlockingConnection(params)
+        self._chan = self._conn.channel()
+        self._chan.confirm_delivery()
+        if self.config.declare_queue and not self.config.exchange:
+            self._chan.queue_declare(queue=self.config.routing_key, durable=True)
         return self._chan
 
+    def _drop(self) -> None:
+        conn, self._conn, self._chan = self._conn, None, None
+        if conn is not None and conn.is_open:
+            with contextlib.suppress(Exception):  # already broken: nothing to release
+                conn.close()
+
     def send(self, envelopes: Sequence[Envelope]) -> list[Result]:
-        pika = self._pika
-        results = []
+        errors = self._pika.exceptions
+        results: list[Result] = []
         with self._lock:
-            for env in envelopes:
+            try:
+                chan = self._connect()
+            except errors.AMQPError as exc:
+                self._drop()
+                return [Result(e.delivery_id, Outcome.RETRY, f"rabbitmq: connect: {exc!r}")
+                        for e in envelopes]
+            for i, env in enumerate(envelopes):
                 try:
-                    self._channel().basic_publish(
+                    chan.basic_publish(
                         exchange=self.config.exchange, routing_key=self.config.routing_key,
-                        body=env.to_json_bytes(), mandatory=True,
-                        properties=pika.BasicProperties(
-                            content_type="application/json", delivery_mode=2,
-                            message_id=env.delivery_id, headers=env.transport_headers()))
-                    results.append(Result(delivery_id=env.delivery_id,
-                                          outcome=Outcome.DELIVERED))
-                except pika.exceptions.UnroutableError as exc:
-                    results.append(Result(delivery_id=env.delivery_id, outcome=Outcome.REJECTED,
-                                          error=f"rabbitmq: unroutable: {exc}"))
-                except pika.exceptions.AMQPError as exc:
-                    self._chan = None
-                    results.append(Result(delivery_id=env.delivery_id, outcome=Outcome.RETRY,
-                                          error=f"rabbitmq: {exc!r}"))
+                        body=env.to_json_bytes(), mandatory=True, properties=self._properties(env))
+                    results.append(Result(env.delivery_id, Outcome.DELIVERED))
+                except errors.UnroutableError as exc:
+                    results.append(Result(env.delivery_id, Outcome.REJECTED,
+                                          f"rabbitmq: unroutable: {exc!r}"))
+                except errors.NackError as exc:
+                    results.append(Result(env.delivery_id, Outcome.RETRY,
+                                          f"rabbitmq: nacked: {exc!r}"))
+                except errors.AMQPError as exc:
+                    self._drop()
+                    error = f"rabbitmq: {exc!r}"
+                    results.extend(Result(e.delivery_id, Outcome.RETRY, error)
+                                   for e in envelopes[i:])
+                    break
         return results
 
+    def _properties(self, env: Envelope) -> Any:
+        return self._pika.BasicProperties(
+            content_type="application/json", delivery_mode=2, message_id=env.delivery_id,
+            headers=env.transport_headers())
+
     def close(self) -> None:
-        if self._conn is not None and self._conn.is_open:
-            self._conn.close()
+        with self._lock:
+            self._drop()
