@@ -15,14 +15,17 @@ from tocsin.domain import (
     ChannelSpec,
     Delivery,
     Envelope,
+    Expansion,
     NewSchedule,
     PayloadKind,
+    Policy,
+    Recurring,
     Result,
     Schedule,
     Status,
 )
 
-__all__ = ["Channel", "ClaimedRow", "HaltedKey", "Store"]
+__all__ = ["Channel", "ClaimedRow", "FiringRecord", "HaltedKey", "Store"]
 
 
 class ClaimedRow(NamedTuple):
@@ -51,6 +54,21 @@ class HaltedKey(NamedTuple):
     schedule_id: str
     halted_ms: int
     reason: str | None
+
+
+class FiringRecord(NamedTuple):
+    """What became of one firing of a recurring schedule."""
+
+    firing_ms: int
+    outcome: str
+    """``expanded`` (its messages were scheduled), ``skipped`` (see ``reason``), or
+    ``cancelled`` (expanded, then its recurring schedule changed or was deleted)."""
+    reason: str | None
+    """Why it was skipped (``paused``, ``misfire: skipped``, ``misfire: coalesced``)."""
+    due_ms: int | None
+    """When its first message was due (a late firing's messages are re-based to the catch-up)."""
+    messages: dict[str, int]
+    """How many of its messages are in each status."""
 
 
 class Store(ABC):
@@ -172,6 +190,84 @@ class Store(ABC):
     def forget_claims(self, *, before_ms: int) -> int:
         """Delete replay markers of claims made before ``before_ms`` (their rows are long
         acknowledged or reclaimable after the lease). Returns how many were deleted."""
+
+    # -- recurring schedules ---------------------------------------------------------------
+
+    @abstractmethod
+    def create_recurring(self, recurring: Recurring, *, now_ms: int) -> Recurring:
+        """Store a new recurring schedule; its firings after ``now_ms`` will be expanded.
+        :class:`~tocsin.errors.ValidationError` when its policy is not registered."""
+
+    @abstractmethod
+    def get_recurring(self, recurring_id: str) -> Recurring:
+        """The recurring schedule, or :class:`~tocsin.errors.NotFoundError`."""
+
+    @abstractmethod
+    def list_recurring(self, *, tenant: str | None = None, after_id: str | None = None,
+                       limit: int = 100) -> builtins.list[Recurring]:
+        """Recurring schedules in id order, after ``after_id`` (the cursor)."""
+
+    @abstractmethod
+    def update_recurring(self, recurring: Recurring, *, now_ms: int) -> Recurring:
+        """Replace the rule, message and pause state of ``recurring.id`` in one transaction: the
+        revision goes up, firings after ``now_ms`` whose messages are still PENDING are
+        cancelled, and expansion starts again from ``now_ms`` under the new rule."""
+
+    @abstractmethod
+    def delete_recurring(self, recurring_id: str, *, now_ms: int) -> int:
+        """Forget a recurring schedule and cancel its PENDING messages of firings after
+        ``now_ms``; returns how many were cancelled."""
+
+    @abstractmethod
+    def recurring_due(self, *, bucket_lo: int, bucket_hi: int, now_ms: int,
+                      limit: int) -> builtins.list[Recurring]:
+        """Recurring schedules of buckets ``[bucket_lo, bucket_hi]`` due for expansion."""
+
+    @abstractmethod
+    def next_expansion_ms(self) -> int | None:
+        """When some recurring schedule is next due for expansion (None: none is)."""
+
+    @abstractmethod
+    def record_expansions(self, expansions: Sequence[tuple[Recurring, Expansion,
+                                                           Sequence[NewSchedule], int | None]],
+                          *, now_ms: int) -> int:
+        """For each (recurring as read, its expansion, the schedules of its firings, when to
+        expand it next), in one transaction: if the recurring still has the revision and
+        ``expanded_until_ms`` it was read with, move it on, insert the schedules (ids that
+        exist already are left alone) and record the skipped firings. Returns how many applied."""
+
+    @abstractmethod
+    def recurring_firings(self, recurring_id: str, *, after_ms: int = -1,
+                          limit: int = 100) -> builtins.list[FiringRecord]:
+        """The firings after ``after_ms`` expanded or skipped so far, oldest first."""
+
+    # -- throttling policies ---------------------------------------------------------------
+
+    @abstractmethod
+    def put_policy(self, policy: Policy, *, now_ms: int) -> Policy:
+        """Register or change a policy (tokens held stay held)."""
+
+    @abstractmethod
+    def get_policy(self, name: str) -> Policy:
+        """A policy, or :class:`~tocsin.errors.NotFoundError`."""
+
+    @abstractmethod
+    def list_policies(self) -> builtins.list[Policy]:
+        """Every policy, by name."""
+
+    @abstractmethod
+    def delete_policy(self, name: str) -> None:
+        """Forget a policy; :class:`~tocsin.errors.ConflictError` while schedules wait on it
+        or recurring schedules name it."""
+
+    @abstractmethod
+    def in_flight(self, name: str, *, now_ms: int) -> int:
+        """How many of the policy's tokens are held now."""
+
+    @abstractmethod
+    def release(self, delivery: str, *, now_ms: int) -> bool:
+        """Return the token ``delivery`` holds; False when it holds none (already returned,
+        its lease ran out, or no such delivery)."""
 
     # -- health and metrics ----------------------------------------------------------------
 

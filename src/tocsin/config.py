@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     retry_base_seconds: float = Field(1.0, gt=0, description="First retry delay.")
     retry_cap_seconds: float = Field(300.0, gt=0, description="Longest retry delay.")
     max_attempts: int = Field(8, ge=1, description="Attempts before a schedule is dead.")
+    recurring_horizon_seconds: float = Field(
+        600.0, ge=1, description="Recurring firings this far ahead are expanded into schedules."
+    )
     task_key_retention_seconds: float = Field(
         7 * 86400.0, ge=0, description="How long a completed task key answers repeats."
     )

@@ -130,7 +130,8 @@ def test_get_reports_every_field(api: httpx.Client) -> None:
         "due_at": "2031-06-01T10:00:00.000Z", "created_at": None, "attempts": 0,
         "last_error": None, "next_attempt_at": "2031-06-01T10:00:00.000Z",
         "delivered_at": None, "lateness_ms": None, "payload": None, "headers": {"h": "v"},
-        "key": "every-field", "ordering_key": "ok-1", "bucket": r.json()["bucket"]}
+        "key": "every-field", "ordering_key": "ok-1", "bucket": r.json()["bucket"],
+        "policy": None, "recurring_id": None}
     assert got["created_at"].endswith("Z")
 
 

@@ -62,6 +62,7 @@ class _Intake:
         self.now_ms = deps.clock.now_ms()
         self.errors: list[dict[str, Any]] = []
         self.channels: dict[str, bool] = {}
+        self.policies: dict[str, bool] = {}
         self.keys: dict[tuple[str, str], tuple[int, str]] = {}
         """(tenant, key) → the first item giving it and its request digest."""
 
@@ -87,6 +88,9 @@ class _Intake:
         if not self._registered(value.channel):
             self._fail(index, "channel", f"channel {value.channel!r} is not registered")
             return None
+        if value.policy is not None and not self._policy_known(value.policy):
+            self._fail(index, "policy", f"policy {value.policy!r} is not registered")
+            return None
         if value.key is not None and not value.overwrite_pending:
             digest = value.fingerprint()
             first, first_digest = self.keys.setdefault((value.tenant, value.key), (index, digest))
@@ -109,6 +113,15 @@ class _Intake:
         """Record a problem of item ``index``."""
         field = ".".join(p for p in (f"schedules.{index}" if self.batch else "", where) if p)
         self.errors.append({"index": index, "field": field or "body", "reason": reason})
+
+    def _policy_known(self, policy: str) -> bool:
+        if policy not in self.policies:
+            try:
+                self.deps.store.get_policy(policy)
+                self.policies[policy] = True
+            except NotFoundError:
+                self.policies[policy] = False
+        return self.policies[policy]
 
     def _registered(self, channel: str) -> bool:
         if channel not in self.channels:

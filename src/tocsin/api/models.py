@@ -11,7 +11,16 @@ from tocsin.api.parsing import canonical_digest, due_of, payload_of
 from tocsin.domain import NewSchedule
 from tocsin.errors import ValidationError
 
-__all__ = ["ChannelIn", "Delay", "ScheduleBatchIn", "ScheduleChange", "ScheduleIn"]
+__all__ = [
+    "ChannelIn",
+    "Delay",
+    "PolicyIn",
+    "RecurringChange",
+    "RecurringIn",
+    "ScheduleBatchIn",
+    "ScheduleChange",
+    "ScheduleIn",
+]
 
 _KEY_MAX = 256
 
@@ -48,6 +57,8 @@ class ScheduleIn(BaseModel):
     key_mode: Literal["idempotent", "task"] = Field(
         "idempotent", description="idempotent: a repeat with another body is 409; task: a "
                                   "repeat overwrites while pending.")
+    policy: str | None = Field(None, min_length=1, max_length=128,
+                               description="A throttling policy whose tokens it takes.")
 
     def to_domain(self, *, now_ms: int, max_payload: int, grace_ms: int,
                   key_retention_ms: int = 7 * 86_400_000) -> NewSchedule:
@@ -70,6 +81,7 @@ class ScheduleIn(BaseModel):
             channel=self.channel, payload=data, payload_kind=kind, headers=self.headers,
             due_ms=due_ms, tenant=self.tenant, key=key, ordering_key=self.ordering_key,
             overwrite_pending=task, key_retention_ms=key_retention_ms, request_digest=digest,
+            policy=self.policy,
         )
 
 
@@ -100,3 +112,54 @@ class ChannelIn(BaseModel):
     name: str = Field(min_length=1, max_length=128)
     kind: str
     config: dict[str, Any] = Field(default_factory=dict)
+
+
+class RecurringChange(BaseModel):
+    """A PATCH of a recurring schedule: any of its fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cron: str | None = Field(None, description="5 fields, or 6 with a leading seconds field.")
+    timezone: str | None = Field(None, description="IANA zone name, e.g. Europe/Berlin.")
+    channel: str | None = Field(None, min_length=1, max_length=128)
+    payload: JsonValue = None
+    payload_text: str | None = None
+    payload_base64: str | None = None
+    headers: dict[str, str] | None = None
+    count: int | None = Field(None, ge=1, le=100_000, description="Messages per firing.")
+    stagger: Delay = Field(None, description="Spread a firing's messages over this window "
+                                             "(seconds or ISO 8601 duration).")
+    start: str | None = Field(None, description="RFC 3339: no firing before it.")
+    end: str | None = Field(None, description="RFC 3339: no firing after it.")
+    misfire: Literal["fire_once", "fire_all", "skip"] | None = Field(
+        None, description="Firings missed by more than misfire_grace (downtime): fire_once "
+                          "fires the latest, fire_all fires each, skip drops them.")
+    misfire_grace: Delay = Field(None, description="Seconds or ISO 8601 duration.")
+    policy: str | None = Field(None, min_length=1, max_length=128)
+    paused: bool | None = None
+
+
+class RecurringIn(RecurringChange):
+    """A recurring schedule as a client sends it."""
+
+    cron: str = Field(description="5 fields, or 6 with a leading seconds field.")
+    timezone: str = Field("UTC", description="IANA zone name, e.g. Europe/Berlin.")
+    channel: str = Field(min_length=1, max_length=128)
+    headers: dict[str, str] = Field(default_factory=dict)
+    count: int = Field(1, ge=1, le=100_000, description="Messages per firing.")
+    misfire: Literal["fire_once", "fire_all", "skip"] = "fire_once"
+    paused: bool = False
+    tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+
+
+class PolicyIn(BaseModel):
+    """A throttling policy."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")
+    max_in_flight: int = Field(ge=1, le=1_000_000, description="Most deliveries holding a "
+                                                              "token at once.")
+    rate: float | None = Field(None, gt=0, description="Most deliveries started per second.")
+    token_lease: Delay = Field(300, description="A token not released within this long "
+                                                "(seconds or ISO 8601 duration) comes back.")

@@ -17,7 +17,7 @@ from tocsin.domain import PayloadKind
 from tocsin.errors import ValidationError
 
 if TYPE_CHECKING:
-    from tocsin.api.models import ScheduleChange, ScheduleIn
+    from tocsin.api.models import RecurringChange, ScheduleChange, ScheduleIn
 
 __all__ = [
     "MAX_DUE_MS",
@@ -105,7 +105,7 @@ def parse_instant(value: str, field: str = "due_at") -> int:
     return to_ms(instant)
 
 
-def payload_of(body: ScheduleIn | ScheduleChange, *,
+def payload_of(body: ScheduleIn | ScheduleChange | RecurringChange, *,
                max_payload: int) -> tuple[PayloadKind, bytes] | None:
     """The one payload a body gives (None when it gives none); more than one is an error."""
     given = [n for n in ("payload", "payload_text", "payload_base64")

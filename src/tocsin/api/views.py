@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from tocsin.clock import from_ms
-from tocsin.domain import ChannelSpec, Delivery, PayloadKind, Schedule, Status
+from tocsin.domain import ChannelSpec, Delivery, PayloadKind, Policy, Recurring, Schedule, Status
 from tocsin.domain.schedule import payload_value
 
-__all__ = ["channel_out", "delivery_out", "iso", "schedule_out"]
+__all__ = ["channel_out", "delivery_out", "iso", "policy_out", "recurring_out", "schedule_out"]
 
 
 def iso(ms: int | None) -> str | None:
@@ -43,6 +43,8 @@ def schedule_out(s: Schedule, *, full: bool = True) -> dict[str, Any]:
                 "headers": s.headers,
                 "key": s.key,
                 "ordering_key": s.ordering_key,
+                "policy": s.policy,
+                "recurring_id": s.recurring_id,
                 **payload_value(s.payload_kind, s.payload),
             }
         )
@@ -61,3 +63,31 @@ def delivery_out(d: Delivery) -> dict[str, Any]:
 def channel_out(spec: ChannelSpec) -> dict[str, Any]:
     """A channel as the API answers it."""
     return {"name": spec.name, "kind": spec.kind.value, "config": spec.config}
+
+
+def recurring_out(r: Recurring, *, now_ms: int) -> dict[str, Any]:
+    """A recurring schedule as the API answers it."""
+    following = [] if r.paused else r.trigger.next(now_ms)
+    out: dict[str, Any] = {
+        "id": r.id, "tenant": r.tenant, "cron": r.trigger.expr,
+        "timezone": r.trigger.timezone.key, "start": iso(r.trigger.start_ms),
+        "end": iso(r.trigger.end_ms), "channel": r.channel, "headers": r.headers,
+        "count": r.count, "stagger": r.stagger_ms / 1000, "misfire": r.misfire.value,
+        "misfire_grace": r.misfire_grace_ms / 1000, "policy": r.policy, "paused": r.paused,
+        "state": "PAUSED" if r.paused else ("ACTIVE" if r.trigger.next(now_ms) else "ENDED"),
+        "revision": r.revision, "next_firing_at": iso(following[0]) if following else None,
+        "expanded_until": iso(r.expanded_until_ms), "created_at": iso(r.created_ms),
+        "updated_at": iso(r.updated_ms), **payload_value(r.payload_kind, r.payload),
+    }
+    if r.payload_kind is PayloadKind.TEXT:
+        out["payload_text"] = out.pop("payload")
+    return out
+
+
+def policy_out(p: Policy, *, in_flight: int | None = None) -> dict[str, Any]:
+    """A throttling policy as the API answers it."""
+    out: dict[str, Any] = {"name": p.name, "max_in_flight": p.max_in_flight, "rate": p.rate,
+                           "token_lease": p.token_lease_ms / 1000}
+    if in_flight is not None:
+        out["in_flight"] = in_flight
+    return out

@@ -24,6 +24,8 @@ class DispatchOptions:
     retry_cap_ms: int = 300_000
     max_attempts: int = 8
     idle_beat_s: float = 5.0
+    horizon_ms: int = 600_000
+    """Recurring firings up to this far ahead are expanded into schedules."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DispatchOptions:
@@ -33,7 +35,8 @@ class DispatchOptions:
                    lease_ms=int(settings.lease_seconds * 1000),
                    retry_base_ms=int(settings.retry_base_seconds * 1000),
                    retry_cap_ms=int(settings.retry_cap_seconds * 1000),
-                   max_attempts=settings.max_attempts)
+                   max_attempts=settings.max_attempts,
+                   horizon_ms=int(settings.recurring_horizon_seconds * 1000))
 
     def to_spark(self) -> dict[str, str]:
         """As Spark source/sink options (strings)."""

@@ -18,9 +18,11 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-__all__ = ["QUERY_NAME", "run_dispatcher", "spark_session", "start_dispatcher"]
+__all__ = ["EXPANDER_NAME", "QUERY_NAME", "run_dispatcher", "spark_session", "start_dispatcher",
+           "start_expander"]
 
 QUERY_NAME = "tocsin-dispatcher"
+EXPANDER_NAME = "tocsin-expander"
 
 
 def spark_session(master: str = "local[*]", *, app_name: str = "tocsin",
@@ -49,9 +51,11 @@ def spark_session(master: str = "local[*]", *, app_name: str = "tocsin",
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    from tocsin.dispatcher.expander import ExpansionDataSource
     from tocsin.dispatcher.source import TocsinDataSource
 
     spark.dataSource.register(TocsinDataSource)
+    spark.dataSource.register(ExpansionDataSource)
     return spark
 
 
@@ -69,14 +73,36 @@ def start_dispatcher(spark: SparkSession, options: DispatchOptions, *, checkpoin
     )
 
 
+def start_expander(spark: SparkSession, options: DispatchOptions, *, checkpoint: Path,
+                   trigger_seconds: float = 1.0, name: str = EXPANDER_NAME) -> StreamingQuery:
+    """Start the recurring expansion query (firings within the horizon → schedules)."""
+    spark_options: dict[str, Any] = options.to_spark()
+    return (
+        spark.readStream.format("tocsin-recurring").options(**spark_options).load()
+        .writeStream.format("tocsin-recurring").options(**spark_options)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime=f"{trigger_seconds} seconds")
+        .queryName(name)
+        .start()
+    )
+
+
 def run_dispatcher(settings: Settings) -> None:
-    """Run the dispatcher in this process until it is stopped (``tocsin dispatcher``)."""
+    """Run the dispatcher and the recurring expansion in this process until either stops
+    (``tocsin dispatcher``)."""
     spark = spark_session(settings.spark_master)
-    query = start_dispatcher(spark, DispatchOptions.from_settings(settings),
-                             checkpoint=settings.checkpoint_dir,
-                             trigger_seconds=settings.trigger_seconds)
+    options = DispatchOptions.from_settings(settings)
+    checkpoint = settings.checkpoint_dir
+    queries = [
+        start_dispatcher(spark, options, checkpoint=checkpoint,
+                         trigger_seconds=settings.trigger_seconds),
+        start_expander(spark, options, checkpoint=checkpoint.with_name(checkpoint.name +
+                                                                       "-expander"),
+                       trigger_seconds=settings.trigger_seconds),
+    ]
     try:
-        query.awaitTermination()
+        spark.streams.awaitAnyTermination()
     finally:
-        query.stop()
+        for query in queries:
+            query.stop()
         spark.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tocsin.domain.channel import ChannelKind, ChannelSpec
 from tocsin.domain.cron import CronTrigger
 from tocsin.domain.delivery import Ack, Delivery, Envelope, Outcome, Result
+from tocsin.domain.policy import Policy, RateBucket
 from tocsin.domain.recurring import (
     Expansion,
     Firing,
@@ -30,6 +31,8 @@ __all__ = [
     "NewSchedule",
     "Outcome",
     "PayloadKind",
+    "Policy",
+    "RateBucket",
     "Recurring",
     "Result",
     "RetryPolicy",

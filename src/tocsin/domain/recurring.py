@@ -64,6 +64,13 @@ class Recurring:
     """While paused, firings are skipped with reason ``paused`` and nothing is expanded ahead."""
     expanded_until_ms: int | None = None
     """Firings up to this instant have been expanded (or skipped) already."""
+    created_ms: int = 0
+    updated_ms: int = 0
+    next_expand_ms: int | None = None
+    """When the expander next looks at it (None: no firing is left)."""
+    revision: int = 0
+    """Bumped by every change of the rule or the message: the firings it expands get ids of
+    their own, so a changed recurring never collides with its cancelled older expansions."""
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -78,6 +85,18 @@ class Recurring:
             raise ValidationError(
                 "misfire_grace", f"must not be negative, got {self.misfire_grace_ms} ms"
             )
+
+    def next_expand_ms_after(self, until_ms: int, *, now_ms: int, horizon_ms: int) -> int | None:
+        """When to expand again after expanding up to ``until_ms`` at ``now_ms``: early enough
+        that the next firing is expanded a full horizon ahead (at least half a horizon ahead
+        when firings are frequent, so each expansion covers many); for a paused one, when its
+        next firing passes (to record it skipped). None when no firing is left."""
+        following = self.trigger.next(until_ms)
+        if not following:
+            return None
+        if self.paused:
+            return following[0]
+        return max(following[0] - horizon_ms, now_ms + horizon_ms // 2)
 
     def offset_ms(self, index: int) -> int:
         """How long after its firing message ``index`` (0-based) is due."""
@@ -117,9 +136,11 @@ class Expansion:
     """The new ``expanded_until_ms``: the next expansion starts after it."""
 
 
-def firing_schedule_id(recurring_id: str, firing_ms: int, index: int) -> str:
-    """The schedule id of message ``index`` of the firing at ``firing_ms``: the same every time."""
-    return f"{recurring_id}:{firing_ms}:{index}"
+def firing_schedule_id(recurring_id: str, firing_ms: int, index: int, revision: int = 0) -> str:
+    """The schedule id of message ``index`` of the firing at ``firing_ms`` (of the recurring's
+    ``revision``): the same every time it is expanded."""
+    prefix = recurring_id if revision == 0 else f"{recurring_id}.r{revision}"
+    return f"{prefix}:{firing_ms}:{index}"
 
 
 def expand(recurring: Recurring, *, from_ms: int, now_ms: int, horizon_ms: int) -> Expansion:
@@ -161,7 +182,7 @@ def _messages(recurring: Recurring, times: list[int], *, base_ms: int | None) ->
             firing_ms=t,
             index=i,
             due_ms=(t if base_ms is None else base_ms) + recurring.offset_ms(i),
-            schedule_id=firing_schedule_id(recurring.id, t, i),
+            schedule_id=firing_schedule_id(recurring.id, t, i, recurring.revision),
         )
         for t in times
         for i in range(recurring.count)

@@ -73,6 +73,14 @@ class NewSchedule:
     request_digest: str | None = None
     """A digest of the client's request as sent (so a repeat with ``delay`` matches);
     when absent, :meth:`fingerprint` digests the content."""
+    policy: str | None = None
+    """The throttling policy whose tokens its deliveries take (see :class:`Policy`)."""
+    id: str | None = None
+    """A caller-chosen id (a recurring firing's deterministic id); None: the store makes one."""
+    recurring_id: str | None = None
+    """The recurring schedule whose firing this message is."""
+    firing_ms: int | None = None
+    """That firing's instant."""
 
     def fingerprint(self) -> str:
         """A digest of the request, to tell a true repeat from a key reused."""
@@ -80,7 +88,8 @@ class NewSchedule:
             return self.request_digest
         digest = hashlib.sha256()
         for part in (self.tenant, self.channel, self.payload_kind.value, str(self.due_ms),
-                     self.ordering_key or "", json.dumps(self.headers, sort_keys=True)):
+                     self.ordering_key or "", self.policy or "",
+                     json.dumps(self.headers, sort_keys=True)):
             digest.update(part.encode())
             digest.update(b"\0")
         digest.update(self.payload)
@@ -105,6 +114,8 @@ class Schedule:
     key: str | None = None
     ordering_key: str | None = None
     next_ms: int | None = None
+    policy: str | None = None
+    recurring_id: str | None = None
     claim_epoch: int | None = None
     claimed_ms: int | None = None
     delivered_ms: int | None = None

@@ -25,12 +25,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
-from tocsin.abc import ClaimedRow, HaltedKey, Store
+from tocsin.abc import ClaimedRow, HaltedKey
 from tocsin.domain import Ack, ChannelSpec, Delivery, NewSchedule, PayloadKind, Schedule, Status
 from tocsin.errors import ConflictError, NotFoundError, StoreError
 from tocsin.stores.rows import (
     CLAIM_COLUMNS,
     DELIVERY_COLUMNS,
+    INSERT_ARITY,
     INSERT_COLUMNS,
     SCHEDULE_COLUMNS,
     KeyDecision,
@@ -48,6 +49,13 @@ from tocsin.stores.rows import (
     schedule_from_row,
     schedule_from_values,
 )
+from tocsin.stores.shared import (
+    POSTGRES,
+    RecurringAndPolicies,
+    claim_throttled,
+    return_tokens,
+    throttled_next_ms,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -57,7 +65,7 @@ __all__ = ["PostgresStore"]
 
 T = TypeVar("T")
 _MIGRATION_LOCK = 0x746F6373696E  # pg_advisory_xact_lock key: "tocsin" in ASCII
-_INSERT = f"INSERT INTO schedules ({INSERT_COLUMNS}) VALUES ({', '.join(['%s'] * 15)})"
+_INSERT = f"INSERT INTO schedules ({INSERT_COLUMNS}) VALUES ({', '.join(['%s'] * INSERT_ARITY)})"
 _HEAD = head_of_key("seq")
 _open_lock = threading.Lock()
 
@@ -92,13 +100,15 @@ def _copy(conn: psycopg.Connection[Any], target: str, rows: Sequence[Sequence[An
             copy.write_row(row)
 
 
-class PostgresStore(Store):
+class PostgresStore(RecurringAndPolicies):
     """A :class:`~tocsin.abc.Store` in a PostgreSQL database (``postgresql://`` URL).
 
     ``buckets`` applies only when this call creates the store; an existing store keeps its own.
     ``max_size`` bounds each process's pool; ``timeout_s`` is how long a call waits for a
     connection before :class:`~tocsin.errors.StoreError`.
     """
+
+    _dialect = POSTGRES
 
     def __init__(self, url: str, *, buckets: int = 64, min_size: int = 1, max_size: int = 10,
                  timeout_s: float = 10.0) -> None:
@@ -229,6 +239,9 @@ class PostgresStore(Store):
         except psycopg.Error as exc:
             return _reason(exc)
         return None
+
+    def _work(self, fn: Callable[[Any], T], *, write: bool = True) -> T:
+        return self._run(fn, write=write)
 
     def _read(self, sql: str, args: Sequence[Any] = ()) -> builtins.list[tuple[Any, ...]]:
         return self._run(lambda conn: conn.execute(sql, args).fetchall(), write=False)
@@ -389,10 +402,17 @@ class PostgresStore(Store):
         return int(rows[0][0])
 
     def next_due_ms(self, *, now_ms: int, lease_ms: int) -> int | None:
-        rows = self._read(
-            "SELECT (SELECT min(next_ms) FROM schedules WHERE status = 'PENDING'), "
-            "(SELECT min(claimed_ms) FROM schedules WHERE status = 'CLAIMED')")
-        return earliest(rows[0][0], rows[0][1], lease_ms)
+        def work(conn: psycopg.Connection[Any]) -> tuple[Any, Any, int | None]:
+            row = conn.execute(
+                "SELECT (SELECT min(next_ms) FROM schedules WHERE status = 'PENDING' "
+                "AND policy IS NULL), "
+                "(SELECT min(claimed_ms) FROM schedules WHERE status = 'CLAIMED')").fetchone()
+            assert row is not None
+            return row[0], row[1], throttled_next_ms(conn, POSTGRES, now_ms=now_ms)
+
+        pending, claimed, throttled = self._run(work, write=False)
+        return earliest(pending if throttled is None else min(throttled, pending or throttled),
+                        claimed, lease_ms)
 
     def claim(
         self,
@@ -426,12 +446,17 @@ class PostgresStore(Store):
                 rows += conn.execute(
                     "WITH taken AS (UPDATE schedules SET status = 'CLAIMED', claim_epoch = %s, "
                     "claimed_ms = %s WHERE id IN (SELECT s.id FROM schedules s "
-                    "WHERE s.status = 'PENDING' AND s.bucket BETWEEN %s AND %s "
+                    "WHERE s.status = 'PENDING' AND s.policy IS NULL "
+                    "AND s.bucket BETWEEN %s AND %s "
                     f"AND s.next_ms <= %s AND {_HEAD} "
                     "ORDER BY s.next_ms LIMIT %s FOR UPDATE OF s SKIP LOCKED) "
                     f"RETURNING {CLAIM_COLUMNS}, next_ms AS sort_ms) "
                     "SELECT * FROM taken ORDER BY sort_ms, id",
                     (epoch, now_ms, bucket_lo, bucket_hi, until_ms, limit - len(rows))).fetchall()
+            if len(rows) < limit:
+                rows += claim_throttled(conn, POSTGRES, epoch=epoch, bucket_lo=bucket_lo,
+                                        bucket_hi=bucket_hi, until_ms=until_ms, now_ms=now_ms,
+                                        limit=limit - len(rows))
             return rows
 
         # Repeating a claim is a replay: it returns what the first run claimed.
@@ -478,6 +503,9 @@ class PostgresStore(Store):
                     item = dead_letter_item(ack, row, now_ms=now_ms)
                     conn.execute(_INSERT, insert_values(item, buckets=buckets, now_ms=now_ms))
             _copy(conn, f"deliveries ({DELIVERY_COLUMNS})", delivery_values(acks, epoch))
+            if retries or dead:
+                return_tokens(conn, POSTGRES, [a.delivery_id for a in acks
+                                               if a.status is not Status.DELIVERED])
             return applied
 
         return self._run(work)

@@ -26,6 +26,7 @@ from tocsin.ids import bucket_of, new_schedule_id
 __all__ = [
     "CLAIM_COLUMNS",
     "DELIVERY_COLUMNS",
+    "INSERT_ARITY",
     "INSERT_COLUMNS",
     "SCHEDULE_COLUMNS",
     "KeyDecision",
@@ -46,7 +47,8 @@ __all__ = [
 
 SCHEDULE_COLUMNS = (
     "id, tenant, channel, payload, payload_kind, headers, due_ms, next_ms, bucket, status, "
-    "attempts, claim_epoch, claimed_ms, created_ms, delivered_ms, last_error, key, ordering_key"
+    "attempts, claim_epoch, claimed_ms, created_ms, delivered_ms, last_error, key, ordering_key, "
+    "policy, recurring_id"
 )
 CLAIM_COLUMNS = (
     "id, tenant, channel, payload, payload_kind, headers, due_ms, attempts + 1, key, "
@@ -57,25 +59,30 @@ DELIVERY_COLUMNS = (
 )
 INSERT_COLUMNS = (
     "id, tenant, channel, payload, payload_kind, headers, due_ms, next_ms, bucket, status, "
-    "attempts, created_ms, key, fingerprint, ordering_key"
+    "attempts, created_ms, key, fingerprint, ordering_key, policy, recurring_id, firing_ms"
 )
+INSERT_ARITY = INSERT_COLUMNS.count(",") + 1
 
 
 def insert_values(item: NewSchedule, *, buckets: int, now_ms: int) -> tuple[Any, ...]:
     """The INSERT values (in ``INSERT_COLUMNS`` order) of a new PENDING schedule."""
-    schedule_id = new_schedule_id(now_ms)
+    schedule_id = item.id or new_schedule_id(now_ms)
+    # A policy's schedules share a bucket, so one claim sees them all in due order.
     return (
         schedule_id, item.tenant, item.channel, item.payload, item.payload_kind.value,
         json.dumps(item.headers, separators=(",", ":")), item.due_ms, item.due_ms,
-        bucket_of(item.ordering_key or schedule_id, buckets), Status.PENDING.value, 0, now_ms,
-        item.key, item.fingerprint() if item.key is not None else None, item.ordering_key,
+        bucket_of(item.policy or item.ordering_key or schedule_id, buckets),
+        Status.PENDING.value, 0, now_ms, item.key,
+        item.fingerprint() if item.key is not None else None, item.ordering_key, item.policy,
+        item.recurring_id, item.firing_ms,
     )
 
 
 def schedule_from_values(v: Sequence[Any]) -> Schedule:
     """The :class:`Schedule` just inserted with ``insert_values`` values ``v``."""
     return schedule_from_row((v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9],
-                              v[10], None, None, v[11], None, None, v[12], v[14]))
+                              v[10], None, None, v[11], None, None, v[12], v[14], v[15],
+                              v[16]))
 
 
 def dead_letter_item(ack: Ack, row: Sequence[Any], *, now_ms: int) -> NewSchedule:
@@ -138,7 +145,8 @@ def schedule_from_row(row: Sequence[Any]) -> Schedule:
         payload_kind=PayloadKind(row[4]), headers=json.loads(row[5]), due_ms=row[6],
         next_ms=row[7], bucket=row[8], status=Status(row[9]), attempts=row[10],
         claim_epoch=row[11], claimed_ms=row[12], created_ms=row[13], delivered_ms=row[14],
-        last_error=row[15], key=row[16], ordering_key=row[17],
+        last_error=row[15], key=row[16], ordering_key=row[17], policy=row[18],
+        recurring_id=row[19],
     )
 
 

@@ -10,18 +10,19 @@ import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from tocsin.abc import ClaimedRow, HaltedKey, Store
+from tocsin.abc import ClaimedRow, HaltedKey
 from tocsin.domain import Ack, ChannelSpec, Delivery, NewSchedule, PayloadKind, Schedule, Status
 from tocsin.errors import ConflictError, NotFoundError, StoreError
 from tocsin.stores.rows import (
     CLAIM_COLUMNS,
     DELIVERY_COLUMNS,
+    INSERT_ARITY,
     INSERT_COLUMNS,
     SCHEDULE_COLUMNS,
     KeyDecision,
@@ -39,18 +40,28 @@ from tocsin.stores.rows import (
     schedule_from_row,
     schedule_from_values,
 )
+from tocsin.stores.shared import (
+    SQLITE,
+    RecurringAndPolicies,
+    claim_throttled,
+    return_tokens,
+    throttled_next_ms,
+)
 
 __all__ = ["SQLiteStore"]
 
-_INSERT = f"INSERT INTO schedules ({INSERT_COLUMNS}) VALUES ({', '.join('?' * 15)})"
+T = TypeVar("T")
+_INSERT = f"INSERT INTO schedules ({INSERT_COLUMNS}) VALUES ({', '.join('?' * INSERT_ARITY)})"
 _HEAD = head_of_key("rowid")  # the enqueue sequence is SQLite's rowid
 
 SCHEMA_VERSION = 1
 _BY_NEXT = itemgetter(11, 0)  # (next_ms, id) of a claim row with next_ms appended
 
 
-class SQLiteStore(Store):
+class SQLiteStore(RecurringAndPolicies):
     """A :class:`~tocsin.abc.Store` in one SQLite file (``:memory:`` for a per-process fake)."""
+
+    _dialect = SQLITE
 
     def __init__(self, path: str | Path, *, buckets: int = 64) -> None:
         path = str(path)
@@ -125,6 +136,15 @@ class SQLiteStore(Store):
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"sqlite {self.path}: {exc}") from exc
             raise
+
+    def _work(self, fn: Callable[[Any], T], *, write: bool = True) -> T:
+        if not write:
+            try:
+                return fn(self._conn)
+            except sqlite3.Error as exc:
+                raise StoreError(f"sqlite {self.path}: {exc}") from exc
+        with self._tx() as conn:
+            return fn(conn)
 
     def _migrate(self, buckets: int) -> None:
         with self._tx() as conn:
@@ -300,11 +320,13 @@ class SQLiteStore(Store):
 
     def next_due_ms(self, *, now_ms: int, lease_ms: int) -> int | None:
         conn = self._conn
-        pending = conn.execute(
-            "SELECT min(next_ms) FROM schedules WHERE status = 'PENDING'").fetchone()[0]
+        pending = conn.execute("SELECT min(next_ms) FROM schedules "
+                               "WHERE status = 'PENDING' AND policy IS NULL").fetchone()[0]
         claimed = conn.execute(
             "SELECT min(claimed_ms) FROM schedules WHERE status = 'CLAIMED'").fetchone()[0]
-        return earliest(pending, claimed, lease_ms)
+        throttled = throttled_next_ms(conn, SQLITE, now_ms=now_ms)
+        return earliest(pending if throttled is None else min(throttled, pending or throttled),
+                        claimed, lease_ms)
 
     def claim(
         self,
@@ -338,11 +360,16 @@ class SQLiteStore(Store):
                 rows += sorted(conn.execute(
                     "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
                     "WHERE id IN (SELECT s.id FROM schedules s WHERE s.status = 'PENDING' "
+                    "AND s.policy IS NULL "
                     f"AND s.bucket BETWEEN ? AND ? AND s.next_ms <= ? AND {_HEAD} "
                     "ORDER BY s.next_ms LIMIT ?) "
                     f"RETURNING {CLAIM_COLUMNS}, next_ms",
                     (epoch, now_ms, bucket_lo, bucket_hi, until_ms, limit - len(rows))),
                     key=_BY_NEXT)
+            if len(rows) < limit:
+                rows += claim_throttled(conn, SQLITE, epoch=epoch, bucket_lo=bucket_lo,
+                                        bucket_hi=bucket_hi, until_ms=until_ms, now_ms=now_ms,
+                                        limit=limit - len(rows))
             conn.execute("INSERT INTO claims VALUES (?, ?, ?, ?)",
                          (epoch, bucket_lo, bucket_hi, now_ms))
         return [claimed_from_row(r) for r in rows]
@@ -386,6 +413,9 @@ class SQLiteStore(Store):
             conn.executemany(
                 f"INSERT INTO deliveries ({DELIVERY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 delivery_values(acks, epoch))
+            if retries or dead:
+                return_tokens(conn, SQLITE, [a.delivery_id for a in acks
+                                             if a.status is not Status.DELIVERED])
         return applied
 
     def _insert_dead_letter(self, conn: sqlite3.Connection, ack: Ack, row: Sequence[Any],

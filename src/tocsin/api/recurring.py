@@ -1,0 +1,175 @@
+"""``/v1/recurring``: cron rules in a time zone, expanded into schedules by the dispatcher."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from typing import Any
+
+from fastapi import APIRouter, Query, Request, Response
+
+from tocsin.api.deps import Deps
+from tocsin.api.models import RecurringChange, RecurringIn
+from tocsin.api.parsing import parse_duration, parse_instant, payload_of, unicode_field
+from tocsin.api.views import recurring_out
+from tocsin.clock import from_ms
+from tocsin.domain import CronTrigger, MisfirePolicy, Recurring
+from tocsin.errors import NotFoundError, ValidationError
+from tocsin.ids import new_schedule_id
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/recurring", tags=["recurring"])
+
+
+def _seconds_ms(value: float | str | None, field: str) -> int | None:
+    return None if value is None else parse_duration(value, field) // timedelta(milliseconds=1)
+
+
+def _checked(body: RecurringChange, deps: Deps) -> None:
+    if (bad := unicode_field(body.model_dump())) is not None:
+        raise ValidationError(bad or "body", "not Unicode text: holds a lone surrogate "
+                                             "(\\ud800-\\udfff)")
+    if body.channel is not None:
+        try:
+            deps.store.get_channel(body.channel)
+        except NotFoundError:
+            raise ValidationError("channel", f"channel {body.channel!r} is not "
+                                             "registered") from None
+    if body.policy is not None:
+        try:
+            deps.store.get_policy(body.policy)
+        except NotFoundError:
+            raise ValidationError("policy", f"policy {body.policy!r} is not "
+                                            "registered") from None
+
+
+def _apply(current: Recurring, body: RecurringChange, deps: Deps) -> Recurring:
+    """``current`` with the fields ``body`` gives replaced, every rule checked again."""
+    given = body.model_fields_set
+    changes: dict[str, Any] = {}
+    trigger = current.trigger
+    if given & {"cron", "timezone", "start", "end"}:
+        start, end = trigger.start_ms, trigger.end_ms
+        if "start" in given:
+            start = parse_instant(body.start, "start") if body.start else None
+        if "end" in given:
+            end = parse_instant(body.end, "end") if body.end else None
+        changes["trigger"] = CronTrigger.parse(
+            body.cron if body.cron is not None else trigger.expr,
+            body.timezone if body.timezone is not None else trigger.timezone,
+            start_ms=start, end_ms=end)
+    payload = payload_of(body, max_payload=deps.settings.max_payload_bytes)
+    if payload is not None:
+        changes["payload_kind"], changes["payload"] = payload
+    for name in ("channel", "headers", "count", "paused"):
+        if name in given and getattr(body, name) is not None:
+            changes[name] = getattr(body, name)
+    if "policy" in given:
+        changes["policy"] = body.policy
+    if body.misfire is not None:
+        changes["misfire"] = MisfirePolicy(body.misfire)
+    if (stagger := _seconds_ms(body.stagger, "stagger")) is not None:
+        changes["stagger_ms"] = stagger
+    if (grace := _seconds_ms(body.misfire_grace, "misfire_grace")) is not None:
+        changes["misfire_grace_ms"] = grace
+    return dataclasses.replace(current, **changes)
+
+
+@router.post("", status_code=201, summary="Create a recurring schedule")
+def create(body: RecurringIn, request: Request) -> dict[str, Any]:
+    deps = Deps.of(request)
+    _checked(body, deps)
+    now = deps.clock.now_ms()
+    if payload_of(body, max_payload=deps.settings.max_payload_bytes) is None:
+        raise ValidationError("payload", "give exactly one of payload, payload_text, "
+                                         "payload_base64 (got none)")
+    blank = Recurring(id=f"rec-{new_schedule_id(now)}", tenant=body.tenant,
+                      trigger=CronTrigger.parse(body.cron, body.timezone), channel=body.channel,
+                      payload=b"null")
+    recurring = _apply(blank, body, deps)
+    return recurring_out(deps.store.create_recurring(recurring, now_ms=now), now_ms=now)
+
+
+@router.get("", summary="List recurring schedules (cursor pagination)")
+def list_(request: Request, tenant: str | None = None,
+          cursor: str | None = Query(None, description="The previous page's next_cursor."),
+          limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
+    deps = Deps.of(request)
+    found = deps.store.list_recurring(tenant=tenant, after_id=cursor, limit=limit + 1)
+    page, now = found[:limit], deps.clock.now_ms()
+    return {"items": [recurring_out(r, now_ms=now) for r in page],
+            "next_cursor": page[-1].id if len(found) > limit else None}
+
+
+@router.get("/{recurring_id}", summary="A recurring schedule")
+def get(recurring_id: str, request: Request) -> dict[str, Any]:
+    deps = Deps.of(request)
+    return recurring_out(deps.store.get_recurring(recurring_id), now_ms=deps.clock.now_ms())
+
+
+@router.patch("/{recurring_id}", summary="Change a recurring schedule: firings still ahead "
+              "follow the new rule")
+def patch(recurring_id: str, body: RecurringChange, request: Request) -> dict[str, Any]:
+    deps = Deps.of(request)
+    _checked(body, deps)
+    if not body.model_fields_set:
+        raise ValidationError("body", "give at least one field to change")
+    now = deps.clock.now_ms()
+    changed = _apply(deps.store.get_recurring(recurring_id), body, deps)
+    return recurring_out(deps.store.update_recurring(changed, now_ms=now), now_ms=now)
+
+
+def _set_paused(recurring_id: str, request: Request, paused: bool) -> dict[str, Any]:
+    deps = Deps.of(request)
+    now = deps.clock.now_ms()
+    current = deps.store.get_recurring(recurring_id)
+    if current.paused != paused:
+        current = deps.store.update_recurring(dataclasses.replace(current, paused=paused),
+                                              now_ms=now)
+    return recurring_out(current, now_ms=now)
+
+
+@router.post("/{recurring_id}/pause", summary="Pause: firings are skipped until resumed")
+def pause(recurring_id: str, request: Request) -> dict[str, Any]:
+    return _set_paused(recurring_id, request, True)
+
+
+@router.post("/{recurring_id}/resume", summary="Resume: firings after now fire again")
+def resume(recurring_id: str, request: Request) -> dict[str, Any]:
+    return _set_paused(recurring_id, request, False)
+
+
+@router.delete("/{recurring_id}", status_code=204, summary="Delete; its firings still ahead "
+               "are cancelled")
+def delete(recurring_id: str, request: Request) -> Response:
+    deps = Deps.of(request)
+    deps.store.delete_recurring(recurring_id, now_ms=deps.clock.now_ms())
+    return Response(status_code=204)
+
+
+@router.get("/{recurring_id}/next", summary="The next firings, in the zone and in UTC")
+def next_(recurring_id: str, request: Request,
+          n: int = Query(10, ge=1, le=1000)) -> dict[str, Any]:
+    deps = Deps.of(request)
+    recurring = deps.store.get_recurring(recurring_id)
+    zone = recurring.trigger.timezone
+    times = recurring.trigger.next(deps.clock.now_ms(), n)
+    return {"timezone": zone.key, "paused": recurring.paused, "items": [
+        {"local": from_ms(t).astimezone(zone).isoformat(timespec="seconds"),
+         "utc": from_ms(t).isoformat(timespec="seconds").replace("+00:00", "Z")}
+        for t in times]}
+
+
+@router.get("/{recurring_id}/firings", summary="Every firing so far: expanded (its messages "
+            "by status) or skipped, with the reason")
+def firings(recurring_id: str, request: Request,
+            after: str | None = Query(None, description="RFC 3339: firings after it."),
+            limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
+    deps = Deps.of(request)
+    after_ms = parse_instant(after, "after") if after else -1
+    from tocsin.api.views import iso
+
+    records = deps.store.recurring_firings(recurring_id, after_ms=after_ms, limit=limit)
+    return {"items": [{"firing_at": iso(r.firing_ms), "outcome": r.outcome, "reason": r.reason,
+                       "due_at": iso(r.due_ms), "messages": r.messages} for r in records]}
