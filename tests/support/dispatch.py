@@ -21,6 +21,7 @@ __all__ = [
     "file_store",
     "read_lines",
     "running_dispatcher",
+    "running_expander",
     "schedule_burst",
     "wait_until",
 ]
@@ -48,6 +49,21 @@ def running_dispatcher(spark: SparkSession, store_url: str, checkpoint: Path, *,
     opts = DispatchOptions(store_url=store_url, **options)
     query = start_dispatcher(spark, opts, checkpoint=checkpoint, trigger_seconds=trigger_seconds,
                              name=f"dispatcher-{checkpoint.name}")
+    try:
+        yield query
+    finally:
+        query.stop()
+
+
+@contextmanager
+def running_expander(spark: SparkSession, store_url: str, checkpoint: Path, *,
+                     trigger_seconds: float = 0.5, **options: Any) -> Iterator[StreamingQuery]:
+    """The recurring expansion query on ``spark`` for the duration of the block."""
+    from tocsin.dispatcher.query import start_expander
+
+    opts = DispatchOptions(store_url=store_url, **options)
+    query = start_expander(spark, opts, checkpoint=checkpoint, trigger_seconds=trigger_seconds,
+                           name=f"expander-{checkpoint.name}")
     try:
         yield query
     finally:
