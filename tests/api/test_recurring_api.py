@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from typing import Any
 
@@ -99,7 +100,7 @@ def test_policies_and_release(api: httpx.Client, api_store: Store) -> None:
     assert api.delete("/v1/policies/api-p").status_code == 409  # a schedule waits on it
     sid = sched.json()["id"]
     bucket = api_store.get(sid).bucket
-    now = int(datetime.now().timestamp() * 1000)
+    now = time.time_ns() // 1_000_000
     [row] = [x for x in api_store.claim(epoch=api_store.next_epoch(), bucket_lo=bucket,
                                         bucket_hi=bucket, until_ms=now, now_ms=now,
                                         lease_ms=60_000, limit=100) if x.id == sid]

@@ -62,8 +62,8 @@ def throttled(tmp_path: Path) -> Iterator[tuple[Store, ApiServer, httpx.Client]]
     store.close()
 
 
-def _fan_out(api: httpx.Client, consumer: ReleasingConsumer, *, count: int, policy: dict[str, object],
-             ) -> tuple[str, int]:
+def _fan_out(api: httpx.Client, consumer: ReleasingConsumer, *, count: int,
+             policy: dict[str, object]) -> tuple[str, int]:
     """A webhook channel to ``consumer``, the policy, and one firing of ``count`` messages
     three seconds from now; returns (recurring id, firing instant)."""
     assert api.post("/v1/channels", json={"name": "hook", "kind": "webhook", "config": {
@@ -105,7 +105,7 @@ def test_a_batch_of_5000_never_has_more_than_50_in_flight(spark, throttled,  # t
 
 def test_tokens_never_released_come_back_after_the_lease(spark, throttled,  # type: ignore[no-untyped-def]
                                                          tmp_path: Path) -> None:
-    store, server, api = throttled
+    _, server, api = throttled
     consumer = ReleasingConsumer(server.url, release_after_s=None).start()
     try:
         _fan_out(api, consumer, count=6,
