@@ -61,3 +61,33 @@ def test_config_prints_the_effective_settings(monkeypatch: pytest.MonkeyPatch) -
     shown = _run("config")
     assert shown["buckets"] == 128 and shown["api_host"] == "127.0.0.1"
     assert shown["store"].startswith("sqlite:///")
+
+
+def test_recurring_and_policies(api_url: str, tmp_path: Path) -> None:
+    _run("channels", "add", "ticks", "--kind", "file", "--path", str(tmp_path / "t.jsonl"),
+         "--api", api_url)
+    policy = _run("policies", "add", "gentle", "--max-in-flight", "5", "--rate", "2",
+                  "--api", api_url)
+    assert policy == {"name": "gentle", "max_in_flight": 5, "rate": 2.0, "token_lease": 300.0,
+                      "in_flight": 0}
+    made = _run("recurring", "add", "0 9 * * MON-FRI", "--channel", "ticks", "--payload",
+                '{"standup": true}', "--timezone", "Asia/Kolkata", "--count", "2",
+                "--policy", "gentle", "--api", api_url)
+    assert (made["timezone"], made["count"], made["policy"]) == ("Asia/Kolkata", 2, "gentle")
+    firings = _run("recurring", "next", made["id"], "--n", "2", "--api", api_url)
+    assert [f["local"][11:] for f in firings] == ["09:00:00+05:30"] * 2
+    assert _run("recurring", "pause", made["id"], "--api", api_url)["state"] == "PAUSED"
+    assert _run("recurring", "resume", made["id"], "--api", api_url)["state"] == "ACTIVE"
+    shown = _run("recurring", "get", made["id"], "--api", api_url)
+    assert shown["recurring"]["revision"] == 2 and shown["firings"] == []
+    assert [r["id"] for r in _run("recurring", "ls", "--api", api_url)] == [made["id"]]
+    busy = runner.invoke(app, ["policies", "rm", "gentle", "--api", api_url])
+    assert busy.exit_code == 1 and "still named" in busy.output
+    assert runner.invoke(app, ["recurring", "rm", made["id"], "--api", api_url]).exit_code == 0
+    assert runner.invoke(app, ["policies", "rm", "gentle", "--api", api_url]).exit_code == 0
+    assert _run("policies", "ls", "--api", api_url) == []
+    bad = runner.invoke(app, ["recurring", "add", "* * *", "--channel", "ticks",
+                              "--api", api_url])
+    assert bad.exit_code == 1 and "cron" in bad.output
+    gone = runner.invoke(app, ["release", "nothing-1", "--api", api_url])
+    assert gone.exit_code == 1 and "not found" in gone.output.lower()

@@ -188,3 +188,39 @@ def test_error_statuses_map_to_tocsin_errors(status: int, body: object,
         client.get("x")
     assert type(raised.value) is error
     assert str(status) in str(raised.value) or status in (404, 503)
+
+
+def test_recurring_and_policies_sync_and_async(url: str, tmp_path: Path) -> None:
+    with Client(url) as client:
+        client.add_channel("rc", "file", {"path": str(tmp_path / "rc.jsonl")})
+        assert client.add_policy("rp", 3, token_lease=timedelta(seconds=30))["token_lease"] == 30
+        start = datetime(2031, 10, 26, tzinfo=UTC)
+        made = client.add_recurring("30 2 * * *", "rc", {"v": 1}, timezone="Europe/Berlin",
+                                    start=start, stagger=timedelta(seconds=90), policy="rp",
+                                    misfire="fire_all")
+        assert (made["stagger"], made["misfire"], made["policy"]) == (90.0, "fire_all", "rp")
+        # 26 Oct 2031 is Berlin's fall-back day: the fixed-time job fires once, at 02:30 CEST.
+        assert client.next_firings(made["id"], 2) == [
+            {"local": "2031-10-26T02:30:00+02:00", "utc": "2031-10-26T00:30:00Z"},
+            {"local": "2031-10-27T02:30:00+01:00", "utc": "2031-10-27T01:30:00Z"}]
+        changed = client.update_recurring(made["id"], count=4, headers={"h": "1"})
+        assert (changed["count"], changed["headers"], changed["revision"]) == (4, {"h": "1"}, 1)
+        assert client.firings(made["id"]) == []
+        with pytest.raises(ConflictError):
+            client.delete_policy("rp")
+        with pytest.raises(ValidationError) as bad:
+            client.add_recurring("* * * * *", "rc", 1, timezone="Nowhere/Atlantis")
+        assert bad.value.field == "timezone"
+        with pytest.raises(NotFoundError):
+            client.release("no-such-delivery-1")
+
+    async def run() -> None:
+        async with AsyncClient(url) as aclient:
+            assert (await aclient.pause_recurring(made["id"]))["state"] == "PAUSED"
+            assert [p["name"] for p in await aclient.policies()] == ["rp"]
+            await aclient.delete_recurring(made["id"])
+            await aclient.delete_policy("rp")
+            with pytest.raises(NotFoundError):
+                await aclient.get_recurring(made["id"])
+
+    asyncio.run(run())

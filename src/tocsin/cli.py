@@ -27,6 +27,11 @@ channels_app = typer.Typer(no_args_is_help=True, help="Register and list channel
 app.add_typer(channels_app, name="channels")
 keys_app = typer.Typer(no_args_is_help=True, help="Ordering keys: list halted ones, resume.")
 app.add_typer(keys_app, name="keys")
+recurring_app = typer.Typer(no_args_is_help=True,
+                            help="Recurring schedules: cron rules in a time zone.")
+app.add_typer(recurring_app, name="recurring")
+policies_app = typer.Typer(no_args_is_help=True, help="Throttling policies.")
+app.add_typer(policies_app, name="policies")
 
 StoreOpt = Annotated[
     str | None, typer.Option("--store", help="Store URL (sqlite:///… or postgresql://…).")
@@ -106,6 +111,7 @@ def schedule(
     at: Annotated[str | None, typer.Option(help="Due time, RFC 3339 with offset.")] = None,
     key: Annotated[str | None, typer.Option(help="Idempotency key.")] = None,
     ordering_key: Annotated[str | None, typer.Option(help="Ordering key.")] = None,
+    policy: Annotated[str | None, typer.Option(help="Throttling policy.")] = None,
     header: Annotated[
         list[str] | None, typer.Option(help="Header NAME=VALUE (repeatable).")
     ] = None,
@@ -115,7 +121,8 @@ def schedule(
     from tocsin.errors import TocsinError
 
     headers = dict(h.split("=", 1) for h in header or [])
-    body: dict[str, Any] = {"headers": headers, "key": key, "ordering_key": ordering_key}
+    body: dict[str, Any] = {"headers": headers, "key": key, "ordering_key": ordering_key,
+                            "policy": policy}
     if payload is not None:
         try:
             body["payload"] = json.loads(payload)
@@ -235,6 +242,105 @@ def channels_add(
 def channels_ls(api: ApiOpt = None) -> None:
     """List registered channels."""
     _print(_client(api).channels())
+
+
+def _call(fn: Any, *args: Any, **kwargs: Any) -> None:
+    """Print what a client call answers; a Tocsin error is printed and exits 1."""
+    from tocsin.errors import TocsinError
+
+    try:
+        _print(fn(*args, **kwargs))
+    except TocsinError as exc:
+        _fail(exc)
+
+
+@recurring_app.command("add")
+def recurring_add(
+    cron: Annotated[str, typer.Argument(help='5 fields, or 6 with seconds: "30 2 * * *".')],
+    channel: Annotated[str, typer.Option(help="A registered channel.")],
+    payload: Annotated[str, typer.Option(help="The payload as JSON.")] = "null",
+    timezone: Annotated[str, typer.Option(help="IANA time zone.")] = "UTC",
+    count: Annotated[int, typer.Option(help="Messages per firing.")] = 1,
+    stagger: Annotated[str | None, typer.Option(help="Spread them over: 30, PT5M.")] = None,
+    misfire: Annotated[str, typer.Option(help="fire_once, fire_all or skip.")] = "fire_once",
+    policy: Annotated[str | None, typer.Option(help="A throttling policy.")] = None,
+    api: ApiOpt = None,
+) -> None:
+    """Create a recurring schedule."""
+    try:
+        value = json.loads(payload)
+    except json.JSONDecodeError as exc:
+        _fail(ValueError(f"--payload is not JSON: {exc}"))
+    _call(_client(api).add_recurring, cron, channel, value, timezone=timezone, count=count,
+          stagger=stagger, misfire=misfire, policy=policy)
+
+
+@recurring_app.command("ls")
+def recurring_ls(api: ApiOpt = None) -> None:
+    """List recurring schedules (the first 1000)."""
+    _call(lambda: _client(api).list_recurring(limit=1000)["items"])
+
+
+@recurring_app.command("get")
+def recurring_get(recurring_id: str, api: ApiOpt = None) -> None:
+    """Show a recurring schedule and its recent firings."""
+    client = _client(api)
+    _call(lambda: {"recurring": client.get_recurring(recurring_id),
+                   "firings": client.firings(recurring_id)})
+
+
+@recurring_app.command("next")
+def recurring_next(recurring_id: str, n: int = 10, api: ApiOpt = None) -> None:
+    """The next firings, in the zone and in UTC."""
+    _call(_client(api).next_firings, recurring_id, n)
+
+
+@recurring_app.command("pause")
+def recurring_pause(recurring_id: str, api: ApiOpt = None) -> None:
+    """Pause a recurring schedule."""
+    _call(_client(api).pause_recurring, recurring_id)
+
+
+@recurring_app.command("resume")
+def recurring_resume(recurring_id: str, api: ApiOpt = None) -> None:
+    """Resume a paused recurring schedule."""
+    _call(_client(api).resume_recurring, recurring_id)
+
+
+@recurring_app.command("rm")
+def recurring_rm(recurring_id: str, api: ApiOpt = None) -> None:
+    """Delete a recurring schedule (its firings still ahead are cancelled)."""
+    _call(_client(api).delete_recurring, recurring_id)
+
+
+@policies_app.command("add")
+def policies_add(
+    name: str,
+    max_in_flight: Annotated[int, typer.Option(help="Most deliveries holding a token.")],
+    rate: Annotated[float | None, typer.Option(help="Most deliveries started a second.")] = None,
+    token_lease: Annotated[str | None, typer.Option(help="Seconds or ISO 8601.")] = None,
+    api: ApiOpt = None,
+) -> None:
+    """Register or change a throttling policy."""
+    _call(_client(api).add_policy, name, max_in_flight, rate=rate, token_lease=token_lease)
+
+
+@policies_app.command("ls")
+def policies_ls(api: ApiOpt = None) -> None:
+    """List policies and the tokens they hold."""
+    _call(_client(api).policies)
+
+
+@policies_app.command("rm")
+def policies_rm(name: str, api: ApiOpt = None) -> None:
+    """Delete a policy (refused while schedules wait on it)."""
+    _call(_client(api).delete_policy, name)
+
+
+@app.command()
+def release(delivery_id: str, api: ApiOpt = None) -> None:
+    """Hand a delivery's policy token back (its Tocsin-Delivery-Id)."""
+    _call(_client(api).release, delivery_id)
 
 
 def main() -> None:

@@ -36,6 +36,7 @@ __all__ = [
     "Readiness",
     "ScheduleInfo",
     "change_body",
+    "recurring_body",
     "schedule_body",
 ]
 
@@ -142,7 +143,8 @@ def schedule_body(channel: str, payload: Any = UNSET, *, payload_text: str | Non
                   headers: Mapping[str, str] | None = None, key: str | None = None,
                   tenant: str | None = None, ordering_key: str | None = None,
                   uniqueness_key: str | None = None,
-                  key_mode: Literal["idempotent", "task"] | None = None) -> dict[str, Any]:
+                  key_mode: Literal["idempotent", "task"] | None = None,
+                  policy: str | None = None) -> dict[str, Any]:
     """The JSON body of one schedule (only what is given; the server checks the rules)."""
     body: dict[str, Any] = {"channel": channel}
     if payload is not UNSET:
@@ -155,7 +157,8 @@ def schedule_body(channel: str, payload: Any = UNSET, *, payload_text: str | Non
     if headers:
         body["headers"] = dict(headers)
     for name, value in (("key", key), ("tenant", tenant), ("ordering_key", ordering_key),
-                        ("uniqueness_key", uniqueness_key), ("key_mode", key_mode)):
+                        ("uniqueness_key", uniqueness_key), ("key_mode", key_mode),
+                        ("policy", policy)):
         if value is not None:
             body[name] = value
     return body
@@ -246,7 +249,121 @@ def _error(response: httpx.Response) -> TocsinError:
     return TocsinError(f"HTTP {code}: {message}")
 
 
-class Client:
+def recurring_body(*, cron: str | None = None, channel: str | None = None,
+                   payload: Any = UNSET, payload_text: str | None = None,
+                   payload_base64: str | None = None, timezone: str | None = None,
+                   count: int | None = None, stagger: float | timedelta | str | None = None,
+                   start: datetime | str | None = None, end: datetime | str | None = None,
+                   misfire: Literal["fire_once", "fire_all", "skip"] | None = None,
+                   misfire_grace: float | timedelta | str | None = None,
+                   policy: str | None = None, headers: Mapping[str, str] | None = None,
+                   tenant: str | None = None, paused: bool | None = None) -> dict[str, Any]:
+    """The JSON body of a recurring schedule, or of a change to one (only what is given)."""
+    body: dict[str, Any] = {}
+    if payload is not UNSET:
+        body["payload"] = payload
+    for name, value in (("cron", cron), ("channel", channel), ("payload_text", payload_text),
+                        ("payload_base64", payload_base64), ("timezone", timezone),
+                        ("count", count), ("misfire", misfire), ("policy", policy),
+                        ("tenant", tenant), ("paused", paused),
+                        ("headers", None if headers is None else dict(headers))):
+        if value is not None:
+            body[name] = value
+    for name, span in (("stagger", stagger), ("misfire_grace", misfire_grace)):
+        if span is not None:
+            body[name] = span.total_seconds() if isinstance(span, timedelta) else span
+    for name, instant in (("start", start), ("end", end)):
+        if instant is not None:
+            body[name] = _instant(instant, name)
+    return body
+
+
+class _RecurringAndPolicies:
+    """Recurring schedules, policies and token release, for both clients: each method builds
+    its request once; :class:`Client` answers it, :class:`AsyncClient` returns an awaitable.
+    Answers are the API's JSON (see ``/docs``)."""
+
+    def _do(self, call: _Call) -> Any:
+        raise NotImplementedError
+
+    def add_recurring(self, cron: str, channel: str, payload: Any = UNSET, **fields: Any) -> Any:
+        """Create a recurring schedule: ``cron`` (5 fields, or 6 with seconds) read in
+        ``timezone`` (IANA, default UTC); :func:`recurring_body`'s other fields."""
+        body = recurring_body(cron=cron, channel=channel, payload=payload, **fields)
+        return self._do(_Call("POST", "/v1/recurring", json=body))
+
+    def get_recurring(self, recurring_id: str) -> Any:
+        """One recurring schedule, with its state and next firing."""
+        return self._do(_Call("GET", _path("/v1/recurring", recurring_id)))
+
+    def list_recurring(self, *, tenant: str | None = None, cursor: str | None = None,
+                       limit: int = 100) -> Any:
+        """One page: ``{"items": [...], "next_cursor": ...}``."""
+        params: dict[str, Any] = {"limit": limit}
+        params.update({k: v for k, v in (("tenant", tenant), ("cursor", cursor)) if v})
+        return self._do(_Call("GET", "/v1/recurring", params=params))
+
+    def update_recurring(self, recurring_id: str, **changes: Any) -> Any:
+        """Change any of :func:`recurring_body`'s fields; firings still ahead follow it."""
+        return self._do(_Call("PATCH", _path("/v1/recurring", recurring_id),
+                              json=recurring_body(**changes)))
+
+    def pause_recurring(self, recurring_id: str) -> Any:
+        """Pause: firings are skipped (and recorded so) until resumed."""
+        return self._do(_Call("POST", _path("/v1/recurring", recurring_id, "pause")))
+
+    def resume_recurring(self, recurring_id: str) -> Any:
+        """Resume from now on."""
+        return self._do(_Call("POST", _path("/v1/recurring", recurring_id, "resume")))
+
+    def delete_recurring(self, recurring_id: str) -> Any:
+        """Delete; its firings still ahead are cancelled."""
+        return self._do(_Call("DELETE", _path("/v1/recurring", recurring_id)))
+
+    def next_firings(self, recurring_id: str, n: int = 10) -> Any:
+        """The next ``n`` firings, each ``{"local": ..., "utc": ...}``."""
+        return self._do(_Call("GET", _path("/v1/recurring", recurring_id, "next"),
+                              params={"n": n}, pick="items"))
+
+    def firings(self, recurring_id: str, *, after: datetime | str | None = None,
+                limit: int = 100) -> Any:
+        """The firings so far: expanded (messages by status) or skipped, with the reason."""
+        params: dict[str, Any] = {"limit": limit}
+        if after is not None:
+            params["after"] = _instant(after, "after")
+        return self._do(_Call("GET", _path("/v1/recurring", recurring_id, "firings"),
+                              params=params, pick="items"))
+
+    def add_policy(self, name: str, max_in_flight: int, *, rate: float | None = None,
+                   token_lease: float | timedelta | str | None = None) -> Any:
+        """Register or change a throttling policy."""
+        body: dict[str, Any] = {"name": name, "max_in_flight": max_in_flight}
+        if rate is not None:
+            body["rate"] = rate
+        if token_lease is not None:
+            body["token_lease"] = (token_lease.total_seconds()
+                                   if isinstance(token_lease, timedelta) else token_lease)
+        return self._do(_Call("POST", "/v1/policies", json=body))
+
+    def policies(self) -> Any:
+        """Every policy, with the tokens held now (``in_flight``)."""
+        return self._do(_Call("GET", "/v1/policies", pick="items"))
+
+    def get_policy(self, name: str) -> Any:
+        """One policy, with the tokens held now."""
+        return self._do(_Call("GET", _path("/v1/policies", name)))
+
+    def delete_policy(self, name: str) -> Any:
+        """Forget a policy (:class:`ConflictError` while schedules wait on it)."""
+        return self._do(_Call("DELETE", _path("/v1/policies", name)))
+
+    def release(self, delivery_id: str) -> Any:
+        """Hand back the policy token of a delivery (its ``Tocsin-Delivery-Id``);
+        :class:`NotFoundError` when it holds none."""
+        return self._do(_Call("POST", _path("/v1/deliveries", delivery_id, "release")))
+
+
+class Client(_RecurringAndPolicies):
     """A synchronous client. Use it as a context manager, or call :meth:`close`."""
 
     def __init__(self, base_url: str = DEFAULT_URL, *, timeout: float = 30.0,
@@ -273,14 +390,15 @@ class Client:
                  headers: Mapping[str, str] | None = None, key: str | None = None,
                  tenant: str | None = None, ordering_key: str | None = None,
                  uniqueness_key: str | None = None,
-                 key_mode: Literal["idempotent", "task"] | None = None) -> Created:
+                 key_mode: Literal["idempotent", "task"] | None = None,
+                 policy: str | None = None) -> Created:
         """Schedule one message: one of ``payload`` (any JSON value), ``payload_text`` or
         ``payload_base64``; one of ``due_at`` (aware datetime or RFC 3339) or ``delay``
         (seconds, timedelta or ISO 8601 like ``PT5M``)."""
         body = schedule_body(channel, payload, payload_text=payload_text,
                              payload_base64=payload_base64, due_at=due_at, delay=delay,
                              headers=headers, key=key, tenant=tenant, ordering_key=ordering_key,
-                             uniqueness_key=uniqueness_key, key_mode=key_mode)
+                             uniqueness_key=uniqueness_key, key_mode=key_mode, policy=policy)
         return cast(Created, self._do(_Call("POST", "/v1/schedules", json=body)))
 
     def schedule_many(self, items: Iterable[Mapping[str, Any]]) -> builtins.list[Created]:
@@ -351,7 +469,7 @@ class Client:
         return _readiness(self._http.get("/readyz"))
 
 
-class AsyncClient:
+class AsyncClient(_RecurringAndPolicies):
     """The asynchronous twin of :class:`Client`."""
 
     def __init__(self, base_url: str = DEFAULT_URL, *, timeout: float = 30.0,
@@ -380,12 +498,13 @@ class AsyncClient:
                        headers: Mapping[str, str] | None = None, key: str | None = None,
                        tenant: str | None = None, ordering_key: str | None = None,
                        uniqueness_key: str | None = None,
-                       key_mode: Literal["idempotent", "task"] | None = None) -> Created:
+                       key_mode: Literal["idempotent", "task"] | None = None,
+                       policy: str | None = None) -> Created:
         """Schedule one message (see :meth:`Client.schedule`)."""
         body = schedule_body(channel, payload, payload_text=payload_text,
                              payload_base64=payload_base64, due_at=due_at, delay=delay,
                              headers=headers, key=key, tenant=tenant, ordering_key=ordering_key,
-                             uniqueness_key=uniqueness_key, key_mode=key_mode)
+                             uniqueness_key=uniqueness_key, key_mode=key_mode, policy=policy)
         return cast(Created, await self._do(_Call("POST", "/v1/schedules", json=body)))
 
     async def schedule_many(self, items: Iterable[Mapping[str, Any]]) -> builtins.list[Created]:
