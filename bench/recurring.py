@@ -120,11 +120,15 @@ def delivery_lateness(n: int, minutes: int) -> dict[str, Any]:
     _rules(store, n, now_ms=_now())
     url = f"sqlite:///{base / 't.db'}"
     spark = spark_session("local[*]")
-    first = (_now() // MIN + 1) * MIN
-    last = first + (minutes - 1) * MIN
     with running_expander(spark, url, base / "ck-x", buckets=64, partitions=4), \
             running_dispatcher(spark, url, base / "ck", buckets=64, partitions=4,
                                trigger_seconds=0.5):
+        # Steady state: measure from the first minute after the cold start's expansion of
+        # every rule's first horizon (10 firings each) has landed.
+        wait_until(lambda: (store.next_expansion_ms() or 0) > _now(), timeout_s=300,
+                   interval_s=0.5, what="the first expansion")
+        first = (_now() // MIN + 1) * MIN
+        last = first + (minutes - 1) * MIN
         print(f"waiting for {minutes} minute boundaries from "
               f"{datetime.fromtimestamp(first / 1000, UTC):%H:%M:%S}", file=sys.stderr)
         wait_until(lambda: _now() > last + 5_000, timeout_s=(minutes + 2) * 60, interval_s=1)

@@ -54,12 +54,15 @@ class Tally:
         self.lateness_buckets[bisect_left(LATENESS_BOUNDS_MS, lateness_ms)] += 1
 
 
+_KINDS = {k.value: k for k in PayloadKind}
+
+
 def envelope_of(row: ClaimedRow) -> Envelope:
     """The envelope handed to a channel for one claimed row."""
     return Envelope(
         schedule_id=row.id, delivery_id=delivery_id(row.id, row.attempt), attempt=row.attempt,
         epoch=row.epoch, tenant=row.tenant, channel=row.channel, payload=row.payload,
-        payload_kind=PayloadKind(row.payload_kind),
+        payload_kind=_KINDS[row.payload_kind],
         headers=json.loads(row.headers) if row.headers != "{}" else NO_HEADERS,
         due_ms=row.due_ms, key=row.key, ordering_key=row.ordering_key,
     )

@@ -64,15 +64,22 @@ INSERT_COLUMNS = (
 INSERT_ARITY = INSERT_COLUMNS.count(",") + 1
 
 
+_KIND_TEXT = {k: k.value for k in PayloadKind}
+_OUTCOME_TEXT = {o: o.value for o in Outcome}
+"""Enum member → its text by dict lookup: ``member.value`` is a slow descriptor on Python 3.11,
+and these run once per row on the ingest and acknowledgement paths."""
+_PENDING = Status.PENDING.value
+
+
 def insert_values(item: NewSchedule, *, buckets: int, now_ms: int) -> tuple[Any, ...]:
     """The INSERT values (in ``INSERT_COLUMNS`` order) of a new PENDING schedule."""
     schedule_id = item.id or new_schedule_id(now_ms)
     # A policy's schedules share a bucket, so one claim sees them all in due order.
     return (
-        schedule_id, item.tenant, item.channel, item.payload, item.payload_kind.value,
+        schedule_id, item.tenant, item.channel, item.payload, _KIND_TEXT[item.payload_kind],
         json.dumps(item.headers, separators=(",", ":")), item.due_ms, item.due_ms,
         bucket_of(item.policy or item.ordering_key or schedule_id, buckets),
-        Status.PENDING.value, 0, now_ms, item.key,
+        _PENDING, 0, now_ms, item.key,
         item.fingerprint() if item.key is not None else None, item.ordering_key, item.policy,
         item.recurring_id, item.firing_ms,
     )
@@ -98,7 +105,7 @@ def dead_letter_item(ack: Ack, row: Sequence[Any], *, now_ms: int) -> NewSchedul
 def delivery_values(acks: Sequence[Ack], epoch: int) -> list[tuple[Any, ...]]:
     """The attempt-log rows (in ``DELIVERY_COLUMNS`` order) of a batch of acks."""
     return [(a.delivery_id, a.schedule_id, a.attempt, epoch, a.started_ms, a.ended_ms,
-             a.outcome.value, a.error, a.ended_ms - a.due_ms) for a in acks]
+             _OUTCOME_TEXT[a.outcome], a.error, a.ended_ms - a.due_ms) for a in acks]
 
 
 def earliest(pending_ms: int | None, claimed_ms: int | None, lease_ms: int) -> int | None:
