@@ -23,6 +23,7 @@ from tocsin.domain import (
     Result,
     Schedule,
     Status,
+    Tenant,
 )
 
 __all__ = ["Channel", "ClaimedRow", "FiringRecord", "HaltedKey", "Store"]
@@ -240,6 +241,20 @@ class Store(ABC):
     def recurring_firings(self, recurring_id: str, *, after_ms: int = -1,
                           limit: int = 100) -> builtins.list[FiringRecord]:
         """The firings after ``after_ms`` expanded or skipped so far, oldest first."""
+
+    # -- tenants ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def put_tenant(self, tenant: Tenant, *, now_ms: int) -> Tenant:
+        """Configure a tenant (its durability applies to its creates from now on)."""
+
+    @abstractmethod
+    def get_tenant(self, name: str) -> Tenant:
+        """A tenant's settings; the defaults (``configured=False``) for one never configured."""
+
+    @abstractmethod
+    def list_tenants(self) -> builtins.list[Tenant]:
+        """Every configured tenant, by name."""
 
     # -- throttling policies ---------------------------------------------------------------
 

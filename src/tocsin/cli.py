@@ -338,6 +338,20 @@ def policies_rm(name: str, api: ApiOpt = None) -> None:
 
 
 @app.command()
+def tenant(
+    name: str,
+    durability: Annotated[str | None, typer.Option(help="strict or relaxed.")] = None,
+    api: ApiOpt = None,
+) -> None:
+    """Show a tenant's settings, or set its durability."""
+    client = _client(api)
+    if durability is None:
+        _call(client.get_tenant, name)
+    else:
+        _call(client.set_tenant, name, durability=durability)
+
+
+@app.command()
 def release(delivery_id: str, api: ApiOpt = None) -> None:
     """Hand a delivery's policy token back (its Tocsin-Delivery-Id)."""
     _call(_client(api).release, delivery_id)

@@ -357,6 +357,15 @@ class _RecurringAndPolicies:
         """Forget a policy (:class:`ConflictError` while schedules wait on it)."""
         return self._do(_Call("DELETE", _path("/v1/policies", name)))
 
+    def set_tenant(self, name: str, *, durability: Literal["strict", "relaxed"]) -> Any:
+        """Configure a tenant: ``durability`` of its creates (strict is the default)."""
+        return self._do(_Call("PUT", _path("/v1/tenants", name),
+                              json={"durability": durability}))
+
+    def get_tenant(self, name: str) -> Any:
+        """A tenant's settings (the defaults, ``configured: false``, if never set)."""
+        return self._do(_Call("GET", _path("/v1/tenants", name)))
+
     def release(self, delivery_id: str) -> Any:
         """Hand back the policy token of a delivery (its ``Tocsin-Delivery-Id``);
         :class:`NotFoundError` when it holds none."""

@@ -111,3 +111,16 @@ def test_policies_and_release(api: httpx.Client, api_store: Store) -> None:
     again = api.post(f"/v1/deliveries/{sid}-1/release")
     assert again.status_code == 404 and "token" in again.json()["error"]["message"]
     assert row.attempt == 1
+
+
+def test_tenants(api: httpx.Client) -> None:
+    assert api.get("/v1/tenants/acme").json() == {"name": "acme", "durability": "strict",
+                                                  "configured": False}
+    r = api.put("/v1/tenants/acme", json={"durability": "relaxed"})
+    assert r.status_code == 200 and r.json()["durability"] == "relaxed"
+    assert {"name": "acme", "durability": "relaxed", "configured": True} in \
+        api.get("/v1/tenants").json()["items"]
+    bad = api.put("/v1/tenants/acme", json={"durability": "sometimes"})
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "durability"
+    assert api.put("/v1/tenants/a b", json={"durability": "strict"}).status_code == 422
+    assert api.get("/v1/tenants/acme").json()["durability"] == "relaxed"

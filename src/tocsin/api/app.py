@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from tocsin.abc import Store
-from tocsin.api import channels, health, ordering, policies, recurring, schedules
+from tocsin.api import channels, health, ordering, policies, recurring, schedules, tenants
 from tocsin.api.deps import Deps
 from tocsin.api.errors import install_error_handlers
 from tocsin.clock import Clock, SystemClock
@@ -35,7 +35,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None,
     app.state.deps = Deps(store=store, clock=clock or SystemClock(), settings=settings,
                           expect_dispatcher=expect_dispatcher)
     install_error_handlers(app)
-    for module in (schedules, recurring, policies, channels, ordering, health):
+    for module in (schedules, recurring, policies, channels, tenants, ordering, health):
         app.include_router(module.router)
     app.include_router(policies.deliveries)
     _describe_request_bodies(app)

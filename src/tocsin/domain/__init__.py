@@ -17,6 +17,7 @@ from tocsin.domain.recurring import (
 )
 from tocsin.domain.retry import RetryPolicy
 from tocsin.domain.schedule import NewSchedule, PayloadKind, Schedule, Status
+from tocsin.domain.tenant import Durability, Tenant
 
 __all__ = [
     "Ack",
@@ -24,6 +25,7 @@ __all__ = [
     "ChannelSpec",
     "CronTrigger",
     "Delivery",
+    "Durability",
     "Envelope",
     "Expansion",
     "Firing",
@@ -39,6 +41,7 @@ __all__ = [
     "Schedule",
     "SkippedFiring",
     "Status",
+    "Tenant",
     "expand",
     "firing_schedule_id",
 ]

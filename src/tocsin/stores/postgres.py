@@ -52,6 +52,7 @@ from tocsin.stores.rows import (
 from tocsin.stores.shared import (
     POSTGRES,
     RecurringAndPolicies,
+    all_relaxed,
     claim_throttled,
     return_tokens,
     throttled_next_ms,
@@ -280,6 +281,8 @@ class PostgresStore(RecurringAndPolicies):
         buckets = self.buckets
 
         def work(conn: psycopg.Connection[Any]) -> list[tuple[Schedule, bool]]:
+            self._apply_durability(conn, all_relaxed(conn, POSTGRES,
+                                                     {item.tenant for item in items}))
             out: list[tuple[Schedule, bool]] = []
             plain: list[tuple[Any, ...]] = []
             for item in items:
@@ -296,6 +299,12 @@ class PostgresStore(RecurringAndPolicies):
             return out
 
         return self._run(work)
+
+    def _apply_durability(self, conn: psycopg.Connection[Any], relaxed: bool) -> None:
+        """A relaxed tenant's transaction commits without waiting for the WAL flush; a strict
+        one with the server's setting (``on`` unless the server was configured otherwise)."""
+        if relaxed:
+            conn.execute("SET LOCAL synchronous_commit = off")
 
     def get(self, schedule_id: str) -> Schedule:
         rows = self._read(f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = %s",

@@ -27,7 +27,9 @@ from tocsin.domain import (
     RateBucket,
     Recurring,
     Status,
+    Tenant,
 )
+from tocsin.domain.tenant import Durability
 from tocsin.errors import ConflictError, NotFoundError
 from tocsin.ids import bucket_of, delivery_id
 from tocsin.stores.rows import (
@@ -43,6 +45,7 @@ __all__ = [
     "SQLITE",
     "Dialect",
     "RecurringAndPolicies",
+    "all_relaxed",
     "claim_throttled",
     "return_tokens",
     "throttled_next_ms",
@@ -276,6 +279,25 @@ class RecurringAndPolicies(Store):
                                         messages))
         return records
 
+    # -- tenants ---------------------------------------------------------------------------
+
+    def put_tenant(self, tenant: Tenant, *, now_ms: int) -> Tenant:
+        d = self._dialect
+        self._work(lambda conn: conn.execute(d.q(
+            "INSERT INTO tenants VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE "
+            "SET durability = excluded.durability, updated_ms = excluded.updated_ms"),
+            (tenant.name, tenant.durability.value, now_ms)))
+        return tenant._replace(configured=True)
+
+    def get_tenant(self, name: str) -> Tenant:
+        rows = self._rows("SELECT name, durability FROM tenants WHERE name = ?", (name,))
+        return Tenant(rows[0][0], Durability(rows[0][1])) if rows else Tenant(name,
+                                                                              configured=False)
+
+    def list_tenants(self) -> builtins.list[Tenant]:
+        return [Tenant(n, Durability(v))
+                for n, v in self._rows("SELECT name, durability FROM tenants ORDER BY name")]
+
     # -- policies --------------------------------------------------------------------------
 
     def put_policy(self, policy: Policy, *, now_ms: int) -> Policy:
@@ -328,6 +350,17 @@ class RecurringAndPolicies(Store):
             d.q("DELETE FROM tokens WHERE delivery_id = ? AND expires_ms > ?"),
             (delivery, now_ms)).rowcount)
         return bool(gone)
+
+
+def all_relaxed(conn: Any, d: Dialect, tenants: set[str]) -> bool:
+    """True when every tenant in ``tenants`` is configured ``relaxed`` (a write that touches
+    any strict tenant is committed strictly)."""
+    if not tenants:
+        return False
+    marks = ", ".join("?" * len(tenants))
+    row = conn.execute(d.q(f"SELECT count(*) FROM tenants WHERE durability = 'relaxed' "
+                           f"AND name IN ({marks})"), tuple(tenants)).fetchone()
+    return int(row[0]) == len(tenants)
 
 
 def _check_policy(conn: Any, d: Dialect, name: str | None) -> None:

@@ -43,6 +43,7 @@ from tocsin.stores.rows import (
 from tocsin.stores.shared import (
     SQLITE,
     RecurringAndPolicies,
+    all_relaxed,
     claim_throttled,
     return_tokens,
     throttled_next_ms,
@@ -95,6 +96,7 @@ class SQLiteStore(RecurringAndPolicies):
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._local.conn = self._connect()
+            self._local.durable = False  # _connect sets NORMAL
         return conn
 
     @contextmanager
@@ -116,13 +118,20 @@ class SQLiteStore(RecurringAndPolicies):
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._writer(), self._tx_unlocked() as conn:
+    def _tx(self, *, durable: bool | None = None) -> Iterator[sqlite3.Connection]:
+        """One write transaction. ``durable`` (a tenant's write): True commits with
+        ``synchronous = FULL``, False with ``NORMAL``; None (the dispatcher's own writes,
+        which a crash only makes repeat) keeps the connection's level."""
+        with self._writer(), self._tx_unlocked(durable) as conn:
             yield conn
 
     @contextmanager
-    def _tx_unlocked(self) -> Iterator[sqlite3.Connection]:
+    def _tx_unlocked(self, durable: bool | None = None) -> Iterator[sqlite3.Connection]:
         conn = self._conn
+        if durable is not None and getattr(self._local, "durable", None) is not durable:
+            # SQLite refuses to change the level inside a transaction: set it before BEGIN.
+            conn.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
+            self._local.durable = durable
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
@@ -179,7 +188,8 @@ class SQLiteStore(RecurringAndPolicies):
     def create(self, items: Sequence[NewSchedule], *, now_ms: int) -> list[tuple[Schedule, bool]]:
         out: list[tuple[Schedule, bool]] = []
         plain: list[tuple[Any, ...]] = []
-        with self._tx() as conn:
+        relaxed = all_relaxed(self._conn, SQLITE, {item.tenant for item in items})
+        with self._tx(durable=not relaxed) as conn:
             for item in items:
                 if item.key is not None:
                     out.append(self._create_keyed(conn, item, now_ms))
@@ -238,7 +248,7 @@ class SQLiteStore(RecurringAndPolicies):
         return [schedule_from_row(r) for r in rows]
 
     def cancel(self, schedule_id: str, *, now_ms: int) -> Schedule:
-        with self._tx() as conn:
+        with self._tx(durable=True) as conn:
             row = conn.execute(
                 f"UPDATE schedules SET status = 'CANCELLED', next_ms = ? "
                 f"WHERE id = ? AND status = 'PENDING' RETURNING {SCHEDULE_COLUMNS}",
@@ -252,7 +262,7 @@ class SQLiteStore(RecurringAndPolicies):
     def reschedule(self, schedule_id: str, *, now_ms: int, due_ms: int | None = None,
                    payload: bytes | None = None, payload_kind: PayloadKind | None = None,
                    headers: dict[str, str] | None = None) -> Schedule:
-        with self._tx() as conn:
+        with self._tx(durable=True) as conn:
             row = conn.execute(
                 "UPDATE schedules SET due_ms = coalesce(?, due_ms), "
                 "next_ms = coalesce(?, next_ms), "
