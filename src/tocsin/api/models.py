@@ -76,7 +76,8 @@ class ScheduleIn(BaseModel):
             if key is not None:
                 raise ValidationError("uniqueness_key", "give key or uniqueness_key, not both")
             key, task = f"task:{self.ordering_key or ''}:{due_ms}:{self.uniqueness_key}", True
-        digest = canonical_digest(self.model_dump(mode="json"))
+        # The request's digest tells a true repeat of a key from a reuse: only keys need it.
+        digest = canonical_digest(self.model_dump(mode="json")) if key is not None else None
         return NewSchedule(
             channel=self.channel, payload=data, payload_kind=kind, headers=self.headers,
             due_ms=due_ms, tenant=self.tenant, key=key, ordering_key=self.ordering_key,

@@ -289,7 +289,7 @@ class PostgresStore(RecurringAndPolicies):
                 values = insert_values(item, buckets=buckets, now_ms=now_ms)
                 if item.key is None:
                     plain.append(values)
-                    out.append((schedule_from_values(values), True))
+                    out.append((schedule_from_values(values, item), True))
                     continue
                 # ON CONFLICT waits for a concurrent insert of the same key, then the SELECT
                 # sees that row: two racing creates of one key resolve like a repeat.
@@ -561,7 +561,7 @@ def _create_keyed(conn: psycopg.Connection[Any], item: NewSchedule, values: tupl
             f"{_INSERT} ON CONFLICT (tenant, key) WHERE key IS NOT NULL DO NOTHING",
             values).rowcount
         if inserted:
-            return schedule_from_values(values), True
+            return schedule_from_values(values, item), True
         row = conn.execute(
             f"SELECT {SCHEDULE_COLUMNS}, fingerprint FROM schedules "
             "WHERE tenant = %s AND key = %s FOR UPDATE", (item.tenant, item.key)).fetchone()

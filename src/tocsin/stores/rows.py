@@ -77,7 +77,8 @@ def insert_values(item: NewSchedule, *, buckets: int, now_ms: int) -> tuple[Any,
     # A policy's schedules share a bucket, so one claim sees them all in due order.
     return (
         schedule_id, item.tenant, item.channel, item.payload, _KIND_TEXT[item.payload_kind],
-        json.dumps(item.headers, separators=(",", ":")), item.due_ms, item.due_ms,
+        json.dumps(item.headers, separators=(",", ":")) if item.headers else "{}",
+        item.due_ms, item.due_ms,
         bucket_of(item.policy or item.ordering_key or schedule_id, buckets),
         _PENDING, 0, now_ms, item.key,
         item.fingerprint() if item.key is not None else None, item.ordering_key, item.policy,
@@ -85,11 +86,16 @@ def insert_values(item: NewSchedule, *, buckets: int, now_ms: int) -> tuple[Any,
     )
 
 
-def schedule_from_values(v: Sequence[Any]) -> Schedule:
-    """The :class:`Schedule` just inserted with ``insert_values`` values ``v``."""
-    return schedule_from_row((v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9],
-                              v[10], None, None, v[11], None, None, v[12], v[14], v[15],
-                              v[16]))
+def schedule_from_values(v: Sequence[Any], item: NewSchedule) -> Schedule:
+    """The :class:`Schedule` just inserted from ``item`` with ``insert_values`` values ``v``
+    (built from the item's own values: this is the ingest path)."""
+    return Schedule(
+        id=v[0], tenant=item.tenant, channel=item.channel, payload=item.payload,
+        payload_kind=item.payload_kind, headers=item.headers, due_ms=item.due_ms,
+        next_ms=item.due_ms, bucket=v[8], status=Status.PENDING, attempts=0, created_ms=v[11],
+        key=item.key, ordering_key=item.ordering_key, policy=item.policy,
+        recurring_id=item.recurring_id,
+    )
 
 
 def dead_letter_item(ack: Ack, row: Sequence[Any], *, now_ms: int) -> NewSchedule:

@@ -196,7 +196,7 @@ class SQLiteStore(RecurringAndPolicies):
                     continue
                 values = insert_values(item, buckets=self.buckets, now_ms=now_ms)
                 plain.append(values)
-                out.append((schedule_from_values(values), True))
+                out.append((schedule_from_values(values, item), True))
             if plain:
                 conn.executemany(_INSERT, plain)
         return out
@@ -221,7 +221,7 @@ class SQLiteStore(RecurringAndPolicies):
             conn.execute("UPDATE schedules SET key = NULL WHERE id = ?", (existing.id,))
         values = insert_values(item, buckets=self.buckets, now_ms=now_ms)
         conn.execute(_INSERT, values)
-        return schedule_from_values(values), True
+        return schedule_from_values(values, item), True
 
     def get(self, schedule_id: str) -> Schedule:
         row = self._conn.execute(f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = ?",
