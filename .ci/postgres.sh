@@ -12,6 +12,8 @@
 #   run against it). When running as root the server runs as the `postgres` system user.
 # stop DIR: fast shutdown of the server started in DIR (by the PID in its postmaster.pid), then
 #   remove DIR.
+# crash DIR: `pg_ctl stop -m immediate` (no checkpoint: the next start runs crash recovery);
+#   DIR stays, and `start DIR PORT` brings the same cluster back.
 # Binaries: /usr/lib/postgresql/15/bin, else the newest /usr/lib/postgresql/*/bin, else PATH;
 #   when none is found, `apt-get install postgresql` (root or sudo).
 set -euo pipefail
@@ -147,8 +149,15 @@ stop() {
     esac
 }
 
+crash() {
+    local dir="${1:?usage: $0 crash DIR}" bindir
+    bindir="$(find_bindir)" || { log "no pg_ctl"; exit 1; }
+    as_owner "$bindir/pg_ctl" -D "$dir/data" -m immediate -w -t 60 stop >&2
+}
+
 case "${1:-}" in
     start) shift; start "$@" ;;
     stop) shift; stop "$@" ;;
-    *) echo "usage: $0 start [DIR] [PORT] | stop DIR" >&2; exit 2 ;;
+    crash) shift; crash "$@" ;;
+    *) echo "usage: $0 start [DIR] [PORT] | stop DIR | crash DIR" >&2; exit 2 ;;
 esac

@@ -98,6 +98,13 @@ class PostgresServer:
             time.sleep(0.05)
         os.kill(pid, signal.SIGKILL)
 
+    def crash(self) -> None:
+        """``pg_ctl stop -m immediate``: the server dies without a checkpoint, as in a crash;
+        :meth:`start` brings it back on the same port (running crash recovery)."""
+        subprocess.run(["bash", str(SCRIPT), "crash", str(self.workdir)], capture_output=True,
+                       text=True, timeout=120, check=True)
+        self.pid = 0
+
     def remove(self) -> None:
         """Stop the server and delete its directory."""
         self.stop()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from tocsin.abc import ClaimedRow, Store
 from tocsin.clock import Clock
-from tocsin.dispatcher.runtime import ChannelCache
+from tocsin.dispatcher.runtime import ChannelCache, retrying
 from tocsin.domain import Ack, ChannelSpec, Envelope, Outcome, Result, RetryPolicy, Status
 from tocsin.domain.delivery import NO_HEADERS
 from tocsin.domain.schedule import PayloadKind
@@ -114,7 +114,8 @@ def deliver(rows: Iterable[ClaimedRow], *, store: Store, channels: ChannelCache,
             else:
                 tally.dead += 1
     for epoch, acks in by_epoch.items():
-        applied = store.acknowledge(epoch=epoch, acks=acks, now_ms=clock.now_ms())
+        applied = retrying(lambda e=epoch, a=acks: store.acknowledge(  # type: ignore[misc]
+            epoch=e, acks=a, now_ms=clock.now_ms()), what="acknowledge")
         tally.fenced += len(acks) - applied
     return tally
 

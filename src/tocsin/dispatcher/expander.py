@@ -29,8 +29,9 @@ from pyspark.sql.types import StructType
 from tocsin.abc import Store
 from tocsin.clock import from_ms
 from tocsin.dispatcher.options import DispatchOptions
-from tocsin.dispatcher.runtime import store_for
+from tocsin.dispatcher.runtime import log, retrying, store_for
 from tocsin.domain import Expansion, NewSchedule, Recurring, expand
+from tocsin.errors import StoreError
 
 __all__ = ["EXPANDER", "ExpandTally", "ExpansionDataSource", "expand_due", "messages_of"]
 
@@ -144,7 +145,11 @@ class ExpansionReader(DataSourceStreamReader):
         opts = self.options
         store = store_for(opts.store_url, opts.buckets)
         now = time.time_ns() // 1_000_000
-        due = store.next_expansion_ms()
+        try:
+            due = store.next_expansion_ms()
+        except StoreError as exc:
+            log.warning("expander: store unavailable, no batch: %s", exc)
+            return start
         if due is None or due > now:
             return start
         return {"until": max(now, start["until"] + 1)}
@@ -163,9 +168,10 @@ class ExpansionReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, RecurringRange)
         opts = self.options
-        tally = expand_due(store_for(opts.store_url, opts.buckets), bucket_lo=partition.lo,
-                           bucket_hi=partition.hi, now_ms=partition.until_ms,
-                           horizon_ms=opts.horizon_ms)
+        store = store_for(opts.store_url, opts.buckets)
+        tally = retrying(lambda: expand_due(store, bucket_lo=partition.lo,
+                                            bucket_hi=partition.hi, now_ms=partition.until_ms,
+                                            horizon_ms=opts.horizon_ms), what="expand")
         yield (partition.lo, tally.recurring, tally.firings, tally.messages, tally.skipped)
 
     def commit(self, end: dict[str, int]) -> None:
@@ -191,11 +197,14 @@ class ExpansionWriter(DataSourceStreamWriter):
             if isinstance(message, TallyMessage):
                 total = [a + b for a, b in zip(total, message.tally, strict=True)]
         store = store_for(self.options.store_url, self.options.buckets)
-        last = store.last_beat(EXPANDER)
-        before = last[1].get("totals", [0, 0, 0, 0]) if last else [0, 0, 0, 0]
-        store.beat(EXPANDER, now_ms=time.time_ns() // 1_000_000,
-                   info={"batch_id": batchId, "batch": dict(zip(_KEYS, total, strict=True)),
-                         "totals": [a + b for a, b in zip(before, total, strict=True)]})
+        try:
+            last = store.last_beat(EXPANDER)
+            before = last[1].get("totals", [0, 0, 0, 0]) if last else [0, 0, 0, 0]
+            store.beat(EXPANDER, now_ms=time.time_ns() // 1_000_000,
+                       info={"batch_id": batchId, "batch": dict(zip(_KEYS, total, strict=True)),
+                             "totals": [a + b for a, b in zip(before, total, strict=True)]})
+        except StoreError as exc:
+            log.warning("expander: could not record batch %d: %s", batchId, exc)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass

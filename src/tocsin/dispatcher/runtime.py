@@ -3,15 +3,41 @@ one channel instance per process, re-used across micro-batches (workers are re-u
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from tocsin.abc import Channel, Store
 from tocsin.domain import ChannelSpec
-from tocsin.errors import NotFoundError
+from tocsin.errors import NotFoundError, StoreError
 from tocsin.stores import open_store
 
-__all__ = ["ChannelCache", "channels_for", "store_for"]
+__all__ = ["ChannelCache", "channels_for", "retrying", "store_for"]
+
+T = TypeVar("T")
+log = logging.getLogger("tocsin.dispatcher")
+STORE_RETRY_S = 90.0
+"""How long a claim or an acknowledgement keeps retrying a store that does not answer (a
+database restart, a fail-over) before the task fails and Spark takes over."""
+
+
+def retrying(work: Callable[[], T], *, what: str, budget_s: float = STORE_RETRY_S) -> T:
+    """``work()``, retried with back-off (0.1 s doubling to 5 s) while the store raises
+    :class:`~tocsin.errors.StoreError`, for up to ``budget_s``. Every store write the
+    dispatcher makes is safe to repeat: claims replay by epoch, acknowledgements are fenced."""
+    deadline = time.monotonic() + budget_s
+    pause = 0.1
+    while True:
+        try:
+            return work()
+        except StoreError as exc:
+            if time.monotonic() + pause > deadline:
+                raise
+            log.warning("%s: store unavailable, retrying in %.1fs: %s", what, pause, exc)
+            time.sleep(pause)
+            pause = min(pause * 2, 5.0)
 
 _stores: dict[tuple[str, int], Store] = {}
 _lock = threading.Lock()

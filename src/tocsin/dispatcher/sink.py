@@ -20,7 +20,8 @@ from tocsin.clock import SystemClock
 from tocsin.dispatcher.beat import DISPATCHER, beat_info
 from tocsin.dispatcher.deliver import Tally, deliver
 from tocsin.dispatcher.options import DispatchOptions
-from tocsin.dispatcher.runtime import channels_for, store_for
+from tocsin.dispatcher.runtime import channels_for, log, store_for
+from tocsin.errors import StoreError
 
 __all__ = ["DeliveryStreamWriter"]
 
@@ -63,10 +64,13 @@ class DeliveryStreamWriter(DataSourceStreamArrowWriter):
                 total.add(message.tally)
                 started = min(started, message.started_ms)
         store = store_for(opts.store_url, opts.buckets)
-        last = store.last_beat(DISPATCHER)
-        store.beat(DISPATCHER, now_ms=ended,
-                   info=beat_info(batch_id=batchId, batch_ms=ended - started, tally=total,
-                                  previous=last[1] if last else None))
+        try:
+            last = store.last_beat(DISPATCHER)
+            store.beat(DISPATCHER, now_ms=ended,
+                       info=beat_info(batch_id=batchId, batch_ms=ended - started, tally=total,
+                                      previous=last[1] if last else None))
+        except StoreError as exc:  # the batch is done; only its figures are lost
+            log.warning("dispatcher: could not record batch %d: %s", batchId, exc)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass

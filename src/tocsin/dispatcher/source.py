@@ -24,7 +24,8 @@ from pyspark.sql.types import StructType
 from tocsin.abc import ClaimedRow
 from tocsin.dispatcher.beat import SOURCE
 from tocsin.dispatcher.options import DispatchOptions
-from tocsin.dispatcher.runtime import store_for
+from tocsin.dispatcher.runtime import log, retrying, store_for
+from tocsin.errors import StoreError
 
 __all__ = ["ARROW_SCHEMA", "DueStreamReader", "TocsinDataSource", "bucket_ranges"]
 
@@ -85,13 +86,17 @@ class DueStreamReader(DataSourceStreamReader):
         opts = self.options
         store = store_for(opts.store_url, opts.buckets)
         now = time.time_ns() // 1_000_000
-        if time.monotonic() - self._last_beat > opts.idle_beat_s:
-            store.beat(SOURCE, now_ms=now)
-            self._last_beat = time.monotonic()
-        due = store.next_due_ms(now_ms=now, lease_ms=opts.lease_ms)
-        if due is None or due > now:
+        try:
+            if time.monotonic() - self._last_beat > opts.idle_beat_s:
+                store.beat(SOURCE, now_ms=now)
+                self._last_beat = time.monotonic()
+            due = store.next_due_ms(now_ms=now, lease_ms=opts.lease_ms)
+            if due is None or due > now:
+                return start
+            return {"until": now, "epoch": store.next_epoch()}
+        except StoreError as exc:  # the store is down: no batch now, ask again next trigger
+            log.warning("dispatcher: store unavailable, no batch: %s", exc)
             return start
-        return {"until": now, "epoch": store.next_epoch()}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[BucketRange]:
         if start == end:
@@ -106,17 +111,21 @@ class DueStreamReader(DataSourceStreamReader):
         assert isinstance(partition, BucketRange)
         opts = self.options
         store = store_for(opts.store_url, opts.buckets)
-        rows = store.claim(epoch=partition.epoch, bucket_lo=partition.lo,
-                           bucket_hi=partition.hi, until_ms=partition.until_ms,
-                           now_ms=time.time_ns() // 1_000_000, lease_ms=opts.lease_ms,
-                           limit=partition.limit)
+        rows = retrying(lambda: store.claim(
+            epoch=partition.epoch, bucket_lo=partition.lo, bucket_hi=partition.hi,
+            until_ms=partition.until_ms, now_ms=time.time_ns() // 1_000_000,
+            lease_ms=opts.lease_ms, limit=partition.limit), what="claim")
         for i in range(0, len(rows), ARROW_CHUNK):
             yield to_arrow(rows[i:i + ARROW_CHUNK])
 
     def commit(self, end: dict[str, int]) -> None:
         if time.monotonic() - self._last_prune > CLAIM_MARKER_PRUNE_S:
             store = store_for(self.options.store_url, self.options.buckets)
-            store.forget_claims(before_ms=time.time_ns() // 1_000_000 - CLAIM_MARKER_KEEP_MS)
+            try:
+                store.forget_claims(before_ms=time.time_ns() // 1_000_000 - CLAIM_MARKER_KEEP_MS)
+            except StoreError as exc:  # housekeeping: the next commit tries again
+                log.warning("dispatcher: could not prune claim markers: %s", exc)
+                return
             self._last_prune = time.monotonic()
 
 
