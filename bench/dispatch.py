@@ -60,6 +60,8 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--future", type=int, default=200_000,
                    help="schedules due in a day, for a second idle figure (0: skip)")
     p.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
+    p.add_argument("--master", default="local[*]",
+                   help="Spark master, e.g. local-cluster[2,1,1024] for separate executor JVMs")
     p.add_argument("--store-url", help="an empty PostgreSQL database, for --store postgres")
     p.add_argument("--buckets", type=int, default=64)
     p.add_argument("--partitions", type=int, default=4, help="bucket-range tasks per micro-batch")
@@ -244,7 +246,7 @@ def tocsin_part(args: argparse.Namespace) -> dict[str, Any]:
     url, store = open_bench_store(args.store, args.store_url, tmp, buckets=args.buckets)
     target = StoreTarget("tocsin", store, tmp)
     started = time.perf_counter()
-    spark = spark_session("local[*]", app_name="tocsin-bench",
+    spark = spark_session(args.master, app_name="tocsin-bench",
                           extra={"spark.sql.streaming.numRecentProgressUpdates": "5000",
                                  "spark.ui.showConsoleProgress": "false"})
     opts = DispatchOptions(store_url=url, buckets=args.buckets, partitions=args.partitions,
@@ -271,7 +273,7 @@ def tocsin_part(args: argparse.Namespace) -> dict[str, Any]:
 
     try:
         out = procedure(target, args, after_drain=profiled_drain)
-        out["options"] = {"master": "local[*]", "partitions": args.partitions,
+        out["options"] = {"master": args.master, "partitions": args.partitions,
                           "batch_cap": args.batch_cap, "trigger_s": args.trigger_s,
                           "buckets": args.buckets, "store": url}
         batches = spark_batches(query)

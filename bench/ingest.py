@@ -86,6 +86,26 @@ def _direct(url: str, requests: int, batch: int, offset: int, tenant: str, out: 
     out.put((latencies, time.time()))
 
 
+def commit_latency(url: str, n: int = 300) -> dict[str, Any]:
+    """One process, one schedule per create: the commit's own cost, strict vs relaxed."""
+    store = open_store(url)
+    out = {}
+    for tenant, name in (("default", "strict"), ("fast", "relaxed")):
+        times = []
+        for i in range(n):
+            item = NewSchedule(channel="out", tenant=tenant, payload=b'{"n":%d}' % i,
+                               due_ms=int(time.time() * 1000) + 3_600_000)
+            t = time.perf_counter()
+            store.create([item], now_ms=int(time.time() * 1000))
+            times.append((time.perf_counter() - t) * 1000)
+        times.sort()
+        out[name] = {"creates": n, "latency_p50_ms": round(times[n // 2], 3),
+                     "latency_p99_ms": round(times[int(n * 0.99) - 1], 3),
+                     "creates_per_s": round(n / (sum(times) / 1000))}
+    store.close()
+    return out
+
+
 def _load(target: Any, urls: list[str], *, clients: int, requests: int, batch: int,
           tenant: str) -> dict[str, Any]:
     ctx = multiprocessing.get_context("spawn")
@@ -176,7 +196,10 @@ def run_store(kind: str, server_url: str | None, args: argparse.Namespace) -> di
         relaxed = _load(_client, urls, tenant="fast", **small)
         print(f"{kind} strict {strict['schedules_per_s']}/s vs relaxed "
               f"{relaxed['schedules_per_s']}/s", file=sys.stderr)
-    peer = _load(_direct, [prepared(_fresh(kind, server_url, home))], tenant="default", **load)
+    peer_url = prepared(_fresh(kind, server_url, home))
+    peer = _load(_direct, [peer_url], tenant="default", **load)
+    single = commit_latency(peer_url)
+    print(f"{kind} single-schedule commits: {single}", file=sys.stderr)
     print(f"{kind} peer (direct store.create): {peer}", file=sys.stderr)
     out.update({
         "schedules_per_s": tocsin["schedules_per_s"],
@@ -184,7 +207,7 @@ def run_store(kind: str, server_url: str | None, args: argparse.Namespace) -> di
         "latency_p99_ms": tocsin["latency_p99_ms"],
         "http": tocsin, "peer_direct_store_create": peer,
         "ratio_vs_peer": round(tocsin["schedules_per_s"] / peer["schedules_per_s"], 2),
-        "durability": {"strict": strict, "relaxed": relaxed,
+        "durability": {"strict": strict, "relaxed": relaxed, "single_commits": single,
                        "relaxed_over_strict": round(relaxed["schedules_per_s"]
                                                     / strict["schedules_per_s"], 2)},
         "target_schedules_per_s": 20_000, "machine": machine_info(),

@@ -5,10 +5,11 @@ client threads creating schedules through them, the dispatcher as ``tocsin dispa
 ``local-cluster[2,1,1024]`` (separate executor JVMs), a webhook receiver recording every
 delivery. While the schedules come due, over 60 s:
 
-* ~10 s: ``kill -9`` of one executor JVM;
-* ~20 s: ``kill -9`` of an API replica (clients go on through the other);
-* ~30 s: ``pg_ctl stop -m immediate`` of PostgreSQL, started again 5 s later;
-* ~40 s: ``kill -9`` of the driver and everything under it; the dispatcher is started again.
+* 20 s in, while clients create: ``kill -9`` of an API replica (they go on through the other);
+* 10 % delivered: ``kill -9`` of one executor JVM;
+* 30 % delivered: ``pg_ctl stop -m immediate`` of PostgreSQL, started again 5 s later;
+* 55 % delivered: ``kill -9`` of the driver and everything under it; the dispatcher is started
+  again.
 
 The test acts as the supervisor a deployment has (systemd, Kubernetes): a dispatcher that exits
 is started again. Afterwards it checks the receiver's records, not the store's statuses: every
@@ -22,6 +23,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
@@ -111,7 +113,15 @@ def _iso(t: float) -> str:
 
 
 def test_nothing_is_lost_through_crashes(tmp_path: Path) -> None:
-    pg = PostgresServer(tmp_path / "pg")
+    # its own cluster (crashed below), where the postgres user can reach it
+    pg = PostgresServer(Path(tempfile.mkdtemp(prefix="tocsin-pg.")))
+    try:
+        _chaos(pg, tmp_path)
+    finally:
+        pg.remove()
+
+
+def _chaos(pg: PostgresServer, tmp_path: Path) -> None:
     url = pg.start()
     store = open_store(url, buckets=32)
     receiver = Receiver().start()
@@ -157,20 +167,24 @@ def test_nothing_is_lost_through_crashes(tmp_path: Path) -> None:
         def at(offset_s: float) -> None:
             time.sleep(max(0.0, t0 + offset_s - time.time()))
 
-        at(10)
+        def delivered(share: float) -> None:
+            wait_until(lambda: len(receiver.received()) >= share * N, timeout_s=400,
+                       interval_s=0.5, what=f"{share:.0%} delivered")
+
+        at(20)  # clients are still creating (until ~55 s)
+        kill_tree(apis[0])
+        faults["API replica killed, delivered so far"] = len(receiver.received())
+        delivered(0.10)
         jvms = executor_jvms(dispatcher[0].pid)
         assert jvms, "no executor JVM to kill"
         os.kill(jvms[0], signal.SIGKILL)
         faults["executor killed, delivered so far"] = len(receiver.received())
-        at(20)
-        kill_tree(apis[0])
-        faults["API replica killed, delivered so far"] = len(receiver.received())
-        at(30)
+        delivered(0.30)
         pg.crash()
         faults["PostgreSQL stopped -m immediate, delivered so far"] = len(receiver.received())
         time.sleep(5)
         pg.start()
-        at(40)
+        delivered(0.55)
         restarts["driver killed"] += 1
         victim = dispatcher[0]
         kill_tree(victim)  # the supervisor starts it again
@@ -181,6 +195,8 @@ def test_nothing_is_lost_through_crashes(tmp_path: Path) -> None:
                    what="every accepted schedule at the receiver")
     finally:
         stop.set()
+        if supervisor.is_alive():
+            supervisor.join(timeout=5)
         for proc in [*apis, dispatcher[0]]:
             kill_tree(proc)
         receiver.stop()
@@ -203,7 +219,6 @@ def test_nothing_is_lost_through_crashes(tmp_path: Path) -> None:
             assert set(distinct[:-1]) <= failed, (sid, distinct, failed)
             new_attempts += len(distinct) - 1
     store.close()
-    pg.remove()
     print(f"\naccepted {len(accepted)}, deliveries {len(records)}, repeats {repeats} "
           f"(same delivery id: {repeats - new_attempts}, later attempt after a logged "
           f"failure: {new_attempts}); client retries {dict(clients.retries)}; "
