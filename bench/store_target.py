@@ -22,6 +22,10 @@ def open_bench_store(kind: str, url: str | None, tmp: Path, *, buckets: int) -> 
         url = f"sqlite:///{tmp / 'tocsin.db'}"
     elif not url:
         raise SystemExit("--store postgres needs --store-url postgresql://... (an empty database)")
+    else:  # a schema of its own in that database: each part (Tocsin, a peer) starts empty
+        from tests.support.postgres import create_schema
+
+        url = create_schema(url)
     store = open_store(url, buckets=buckets)
     if sum(store.counts().values()):
         raise SystemExit(f"the store at {url} is not empty: the benchmark needs a fresh one")
