@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,33 +42,35 @@ def wait_until(predicate: Callable[[], Any], *, timeout_s: float, interval_s: fl
 
 
 @contextmanager
+def _running(start: Callable[..., StreamingQuery], prefix: str, store_url: str,
+             checkpoint: Path, trigger_seconds: float,
+             options: dict[str, Any]) -> Iterator[StreamingQuery]:
+    query = start(DispatchOptions(store_url=store_url, **options), checkpoint=checkpoint,
+                  trigger_seconds=trigger_seconds, name=f"{prefix}-{checkpoint.name}")
+    try:
+        yield query
+    finally:
+        query.stop()
+
+
 def running_dispatcher(spark: SparkSession, store_url: str, checkpoint: Path, *,
-                       trigger_seconds: float = 0.5, **options: Any) -> Iterator[StreamingQuery]:
+                       trigger_seconds: float = 0.5,
+                       **options: Any) -> AbstractContextManager[StreamingQuery]:
     """The dispatcher query on ``spark`` for the duration of the block."""
     from tocsin.dispatcher.query import start_dispatcher
 
-    opts = DispatchOptions(store_url=store_url, **options)
-    query = start_dispatcher(spark, opts, checkpoint=checkpoint, trigger_seconds=trigger_seconds,
-                             name=f"dispatcher-{checkpoint.name}")
-    try:
-        yield query
-    finally:
-        query.stop()
+    return _running(partial(start_dispatcher, spark), "dispatcher", store_url, checkpoint,
+                    trigger_seconds, options)
 
 
-@contextmanager
 def running_expander(spark: SparkSession, store_url: str, checkpoint: Path, *,
-                     trigger_seconds: float = 0.5, **options: Any) -> Iterator[StreamingQuery]:
+                     trigger_seconds: float = 0.5,
+                     **options: Any) -> AbstractContextManager[StreamingQuery]:
     """The recurring expansion query on ``spark`` for the duration of the block."""
     from tocsin.dispatcher.query import start_expander
 
-    opts = DispatchOptions(store_url=store_url, **options)
-    query = start_expander(spark, opts, checkpoint=checkpoint, trigger_seconds=trigger_seconds,
-                           name=f"expander-{checkpoint.name}")
-    try:
-        yield query
-    finally:
-        query.stop()
+    return _running(partial(start_expander, spark), "expander", store_url, checkpoint,
+                    trigger_seconds, options)
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:

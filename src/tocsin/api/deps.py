@@ -9,8 +9,9 @@ from fastapi import Request
 from tocsin.abc import Store
 from tocsin.clock import Clock
 from tocsin.config import Settings
+from tocsin.errors import NotFoundError
 
-__all__ = ["Deps"]
+__all__ = ["Deps", "registered"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -27,3 +28,12 @@ class Deps:
         """The dependencies of the application serving ``request``."""
         deps: Deps = request.app.state.deps
         return deps
+
+
+def registered(store: Store, kind: str, name: str) -> bool:
+    """Whether the ``kind`` (``channel``, ``policy``) named ``name`` is registered."""
+    try:
+        getattr(store, f"get_{kind}")(name)
+    except NotFoundError:
+        return False
+    return True

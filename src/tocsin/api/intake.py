@@ -8,12 +8,12 @@ from typing import Any
 
 import pydantic
 
-from tocsin.api.deps import Deps
+from tocsin.api.deps import Deps, registered
 from tocsin.api.errors import reason_of
 from tocsin.api.models import ScheduleIn
 from tocsin.api.parsing import SURROGATE_ESCAPE, unicode_field
 from tocsin.domain import NewSchedule
-from tocsin.errors import NotFoundError, ValidationError
+from tocsin.errors import ValidationError
 
 __all__ = ["read_schedules"]
 
@@ -61,8 +61,7 @@ class _Intake:
         self.check_text = check_text
         self.now_ms = deps.clock.now_ms()
         self.errors: list[dict[str, Any]] = []
-        self.channels: dict[str, bool] = {}
-        self.policies: dict[str, bool] = {}
+        self.registered: dict[tuple[str, str], bool] = {}
         self.keys: dict[tuple[str, str], tuple[int, str]] = {}
         """(tenant, key) → the first item giving it and its request digest."""
 
@@ -85,10 +84,10 @@ class _Intake:
         except ValidationError as exc:
             self._fail(index, exc.field, exc.reason)
             return None
-        if not self._registered(value.channel):
+        if not self._known("channel", value.channel):
             self._fail(index, "channel", f"channel {value.channel!r} is not registered")
             return None
-        if value.policy is not None and not self._policy_known(value.policy):
+        if value.policy is not None and not self._known("policy", value.policy):
             self._fail(index, "policy", f"policy {value.policy!r} is not registered")
             return None
         if value.key is not None and not value.overwrite_pending:
@@ -114,20 +113,8 @@ class _Intake:
         field = ".".join(p for p in (f"schedules.{index}" if self.batch else "", where) if p)
         self.errors.append({"index": index, "field": field or "body", "reason": reason})
 
-    def _policy_known(self, policy: str) -> bool:
-        if policy not in self.policies:
-            try:
-                self.deps.store.get_policy(policy)
-                self.policies[policy] = True
-            except NotFoundError:
-                self.policies[policy] = False
-        return self.policies[policy]
-
-    def _registered(self, channel: str) -> bool:
-        if channel not in self.channels:
-            try:
-                self.deps.store.get_channel(channel)
-                self.channels[channel] = True
-            except NotFoundError:
-                self.channels[channel] = False
-        return self.channels[channel]
+    def _known(self, kind: str, name: str) -> bool:
+        """Whether the channel or policy ``name`` is registered (asked once per request)."""
+        if (kind, name) not in self.registered:
+            self.registered[(kind, name)] = registered(self.deps.store, kind, name)
+        return self.registered[(kind, name)]

@@ -8,13 +8,13 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from tocsin.api.deps import Deps
+from tocsin.api.deps import Deps, registered
 from tocsin.api.models import RecurringChange, RecurringIn
 from tocsin.api.parsing import parse_duration, parse_instant, payload_of, unicode_field
 from tocsin.api.views import recurring_out
 from tocsin.clock import from_ms
 from tocsin.domain import CronTrigger, MisfirePolicy, Recurring
-from tocsin.errors import NotFoundError, ValidationError
+from tocsin.errors import ValidationError
 from tocsin.ids import new_schedule_id
 
 __all__ = ["router"]
@@ -30,18 +30,9 @@ def _checked(body: RecurringChange, deps: Deps) -> None:
     if (bad := unicode_field(body.model_dump())) is not None:
         raise ValidationError(bad or "body", "not Unicode text: holds a lone surrogate "
                                              "(\\ud800-\\udfff)")
-    if body.channel is not None:
-        try:
-            deps.store.get_channel(body.channel)
-        except NotFoundError:
-            raise ValidationError("channel", f"channel {body.channel!r} is not "
-                                             "registered") from None
-    if body.policy is not None:
-        try:
-            deps.store.get_policy(body.policy)
-        except NotFoundError:
-            raise ValidationError("policy", f"policy {body.policy!r} is not "
-                                            "registered") from None
+    for kind, name in (("channel", body.channel), ("policy", body.policy)):
+        if name is not None and not registered(deps.store, kind, name):
+            raise ValidationError(kind, f"{kind} {name!r} is not registered")
 
 
 def _apply(current: Recurring, body: RecurringChange, deps: Deps) -> Recurring:

@@ -59,32 +59,32 @@ def spark_session(master: str = "local[*]", *, app_name: str = "tocsin",
     return spark
 
 
-def start_dispatcher(spark: SparkSession, options: DispatchOptions, *, checkpoint: Path,
-                     trigger_seconds: float = 1.0, name: str = QUERY_NAME) -> StreamingQuery:
-    """Start the streaming query: due schedules → delivery, checkpointed at ``checkpoint``."""
+def _start(spark: SparkSession, source: str, options: DispatchOptions, *, checkpoint: Path,
+           trigger_seconds: float, name: str) -> StreamingQuery:
+    """Start the streaming query reading and writing the data source ``source``."""
     spark_options: dict[str, Any] = options.to_spark()
     return (
-        spark.readStream.format("tocsin").options(**spark_options).load()
-        .writeStream.format("tocsin").options(**spark_options)
+        spark.readStream.format(source).options(**spark_options).load()
+        .writeStream.format(source).options(**spark_options)
         .option("checkpointLocation", str(checkpoint))
         .trigger(processingTime=f"{trigger_seconds} seconds")
         .queryName(name)
         .start()
     )
+
+
+def start_dispatcher(spark: SparkSession, options: DispatchOptions, *, checkpoint: Path,
+                     trigger_seconds: float = 1.0, name: str = QUERY_NAME) -> StreamingQuery:
+    """Start the streaming query: due schedules → delivery, checkpointed at ``checkpoint``."""
+    return _start(spark, "tocsin", options, checkpoint=checkpoint,
+                  trigger_seconds=trigger_seconds, name=name)
 
 
 def start_expander(spark: SparkSession, options: DispatchOptions, *, checkpoint: Path,
                    trigger_seconds: float = 1.0, name: str = EXPANDER_NAME) -> StreamingQuery:
     """Start the recurring expansion query (firings within the horizon → schedules)."""
-    spark_options: dict[str, Any] = options.to_spark()
-    return (
-        spark.readStream.format("tocsin-recurring").options(**spark_options).load()
-        .writeStream.format("tocsin-recurring").options(**spark_options)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(processingTime=f"{trigger_seconds} seconds")
-        .queryName(name)
-        .start()
-    )
+    return _start(spark, "tocsin-recurring", options, checkpoint=checkpoint,
+                  trigger_seconds=trigger_seconds, name=name)
 
 
 def run_dispatcher(settings: Settings) -> None:
