@@ -134,3 +134,25 @@ def test_cancels_around_due_time_never_lose_a_race(spark, env, tmp_path):
     assert not cancelled & delivered
     assert refused <= delivered
     assert delivered == set(ids) - cancelled
+
+
+def test_a_hot_second_is_claimed_by_every_partition(spark, env, tmp_path):
+    """20 000 schedules due in the same second: the batch that claims them spreads them over
+    every bucket range (ids hash evenly over the buckets), so every Spark task takes a share
+    rather than one taking all."""
+    from tocsin.dispatcher.source import bucket_ranges
+
+    store, url, out = env
+    ids = _schedule(store, 20_000, due_ms=_now() + 3_000)
+    with running_dispatcher(spark, url, tmp_path / "ck", buckets=16, partitions=4,
+                            batch_cap=100_000):
+        wait_until(lambda: store.counts()[Status.DELIVERED] == 20_000, timeout_s=120,
+                   what="20 000 deliveries")
+    wanted = set(ids)
+    rows = [s for s in store.list(limit=100_000) if s.id in wanted]
+    assert len(rows) == 20_000
+    epochs = {s.claim_epoch for s in rows}
+    assert len(epochs) <= 2  # one batch (two when the second straddled a trigger)
+    shares = [sum(1 for s in rows if lo <= s.bucket <= hi) for lo, hi in bucket_ranges(16, 4)]
+    assert all(share > 20_000 * 0.15 for share in shares), shares
+    assert len(read_lines(out)) == 20_000
