@@ -92,7 +92,11 @@ class Receiver:
             disable_nagle_algorithm = True
 
             def _answer(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                if len(body) < length:  # the sender died mid-request: nothing was delivered
+                    self.close_connection = True
+                    return
                 generation = receiver._generation
                 status = receiver._decide(self.path)
                 record = Received(self.path, {k.lower(): v for k, v in self.headers.items()},
