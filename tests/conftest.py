@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,3 +34,15 @@ def spark() -> Iterator[SparkSession]:
     for query in session.streams.active:
         query.stop()
     session.stop()
+
+
+@pytest.fixture
+def say(capsys: pytest.CaptureFixture[str]) -> Callable[[str], None]:
+    """Print a test's figures (repeats, counts) to the terminal even when it passes, so they
+    show up in CI's log."""
+
+    def _say(message: str) -> None:
+        with capsys.disabled():
+            print(f"\n{message}", flush=True)
+
+    return _say

@@ -62,7 +62,7 @@ def test_a_backlog_drains_in_capped_batches_in_due_order(spark, backend_url: str
 
 
 def test_two_dispatchers_on_one_store_claim_each_schedule_once(spark, backend_url: str,  # type: ignore[no-untyped-def]
-                                                               tmp_path: Path) -> None:
+                                                               tmp_path: Path, say) -> None:
     store = open_store(backend_url, buckets=BUCKETS)
     out = tmp_path / "out.jsonl"
     store.put_channel(ChannelSpec(name="out", kind=ChannelKind.FILE, config={"path": str(out)}))
@@ -80,5 +80,5 @@ def test_two_dispatchers_on_one_store_claim_each_schedule_once(spark, backend_ur
     lines = read_lines(out)
     assert sorted(line["schedule_id"] for line in lines) == sorted(ids), "a repeat or a loss"
     worked = [sum(p["numInputRows"] for p in progress) for progress in both]
-    print(f"double deploy: blue claimed {worked[0]}, green {worked[1]}")
+    say(f"double deploy: blue claimed {worked[0]}, green {worked[1]}")
     store.close()

@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -112,16 +113,16 @@ def _iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
 
 
-def test_nothing_is_lost_through_crashes(tmp_path: Path) -> None:
+def test_nothing_is_lost_through_crashes(tmp_path: Path, say: Callable[[str], None]) -> None:
     # its own cluster (crashed below), where the postgres user can reach it
     pg = PostgresServer(Path(tempfile.mkdtemp(prefix="tocsin-pg.")))
     try:
-        _chaos(pg, tmp_path)
+        _chaos(pg, tmp_path, say)
     finally:
         pg.remove()
 
 
-def _chaos(pg: PostgresServer, tmp_path: Path) -> None:
+def _chaos(pg: PostgresServer, tmp_path: Path, say: Callable[[str], None]) -> None:
     url = pg.start()
     store = open_store(url, buckets=32)
     receiver = Receiver().start()
@@ -219,7 +220,7 @@ def _chaos(pg: PostgresServer, tmp_path: Path) -> None:
             assert set(distinct[:-1]) <= failed, (sid, distinct, failed)
             new_attempts += len(distinct) - 1
     store.close()
-    print(f"\naccepted {len(accepted)}, deliveries {len(records)}, repeats {repeats} "
+    say(f"accepted {len(accepted)}, deliveries {len(records)}, repeats {repeats} "
           f"(same delivery id: {repeats - new_attempts}, later attempt after a logged "
           f"failure: {new_attempts}); client retries {dict(clients.retries)}; "
           f"dispatcher restarts {dict(restarts)}; {faults}")

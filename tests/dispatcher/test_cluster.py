@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 N = 20_000
 
 
-def test_kill_9_of_an_executor_jvm_loses_nothing(tmp_path: Path) -> None:
+def test_kill_9_of_an_executor_jvm_loses_nothing(tmp_path: Path,
+                                                 say: Callable[[str], None]) -> None:
     store, out = file_store(tmp_path, buckets=32)
     env = dispatcher_env(tmp_path, buckets=32, master="local-cluster[2,1,1024]", lease_s=20,
                          TOCSIN_PARTITIONS="4")
@@ -46,4 +48,4 @@ def test_kill_9_of_an_executor_jvm_loses_nothing(tmp_path: Path) -> None:
     finally:
         kill_tree(proc)
     repeats = assert_each_delivered_under_one_id(out, ids)
-    print(f"executor killed at {killed_at}/{N}; repeats: {repeats}")
+    say(f"executor killed at {killed_at}/{N}; repeats: {repeats}")

@@ -3,6 +3,7 @@ repeat carries the same delivery id."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 N = 10_000
 
 
-def test_kill_9_mid_burst_loses_nothing(tmp_path: Path) -> None:
+def test_kill_9_mid_burst_loses_nothing(tmp_path: Path, say: Callable[[str], None]) -> None:
     store, out = file_store(tmp_path, buckets=32)
     env = dispatcher_env(tmp_path, buckets=32, master="local[2]", lease_s=15)
     first = start_tocsin("dispatcher", env=env, log=tmp_path / "dispatcher-1.log")
@@ -46,4 +47,4 @@ def test_kill_9_mid_burst_loses_nothing(tmp_path: Path) -> None:
     finally:
         kill_tree(second)
     repeats = assert_each_delivered_under_one_id(out, ids)
-    print(f"kill -9 at {delivered_at_kill}/{N} delivered; repeats after restart: {repeats}")
+    say(f"kill -9 at {delivered_at_kill}/{N} delivered; repeats after restart: {repeats}")

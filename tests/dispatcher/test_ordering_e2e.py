@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,8 @@ def _first_successes(receiver: Receiver) -> dict[str, list[str]]:
 
 
 def test_each_key_arrives_in_order_through_failures_and_a_crash(
-        backend_url: str, receiver: Receiver, tmp_path: Path) -> None:
+        backend_url: str, receiver: Receiver, tmp_path: Path,
+        say: Callable[[str], None]) -> None:
     store = open_store(backend_url, buckets=32)
     store.put_channel(ChannelSpec(name="hook", kind=ChannelKind.WEBHOOK, config={
         "url": receiver.url + "/in", "max_attempts": 100, "concurrency": 32}))
@@ -72,4 +74,4 @@ def test_each_key_arrives_in_order_through_failures_and_a_crash(
     out_of_order = [k for k in expected if got[k] != expected[k]]
     assert not out_of_order, f"{len(out_of_order)} keys out of order, e.g. {out_of_order[0]}"
     failures = len(receiver.received(503))
-    print(f"{total} delivered in order; {failures} failed attempts retried")
+    say(f"{total} delivered in order; {failures} failed attempts retried")

@@ -79,7 +79,7 @@ def _fan_out(api: httpx.Client, consumer: ReleasingConsumer, *, count: int,
 
 @pytest.mark.slow
 def test_a_batch_of_5000_never_has_more_than_50_in_flight(spark, throttled,  # type: ignore[no-untyped-def]
-                                                         tmp_path: Path) -> None:
+                                                         tmp_path: Path, say) -> None:
     store, server, api = throttled
     consumer = ReleasingConsumer(server.url, release_after_s=0.02).start()
     try:
@@ -99,7 +99,7 @@ def test_a_batch_of_5000_never_has_more_than_50_in_flight(spark, throttled,  # t
     assert consumer.max_held <= 50, consumer.max_held
     assert consumer.release_errors == []
     assert store.in_flight("batch", now_ms=_now()) == 0
-    print(f"5000 delivered; at most {consumer.max_held} held at once (policy: 50); "
+    say(f"5000 delivered; at most {consumer.max_held} held at once (policy: 50); "
           f"{len(consumer.arrivals) - 5000} repeats")
 
 
