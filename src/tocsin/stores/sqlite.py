@@ -9,6 +9,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -78,6 +79,8 @@ class SQLiteStore(RecurringAndPolicies):
         self._lock_fd: int | None = None
         self._lock_pid = 0
         self._keepalive = self._connect()  # keeps a shared in-memory database alive
+        if not self._uri:
+            self._enable_wal(self._keepalive)
         self._migrate(buckets)
 
     # -- plumbing --------------------------------------------------------------------------
@@ -86,10 +89,24 @@ class SQLiteStore(RecurringAndPolicies):
         conn = sqlite3.connect(self._target, uri=self._uri, timeout=60, isolation_level=None,
                                check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 60000")
-        if not self._uri:
-            conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         return conn
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> None:
+        """Switch the file to WAL (it stays so for every later connection). On a new file
+        several processes may try at once; the switch needs the database to itself and SQLite
+        answers "locked" at once rather than waiting, so openers queue on the writer lock and
+        retry while a reader of another process holds the file."""
+        deadline = time.monotonic() + 60
+        with self._writer():
+            while True:
+                try:
+                    conn.execute("PRAGMA journal_mode = WAL").fetchone()
+                    return
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or time.monotonic() > deadline:
+                        raise StoreError(f"sqlite {self.path}: {exc}") from exc
+                time.sleep(0.02)
 
     @property
     def _conn(self) -> sqlite3.Connection:
