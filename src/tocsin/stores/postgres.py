@@ -30,6 +30,7 @@ from tocsin.domain import Ack, ChannelSpec, Delivery, NewSchedule, PayloadKind, 
 from tocsin.errors import ConflictError, NotFoundError, StoreError
 from tocsin.stores.rows import (
     CLAIM_COLUMNS,
+    COUNTS_SQL,
     DELIVERY_COLUMNS,
     INSERT_ARITY,
     INSERT_COLUMNS,
@@ -48,6 +49,7 @@ from tocsin.stores.rows import (
     migrations,
     schedule_from_row,
     schedule_from_values,
+    status_counts,
 )
 from tocsin.stores.shared import (
     POSTGRES,
@@ -537,9 +539,7 @@ class PostgresStore(RecurringAndPolicies):
         return None if not rows else (int(rows[0][0]), json.loads(rows[0][1]))
 
     def counts(self) -> dict[Status, int]:
-        rows = self._read("SELECT status, count(*) FROM schedules GROUP BY status")
-        found = {Status(s): int(n) for s, n in rows}
-        return {s: found.get(s, 0) for s in Status}
+        return status_counts(self._read(COUNTS_SQL))
 
     def due_backlog(self, *, now_ms: int) -> int:
         rows = self._read(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from importlib import resources
 from typing import Any
@@ -25,6 +25,7 @@ from tocsin.ids import bucket_of, new_schedule_id
 
 __all__ = [
     "CLAIM_COLUMNS",
+    "COUNTS_SQL",
     "DELIVERY_COLUMNS",
     "INSERT_ARITY",
     "INSERT_COLUMNS",
@@ -43,6 +44,7 @@ __all__ = [
     "migrations",
     "schedule_from_row",
     "schedule_from_values",
+    "status_counts",
 ]
 
 SCHEDULE_COLUMNS = (
@@ -50,6 +52,17 @@ SCHEDULE_COLUMNS = (
     "attempts, claim_epoch, claimed_ms, created_ms, delivered_ms, last_error, key, ordering_key, "
     "policy, recurring_id"
 )
+COUNTS_SQL = (
+    # Each part reads one partial index: pending and claimed rows have no status index of
+    # their own (claims and acknowledgements would rewrite it), finished ones do.
+    "SELECT 'PENDING', count(*) FROM schedules WHERE status = 'PENDING' AND policy IS NULL "
+    "UNION ALL SELECT 'PENDING', count(*) FROM schedules "
+    "WHERE status = 'PENDING' AND policy IS NOT NULL "
+    "UNION ALL SELECT 'CLAIMED', count(*) FROM schedules WHERE status = 'CLAIMED' "
+    "UNION ALL SELECT status, count(*) FROM schedules "
+    "WHERE status IN ('DELIVERED', 'CANCELLED', 'DEAD') GROUP BY status"
+)
+"""Schedules by status: rows of ``(status, count)``, a status possibly more than once."""
 CLAIM_COLUMNS = (
     "id, tenant, channel, payload, payload_kind, headers, due_ms, attempts + 1, key, "
     "ordering_key, claim_epoch"
@@ -161,6 +174,14 @@ def schedule_from_row(row: Sequence[Any]) -> Schedule:
         last_error=row[15], key=row[16], ordering_key=row[17], policy=row[18],
         recurring_id=row[19],
     )
+
+
+def status_counts(rows: Iterable[Sequence[Any]]) -> dict[Status, int]:
+    """:data:`COUNTS_SQL`'s rows as a count for every status."""
+    counts = dict.fromkeys(Status, 0)
+    for status, n in rows:
+        counts[Status(status)] += int(n)
+    return counts
 
 
 def claimed_from_row(row: Sequence[Any]) -> ClaimedRow:

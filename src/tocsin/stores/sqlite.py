@@ -22,6 +22,7 @@ from tocsin.domain import Ack, ChannelSpec, Delivery, NewSchedule, PayloadKind, 
 from tocsin.errors import ConflictError, NotFoundError, StoreError
 from tocsin.stores.rows import (
     CLAIM_COLUMNS,
+    COUNTS_SQL,
     DELIVERY_COLUMNS,
     INSERT_ARITY,
     INSERT_COLUMNS,
@@ -40,6 +41,7 @@ from tocsin.stores.rows import (
     migrations,
     schedule_from_row,
     schedule_from_values,
+    status_counts,
 )
 from tocsin.stores.shared import (
     SQLITE,
@@ -467,9 +469,10 @@ class SQLiteStore(RecurringAndPolicies):
         return None if row is None else (int(row[0]), json.loads(row[1]))
 
     def counts(self) -> dict[Status, int]:
-        rows = self._conn.execute("SELECT status, count(*) FROM schedules GROUP BY status")
-        found = {Status(s): n for s, n in rows}
-        return {s: found.get(s, 0) for s in Status}
+        try:
+            return status_counts(self._conn.execute(COUNTS_SQL).fetchall())
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite {self.path}: {exc}") from exc
 
     def due_backlog(self, *, now_ms: int) -> int:
         row = self._conn.execute(
