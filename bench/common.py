@@ -25,6 +25,7 @@ __all__ = [
     "CpuMeter",
     "Outcomes",
     "Target",
+    "attribute",
     "cpu_between",
     "free_port",
     "lateness_summary",
@@ -97,21 +98,46 @@ def busy_ticks() -> int:
     return sum(fields) - fields[3] - fields[4]  # minus idle and iowait
 
 
-def tree_sample(root: int | None = None) -> dict[int, Proc]:
-    """Every live process under ``root`` (default: this one), itself included."""
-    root = os.getpid() if root is None else root
+_ATTRIBUTED: dict[int, str] = {}
+"""Processes outside this tree whose CPU is the benchmark's own (a database server it started
+or uses alone), by the kind they are counted as: see :func:`attribute`."""
+
+
+def attribute(pid: int, kind: str) -> None:
+    """Count ``pid`` and everything under it as part of this process tree, as ``kind`` (e.g.
+    the PostgreSQL server a part runs on: its CPU is the store's work, not other people's
+    noise). :class:`CpuMeter` counts it from now on; its memory is not in ``rss_mb``."""
+    _ATTRIBUTED[pid] = kind
+
+
+def tree_sample(root: int | None = None, *, attributed: bool = False) -> dict[int, Proc]:
+    """Every live process under ``root`` (default: this one), itself included, and with
+    ``attributed`` the processes under each one passed to :func:`attribute` (for CPU only:
+    never to stop them)."""
+    roots = {os.getpid() if root is None else root: ""}
+    if attributed:
+        roots.update(_ATTRIBUTED)
+    found: dict[int, Proc] = {}
     stats: dict[int, tuple[int, int, int, int]] = {}
     children: dict[int, list[int]] = defaultdict(list)
     for entry in os.listdir("/proc"):
         if entry.isdigit() and (st := _stat(int(entry))) is not None:
             stats[int(entry)] = st
             children[st[0]].append(int(entry))
+    for top, kind in roots.items():
+        found.update(_subtree(top, kind, stats, children))
+    return found
+
+
+def _subtree(root: int, kind: str, stats: dict[int, tuple[int, int, int, int]],
+             children: dict[int, list[int]]) -> dict[int, Proc]:
+    """The processes under ``root``, each of ``kind`` (or of its own kind when empty)."""
     found, todo = {}, [root]
     while todo:
         pid = todo.pop()
         if pid in stats:
             ppid, started, ticks, rss = stats[pid]
-            found[pid] = Proc(pid, ppid, started, ticks, rss, _kind(pid, root))
+            found[pid] = Proc(pid, ppid, started, ticks, rss, kind or _kind(pid, root))
             todo.extend(children.get(pid, ()))
     return found
 
@@ -140,7 +166,7 @@ class CpuMeter:
     def _sample(self, *, first: bool = False) -> dict[int, Proc]:
         with self._lock:
             t0 = time.thread_time()
-            procs = tree_sample()
+            procs = tree_sample(attributed=True)
             for p in procs.values():
                 key = (p.pid, p.started)
                 if key in self._last:
