@@ -476,10 +476,8 @@ class SQLiteStore(RecurringAndPolicies):
         return None if row is None else (int(row[0]), json.loads(row[1]))
 
     def counts(self) -> dict[Status, int]:
-        try:
-            return status_counts(self._conn.execute(COUNTS_SQL).fetchall())
-        except sqlite3.Error as exc:
-            raise StoreError(f"sqlite {self.path}: {exc}") from exc
+        return self._work(lambda conn: status_counts(conn.execute(COUNTS_SQL).fetchall()),
+                          write=False)
 
     def due_backlog(self, *, now_ms: int) -> int:
         row = self._conn.execute(
