@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tocsin.domain.apikey import ApiKey, Role
 from tocsin.domain.channel import ChannelKind, ChannelSpec
 from tocsin.domain.cron import CronTrigger
 from tocsin.domain.delivery import Ack, Delivery, Envelope, Outcome, Result
@@ -17,10 +18,12 @@ from tocsin.domain.recurring import (
 )
 from tocsin.domain.retry import RetryPolicy
 from tocsin.domain.schedule import NewSchedule, PayloadKind, Schedule, Status
-from tocsin.domain.tenant import Durability, Tenant
+from tocsin.domain.tenant import DEFAULT_TENANT, Durability, Tenant
 
 __all__ = [
+    "DEFAULT_TENANT",
     "Ack",
+    "ApiKey",
     "ChannelKind",
     "ChannelSpec",
     "CronTrigger",
@@ -38,6 +41,7 @@ __all__ = [
     "Recurring",
     "Result",
     "RetryPolicy",
+    "Role",
     "Schedule",
     "SkippedFiring",
     "Status",

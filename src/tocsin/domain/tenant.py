@@ -5,7 +5,10 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import NamedTuple
 
-__all__ = ["Durability", "Tenant"]
+__all__ = ["DEFAULT_TENANT", "Durability", "Tenant"]
+
+DEFAULT_TENANT = "default"
+"""The tenant of whatever names none."""
 
 
 class Durability(StrEnum):
