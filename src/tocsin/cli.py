@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
+from tocsin.cli_apikeys import apikeys_app
 from tocsin.config import Settings
 
 __all__ = ["app", "main"]
@@ -32,6 +33,7 @@ recurring_app = typer.Typer(no_args_is_help=True,
 app.add_typer(recurring_app, name="recurring")
 policies_app = typer.Typer(no_args_is_help=True, help="Throttling policies.")
 app.add_typer(policies_app, name="policies")
+app.add_typer(apikeys_app, name="apikeys")
 
 StoreOpt = Annotated[
     str | None, typer.Option("--store", help="Store URL (sqlite:///… or postgresql://…).")

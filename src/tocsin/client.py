@@ -9,10 +9,16 @@ errors come back as Tocsin's own errors::
     404 → NotFoundError
     409 → ConflictError (``status``: the schedule's current status, e.g. CLAIMED)
     503 → StoreError
+    401 → AuthenticationError, 403 → ForbiddenError (``field``, ``reason``)
+    429 → QuotaExceededError (``retry_after_s``)
     any other error status → TocsinError
 
 Connection failures are httpx's own (:class:`httpx.TransportError`). Naive datetimes are
 refused here, before anything is sent.
+
+Both send ``Authorization: Bearer <api_key>``; without ``api_key`` they send
+``TOCSIN_API_KEY``, or the local admin key when the API is on this machine
+(:func:`tocsin.keyfile.key_for`); ``api_key=""`` sends none.
 """
 
 from __future__ import annotations
@@ -25,7 +31,16 @@ from urllib.parse import quote
 
 import httpx
 
-from tocsin.errors import ConflictError, NotFoundError, StoreError, TocsinError, ValidationError
+from tocsin.errors import (
+    AuthenticationError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    QuotaExceededError,
+    StoreError,
+    TocsinError,
+    ValidationError,
+)
 
 __all__ = [
     "AsyncClient",
@@ -189,6 +204,15 @@ class _Call(NamedTuple):
     pick: str | None = None
 
 
+def _auth_headers(base_url: str, api_key: str | None) -> dict[str, str]:
+    """The ``Authorization`` header for ``api_key`` (None: the default key for ``base_url``)."""
+    if api_key is None:
+        from tocsin.keyfile import key_for
+
+        api_key = key_for(base_url)
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
 def _path(prefix: str, *parts: str) -> str:
     return "/".join([prefix, *(quote(p, safe="") for p in parts)])
 
@@ -246,6 +270,13 @@ def _error(response: httpx.Response) -> TocsinError:
         return ConflictError(message, status=error.get("status"), ident=error.get("id"))
     if code == 503:
         return StoreError(message)
+    if code == 401:
+        return AuthenticationError(message)
+    if code == 403:
+        return ForbiddenError(error.get("field", "key"), error.get("reason", message))
+    if code == 429:
+        retry = response.headers.get("retry-after", "1")
+        return QuotaExceededError(message, retry_after_s=int(retry) if retry.isdigit() else 1)
     return TocsinError(f"HTTP {code}: {message}")
 
 
@@ -371,13 +402,29 @@ class _RecurringAndPolicies:
         :class:`NotFoundError` when it holds none."""
         return self._do(_Call("POST", _path("/v1/deliveries", delivery_id, "release")))
 
+    def create_key(self, role: Literal["admin", "tenant"], *, tenant: str | None = None,
+                   read_only: bool = False, name: str | None = None) -> Any:
+        """Create an API key (admin keys only); the answer's ``token`` is shown this once."""
+        body = {"role": role, "tenant": tenant, "read_only": read_only, "name": name}
+        return self._do(_Call("POST", "/v1/apikeys", json=body))
+
+    def keys(self, *, tenant: str | None = None) -> Any:
+        """Every API key (never a token), or one tenant's."""
+        return self._do(_Call("GET", "/v1/apikeys", params={"tenant": tenant} if tenant else None,
+                              pick="items"))
+
+    def revoke_key(self, key_id: str) -> Any:
+        """Revoke an API key: it answers 401 from now on."""
+        return self._do(_Call("DELETE", _path("/v1/apikeys", key_id)))
+
 
 class Client(_RecurringAndPolicies):
     """A synchronous client. Use it as a context manager, or call :meth:`close`."""
 
-    def __init__(self, base_url: str = DEFAULT_URL, *, timeout: float = 30.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
-        self._http = httpx.Client(base_url=base_url, timeout=timeout, transport=transport)
+    def __init__(self, base_url: str = DEFAULT_URL, *, api_key: str | None = None,
+                 timeout: float = 30.0, transport: httpx.BaseTransport | None = None) -> None:
+        self._http = httpx.Client(base_url=base_url, timeout=timeout, transport=transport,
+                                  headers=_auth_headers(base_url, api_key))
 
     def __enter__(self) -> Client:
         return self
@@ -481,9 +528,10 @@ class Client(_RecurringAndPolicies):
 class AsyncClient(_RecurringAndPolicies):
     """The asynchronous twin of :class:`Client`."""
 
-    def __init__(self, base_url: str = DEFAULT_URL, *, timeout: float = 30.0,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
-        self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout, transport=transport)
+    def __init__(self, base_url: str = DEFAULT_URL, *, api_key: str | None = None,
+                 timeout: float = 30.0, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout, transport=transport,
+                                       headers=_auth_headers(base_url, api_key))
 
     async def __aenter__(self) -> AsyncClient:
         return self

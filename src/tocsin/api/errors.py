@@ -7,6 +7,9 @@ ValidationError         422
 NotFoundError           404
 ConflictError           409
 StoreError              503
+AuthenticationError     401 (with ``WWW-Authenticate: Bearer``)
+ForbiddenError          403
+QuotaExceededError      429 (with ``Retry-After``)
 any other TocsinError   500
 ======================  ======
 
@@ -24,15 +27,28 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from tocsin.errors import ConflictError, NotFoundError, StoreError, TocsinError, ValidationError
+from tocsin.errors import (
+    AuthenticationError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    QuotaExceededError,
+    StoreError,
+    TocsinError,
+    ValidationError,
+)
 
-__all__ = ["STATUS", "error_body", "install_error_handlers", "reason_of", "status_of"]
+__all__ = ["STATUS", "error_body", "headers_of", "install_error_handlers", "reason_of",
+           "status_of"]
 
 STATUS: dict[type[TocsinError], int] = {
     ValidationError: 422,
     NotFoundError: 404,
     ConflictError: 409,
     StoreError: 503,
+    AuthenticationError: 401,
+    ForbiddenError: 403,
+    QuotaExceededError: 429,
 }
 
 
@@ -44,11 +60,25 @@ def status_of(exc: TocsinError) -> int:
     return 500
 
 
+def headers_of(exc: TocsinError) -> dict[str, str] | None:
+    """The response headers an error's status calls for (RFC 9110: 401 names the scheme;
+    429 says when to come back)."""
+    if isinstance(exc, AuthenticationError):
+        return {"WWW-Authenticate": 'Bearer realm="tocsin"'}
+    if isinstance(exc, QuotaExceededError):
+        return {"Retry-After": str(exc.retry_after_s)}
+    return None
+
+
 def error_body(exc: TocsinError) -> dict[str, Any]:
     """The JSON body for an error."""
     body: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
     if isinstance(exc, ValidationError):
         body.update(field=exc.field, reason=exc.reason, errors=exc.errors)
+    if isinstance(exc, ForbiddenError):
+        body.update(field=exc.field, reason=exc.reason)
+    if isinstance(exc, QuotaExceededError):
+        body.update(retry_after=exc.retry_after_s)
     if isinstance(exc, ConflictError):
         body.update(status=exc.status, id=exc.ident)
     if isinstance(exc, NotFoundError):
@@ -78,7 +108,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(TocsinError)
     async def tocsin_error(_: Request, exc: TocsinError) -> JSONResponse:
-        return JSONResponse(error_body(exc), status_code=status_of(exc))
+        return JSONResponse(error_body(exc), status_code=status_of(exc),
+                            headers=headers_of(exc))
 
     @app.exception_handler(RequestValidationError)
     async def request_error(_: Request, exc: RequestValidationError) -> JSONResponse:
