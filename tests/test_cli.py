@@ -19,7 +19,9 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def api_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server = ApiServer(SQLiteStore(tmp_path_factory.mktemp("cli") / "t.db", buckets=8)).start()
-    yield server.url
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TOCSIN_API_KEY", server.admin_key)
+        yield server.url
     server.stop()
 
 
@@ -33,7 +35,8 @@ def test_channels_schedule_ls_get_cancel(api_url: str, tmp_path: Path) -> None:
     out = tmp_path / "g.jsonl"
     added = _run("channels", "add", "greetings", "--kind", "file", "--path", str(out),
                  "--api", api_url)
-    assert added == {"name": "greetings", "kind": "file", "config": {"path": str(out)}}
+    assert added == {"name": "greetings", "tenant": "default", "kind": "file",
+                     "config": {"path": str(out)}}
     assert [c["name"] for c in _run("channels", "ls", "--api", api_url)] == ["greetings"]
     made = _run("schedule", "greetings", "--payload", '{"n": 1}', "--delay", "PT5M",
                 "--header", "trace=abc", "--api", api_url)
@@ -68,8 +71,8 @@ def test_recurring_and_policies(api_url: str, tmp_path: Path) -> None:
          "--api", api_url)
     policy = _run("policies", "add", "gentle", "--max-in-flight", "5", "--rate", "2",
                   "--api", api_url)
-    assert policy == {"name": "gentle", "max_in_flight": 5, "rate": 2.0, "token_lease": 300.0,
-                      "in_flight": 0}
+    assert policy == {"name": "gentle", "tenant": "default", "max_in_flight": 5, "rate": 2.0,
+                      "token_lease": 300.0, "in_flight": 0}
     made = _run("recurring", "add", "0 9 * * MON-FRI", "--channel", "ticks", "--payload",
                 '{"standup": true}', "--timezone", "Asia/Kolkata", "--count", "2",
                 "--policy", "gentle", "--api", api_url)

@@ -25,11 +25,14 @@ from tocsin.stores.sqlite import SQLiteStore
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real API server over a fresh SQLite store."""
+    """A real API server over a fresh SQLite store; the clients find its admin key in
+    ``TOCSIN_API_KEY``, as a user's would."""
     base = tmp_path_factory.mktemp("client")
     store = SQLiteStore(base / "t.db", buckets=8)
     server = ApiServer(store).start()
-    yield server.url
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TOCSIN_API_KEY", server.admin_key)
+        yield server.url
     server.stop()
     store.close()
 
@@ -37,7 +40,8 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_sync_client(url: str, tmp_path: Path) -> None:
     with Client(url) as client:
         made = client.add_channel("sync", "file", {"path": str(tmp_path / "s.jsonl")})
-        assert made == {"name": "sync", "kind": "file", "config": {"path": made["config"]["path"]}}
+        assert made == {"name": "sync", "tenant": "default", "kind": "file",
+                        "config": {"path": made["config"]["path"]}}
         assert "sync" in {c["name"] for c in client.channels()}
 
         one = client.schedule("sync", {"x": 1}, delay=timedelta(minutes=5), headers={"h": "v"})
