@@ -1,14 +1,6 @@
-"""Tocsin's errors as HTTP answers, in one place.
-
-======================  ======
-error                   status
-======================  ======
-ValidationError         422
-NotFoundError           404
-ConflictError           409
-StoreError              503
-any other TocsinError   500
-======================  ======
+"""Tocsin's errors as HTTP answers, in one place: each error class answers its status from
+:data:`tocsin.errors.HTTP_STATUS` (422 validation, 404 not found, 409 conflict, 503 store, any
+other Tocsin error 500), the table the client reads back from.
 
 FastAPI's own request validation answers 422 in the same shape (``field`` is the location,
 ``errors`` lists every problem); routing errors (unknown path, wrong method) keep their status
@@ -24,36 +16,18 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from tocsin.errors import ConflictError, NotFoundError, StoreError, TocsinError, ValidationError
+from tocsin.errors import (
+    HTTP_STATUS,
+    TocsinError,
+    ValidationError,
+    error_body,
+    status_of,
+)
 
 __all__ = ["STATUS", "error_body", "install_error_handlers", "reason_of", "status_of"]
 
-STATUS: dict[type[TocsinError], int] = {
-    ValidationError: 422,
-    NotFoundError: 404,
-    ConflictError: 409,
-    StoreError: 503,
-}
-
-
-def status_of(exc: TocsinError) -> int:
-    """The HTTP status for an error."""
-    for cls in type(exc).__mro__:
-        if cls in STATUS:
-            return STATUS[cls]
-    return 500
-
-
-def error_body(exc: TocsinError) -> dict[str, Any]:
-    """The JSON body for an error."""
-    body: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
-    if isinstance(exc, ValidationError):
-        body.update(field=exc.field, reason=exc.reason, errors=exc.errors)
-    if isinstance(exc, ConflictError):
-        body.update(status=exc.status, id=exc.ident)
-    if isinstance(exc, NotFoundError):
-        body.update(kind=exc.kind, id=exc.ident)
-    return {"error": body}
+STATUS = HTTP_STATUS
+"""The one table of statuses, shared with the client (:data:`tocsin.errors.HTTP_STATUS`)."""
 
 
 def _field(loc: tuple[Any, ...]) -> str:
