@@ -74,6 +74,13 @@ def test_config_prints_the_effective_settings(monkeypatch: pytest.MonkeyPatch) -
     assert shown["store"].startswith("sqlite:///")
 
 
+def test_config_never_prints_the_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOCSIN_API_KEY", "tsk_key_0123456789abcdef_" + "7" * 64)
+    shown = runner.invoke(app, ["config"])
+    assert shown.exit_code == 0 and "7777" not in shown.output
+    assert json.loads(shown.output)["api_key"] == "**********"
+
+
 def test_recurring_and_policies(api_url: str, tmp_path: Path) -> None:
     _run("channels", "add", "ticks", "--kind", "file", "--path", str(tmp_path / "t.jsonl"),
          "--api", api_url)
