@@ -32,7 +32,8 @@ def put(body: ChannelIn, request: Request) -> dict[str, Any]:
     from tocsin.channels import validate_channel_config
 
     config = validate_channel_config(kind, body.config)
-    spec = ChannelSpec(name=body.name, kind=kind, config=config, tenant=tenant_for(request))
+    spec = ChannelSpec(name=body.name, kind=kind, config=config,
+                       tenant=tenant_for(request, body.tenant))
     return channel_out(Deps.of(request).store.put_channel(spec))
 
 

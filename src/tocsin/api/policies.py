@@ -28,7 +28,7 @@ def put(body: PolicyIn, request: Request) -> dict[str, Any]:
     lease = parse_duration(body.token_lease if body.token_lease is not None else 300,
                            "token_lease") // timedelta(milliseconds=1)
     policy = Policy(name=body.name, max_in_flight=body.max_in_flight, rate=body.rate,
-                    token_lease_ms=lease, tenant=tenant_for(request))
+                    token_lease_ms=lease, tenant=tenant_for(request, body.tenant))
     now = deps.clock.now_ms()
     return policy_out(deps.store.put_policy(policy, now_ms=now),
                       in_flight=deps.store.in_flight(policy.name, tenant=policy.tenant,
