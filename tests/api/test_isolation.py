@@ -30,7 +30,8 @@ def test_no_key_no_answer(tenants: Tenants) -> None:
         assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
         assert r.json()["error"]["type"] == "AuthenticationError"
     for header in ("Basic dXNlcjpwYXNz", "Bearer", "Bearer not-a-key", "tsk_x"):
-        r = httpx.get(f"{tenants.a.base_url}v1/schedules", headers={"authorization": header})
+        r = httpx.get(str(tenants.a.base_url.join("/v1/schedules")),
+                      headers={"authorization": header})
         assert r.status_code == 401, header
 
 
@@ -124,7 +125,7 @@ def test_a_revoked_key_is_refused_at_once(tenants: Tenants) -> None:
     key = made.json()
     assert key["token"].startswith(f"tsk_{key['id']}_") and "digest" not in key
     headers = {"authorization": f"Bearer {key['token']}"}
-    url = f"{tenants.a.base_url}v1/schedules"
+    url = str(tenants.a.base_url.join("/v1/schedules"))
     assert httpx.get(url, headers=headers).status_code == 200
     listed = tenants.admin.get("/v1/apikeys", params={"tenant": B}).json()["items"]
     assert key["id"] in {k["id"] for k in listed}
