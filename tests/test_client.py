@@ -7,6 +7,7 @@ import inspect
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -19,17 +20,23 @@ from tocsin.errors import (
     StoreError,
     TocsinError,
     ValidationError,
+    error_body,
+    error_from,
+    status_of,
 )
 from tocsin.stores.sqlite import SQLiteStore
 
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real API server over a fresh SQLite store."""
+    """A real API server over a fresh SQLite store; the clients find its admin key in
+    ``TOCSIN_API_KEY``, as a user's would."""
     base = tmp_path_factory.mktemp("client")
     store = SQLiteStore(base / "t.db", buckets=8)
     server = ApiServer(store).start()
-    yield server.url
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TOCSIN_API_KEY", server.admin_key)
+        yield server.url
     server.stop()
     store.close()
 
@@ -37,7 +44,8 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_sync_client(url: str, tmp_path: Path) -> None:
     with Client(url) as client:
         made = client.add_channel("sync", "file", {"path": str(tmp_path / "s.jsonl")})
-        assert made == {"name": "sync", "kind": "file", "config": {"path": made["config"]["path"]}}
+        assert made == {"name": "sync", "tenant": "default", "kind": "file",
+                        "config": {"path": made["config"]["path"]}}
         assert "sync" in {c["name"] for c in client.channels()}
 
         one = client.schedule("sync", {"x": 1}, delay=timedelta(minutes=5), headers={"h": "v"})
@@ -129,14 +137,33 @@ def test_async_client(url: str, tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
-def test_the_clients_are_symmetric() -> None:
-    def public(cls: type) -> dict[str, object]:
-        return {name: list(inspect.signature(member).parameters.values())
-                for name, member in vars(cls).items()
-                if not name.startswith("_") and callable(member) and name not in (
-                    "close", "aclose")}
+def _public(cls: type) -> dict[str, Any]:
+    return {name: member for name, member in vars(cls).items()
+            if not name.startswith("_") and callable(member)}
 
-    assert public(Client) == public(AsyncClient)
+
+def test_every_async_method_is_awaitable_with_the_sync_signature() -> None:
+    sync, aio = _public(Client), _public(AsyncClient)
+    assert set(sync) - {"close"} == set(aio) - {"aclose"}
+    assert len(aio) > 25
+    for name, method in aio.items():
+        if name == "list":  # iterates pages: an async generator, used with `async for`
+            assert inspect.isasyncgenfunction(method)
+            assert inspect.signature(method).parameters == inspect.signature(
+                sync[name]).parameters
+            continue
+        assert inspect.iscoroutinefunction(method), name
+        if name != "aclose":
+            assert inspect.signature(method) == inspect.signature(sync[name]), name
+        assert not inspect.iscoroutinefunction(sync.get(name, sync["close"])), name
+
+
+def test_methods_read_as_written() -> None:
+    sig = inspect.signature(Client.schedule)
+    assert list(sig.parameters)[:3] == ["self", "channel", "payload"]
+    assert sig.return_annotation == "Created"
+    assert Client.firings.__doc__ and "skipped" in Client.firings.__doc__
+    assert AsyncClient.get_policy.__name__ == "get_policy"
 
 
 def _refusing() -> httpx.MockTransport:
@@ -224,3 +251,15 @@ def test_recurring_and_policies_sync_and_async(url: str, tmp_path: Path) -> None
                 await aclient.get_recurring(made["id"])
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("error", [
+    ValidationError("delay", "must not be negative"),
+    NotFoundError("schedule", "s-1"),
+    ConflictError("too late", status="CLAIMED", ident="s-2"),
+    StoreError("database is locked"),
+])
+def test_the_api_table_read_backwards_gives_the_same_error(error: TocsinError) -> None:
+    back = error_from(status_of(error), error_body(error), path="/v1/x")
+    assert type(back) is type(error) and str(back) == str(error)
+    assert vars(back) == vars(error)

@@ -4,16 +4,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from tocsin.abc import Store
-from tocsin.api import channels, health, ordering, policies, recurring, schedules, tenants
+from tocsin.api import (
+    apikeys,
+    channels,
+    health,
+    ordering,
+    policies,
+    recurring,
+    schedules,
+    tenants,
+)
+from tocsin.api.auth import authenticate
 from tocsin.api.deps import Deps
 from tocsin.api.errors import install_error_handlers
+from tocsin.api.quotas import Quotas
 from tocsin.clock import Clock, SystemClock
 from tocsin.config import Settings
 
 __all__ = ["create_app"]
+
+_ERROR = {"content": {"application/json": {"schema": {"type": "object"}}}}
+KEYED_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"description": "No API key, or an unknown or revoked one", **_ERROR},
+    403: {"description": "The key may not do this (read-only, another tenant, not admin)",
+          **_ERROR},
+}
+"""What every keyed route may answer besides its own statuses."""
 
 
 def create_app(settings: Settings | None = None, *, store: Store | None = None,
@@ -33,11 +52,14 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None,
         store = open_store(settings.store_url, buckets=settings.buckets)
         app.router.add_event_handler("shutdown", store.close)
     app.state.deps = Deps(store=store, clock=clock or SystemClock(), settings=settings,
-                          expect_dispatcher=expect_dispatcher)
+                          expect_dispatcher=expect_dispatcher, quotas=Quotas.of(settings))
     install_error_handlers(app)
-    for module in (schedules, recurring, policies, channels, tenants, ordering, health):
-        app.include_router(module.router)
-    app.include_router(policies.deliveries)
+    keyed = [m.router for m in (schedules, recurring, policies, channels, tenants, ordering,
+                                apikeys)]
+    for router in [*keyed, policies.deliveries]:
+        app.include_router(router, dependencies=[Depends(authenticate)],
+                           responses=KEYED_RESPONSES)
+    app.include_router(health.router)
     _describe_request_bodies(app)
     return app
 

@@ -1,14 +1,8 @@
-"""Tocsin's errors as HTTP answers, in one place.
-
-======================  ======
-error                   status
-======================  ======
-ValidationError         422
-NotFoundError           404
-ConflictError           409
-StoreError              503
-any other TocsinError   500
-======================  ======
+"""Tocsin's errors as HTTP answers, in one place: each error class answers its status from
+:data:`tocsin.errors.HTTP_STATUS` (422 validation, 404 not found, 409 conflict, 503 store, any
+other Tocsin error 500; 401 no valid key, 403 forbidden, 429 a tenant's cap), the table the
+client reads back from. A 401 also names the scheme (``WWW-Authenticate: Bearer``) and a 429
+says when to come back (``Retry-After``): :func:`headers_of`.
 
 FastAPI's own request validation answers 422 in the same shape (``field`` is the location,
 ``errors`` lists every problem); routing errors (unknown path, wrong method) keep their status
@@ -24,36 +18,31 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from tocsin.errors import ConflictError, NotFoundError, StoreError, TocsinError, ValidationError
+from tocsin.errors import (
+    HTTP_STATUS,
+    AuthenticationError,
+    QuotaExceededError,
+    TocsinError,
+    ValidationError,
+    error_body,
+    status_of,
+)
 
-__all__ = ["STATUS", "error_body", "install_error_handlers", "reason_of", "status_of"]
+__all__ = ["STATUS", "error_body", "headers_of", "install_error_handlers", "reason_of",
+           "status_of"]
 
-STATUS: dict[type[TocsinError], int] = {
-    ValidationError: 422,
-    NotFoundError: 404,
-    ConflictError: 409,
-    StoreError: 503,
-}
-
-
-def status_of(exc: TocsinError) -> int:
-    """The HTTP status for an error."""
-    for cls in type(exc).__mro__:
-        if cls in STATUS:
-            return STATUS[cls]
-    return 500
+STATUS = HTTP_STATUS
+"""The one table of statuses, shared with the client (:data:`tocsin.errors.HTTP_STATUS`)."""
 
 
-def error_body(exc: TocsinError) -> dict[str, Any]:
-    """The JSON body for an error."""
-    body: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
-    if isinstance(exc, ValidationError):
-        body.update(field=exc.field, reason=exc.reason, errors=exc.errors)
-    if isinstance(exc, ConflictError):
-        body.update(status=exc.status, id=exc.ident)
-    if isinstance(exc, NotFoundError):
-        body.update(kind=exc.kind, id=exc.ident)
-    return {"error": body}
+def headers_of(exc: TocsinError) -> dict[str, str] | None:
+    """The response headers an error's status calls for (RFC 9110: 401 names the scheme;
+    429 says when to come back)."""
+    if isinstance(exc, AuthenticationError):
+        return {"WWW-Authenticate": 'Bearer realm="tocsin"'}
+    if isinstance(exc, QuotaExceededError):
+        return {"Retry-After": str(exc.retry_after_s)}
+    return None
 
 
 def _field(loc: tuple[Any, ...]) -> str:
@@ -78,7 +67,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(TocsinError)
     async def tocsin_error(_: Request, exc: TocsinError) -> JSONResponse:
-        return JSONResponse(error_body(exc), status_code=status_of(exc))
+        return JSONResponse(error_body(exc), status_code=status_of(exc),
+                            headers=headers_of(exc))
 
     @app.exception_handler(RequestValidationError)
     async def request_error(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Query, Request, Response
 from pydantic.json_schema import models_json_schema
 from starlette.concurrency import run_in_threadpool
 
+from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
 from tocsin.api.intake import read_schedules
 from tocsin.api.models import ScheduleBatchIn, ScheduleChange, ScheduleIn
@@ -35,11 +38,16 @@ def openapi_schemas() -> dict[str, Any]:
 
 
 @router.post("", status_code=201, openapi_extra=_BODY_DOC,
+             responses={429: {"description": "A per-tenant cap is reached (Retry-After)"}},
              summary="Schedule one message, or a batch of up to 10 000 (all or nothing)")
 async def create(request: Request, response: Response) -> dict[str, Any]:
     deps = Deps.of(request)
-    items, batch = await run_in_threadpool(read_schedules, deps, await request.body())
-    results = await run_in_threadpool(deps.store.create, items, now_ms=deps.clock.now_ms())
+    items, batch = await run_in_threadpool(read_schedules, deps, await request.body(),
+                                           partial(tenant_for, request))
+    now = deps.clock.now_ms()
+    await run_in_threadpool(deps.quotas.admit, deps.store, Counter(s.tenant for s in items),
+                            now_ms=now)
+    results = await run_in_threadpool(deps.store.create, items, now_ms=now)
     if not any(created for _, created in results):
         response.status_code = 200
     answers = [schedule_out(s, full=False) | {"created": created} for s, created in results]
@@ -48,7 +56,7 @@ async def create(request: Request, response: Response) -> dict[str, Any]:
 
 @router.get("/{schedule_id}", summary="A schedule: status, attempts, last error, lateness")
 def get(schedule_id: str, request: Request) -> dict[str, Any]:
-    return schedule_out(Deps.of(request).store.get(schedule_id))
+    return schedule_out(Deps.of(request).store.get(schedule_id, tenant=scope(request)))
 
 
 @router.get("", summary="List schedules (cursor pagination)")
@@ -66,7 +74,7 @@ def list_(
         status=status, channel=channel,
         due_from_ms=parse_instant(due_from, "due_from") if due_from else None,
         due_to_ms=parse_instant(due_to, "due_to") if due_to else None,
-        after_id=cursor, limit=limit + 1)
+        after_id=cursor, limit=limit + 1, tenant=scope(request))
     page = found[:limit]
     return {"items": [schedule_out(s) for s in page],
             "next_cursor": page[-1].id if len(found) > limit else None}
@@ -74,9 +82,9 @@ def list_(
 
 @router.get("/{schedule_id}/deliveries", summary="Every delivery attempt of a schedule")
 def deliveries(schedule_id: str, request: Request) -> dict[str, Any]:
-    store = Deps.of(request).store
-    store.get(schedule_id)
-    return {"items": [delivery_out(d) for d in store.deliveries(schedule_id)]}
+    store, tenant = Deps.of(request).store, scope(request)
+    store.get(schedule_id, tenant=tenant)
+    return {"items": [delivery_out(d) for d in store.deliveries(schedule_id, tenant=tenant)]}
 
 
 @router.patch("/{schedule_id}", summary="Reschedule: new due time, payload or headers, "
@@ -95,10 +103,12 @@ def reschedule(schedule_id: str, body: ScheduleChange, request: Request) -> dict
     kind, data = payload if payload else (None, None)
     return schedule_out(deps.store.reschedule(schedule_id, now_ms=now, due_ms=due_ms,
                                               payload=data, payload_kind=kind,
-                                              headers=body.headers))
+                                              headers=body.headers,
+                                              tenant=scope(request)))
 
 
 @router.delete("/{schedule_id}", summary="Cancel: 200 = never delivered; 409 = too late")
 def cancel(schedule_id: str, request: Request) -> dict[str, Any]:
     deps = Deps.of(request)
-    return schedule_out(deps.store.cancel(schedule_id, now_ms=deps.clock.now_ms()))
+    return schedule_out(deps.store.cancel(schedule_id, now_ms=deps.clock.now_ms(),
+                                          tenant=scope(request)))
