@@ -4,6 +4,8 @@ Every error Tocsin raises on purpose derives from :class:`TocsinError`::
 
     TocsinError
     ├── ValidationError        bad input: names the field and the reason (HTTP 422)
+    │   ├── TooLargeError      a request body over the size limit (HTTP 413)
+    │   └── MediaTypeError     a request body that is not JSON (HTTP 415)
     ├── NotFoundError          no such schedule, channel, policy... (HTTP 404)
     ├── ConflictError          the state forbids it: too late to cancel, key reused (HTTP 409)
     ├── StoreError             the system of record failed or is unreachable (HTTP 503)
@@ -23,9 +25,11 @@ __all__ = [
     "ChannelRejected",
     "ChannelUnavailable",
     "ConflictError",
+    "MediaTypeError",
     "NotFoundError",
     "StoreError",
     "TocsinError",
+    "TooLargeError",
     "ValidationError",
 ]
 
@@ -42,6 +46,14 @@ class ValidationError(TocsinError):
         self.reason = reason
         self.errors = errors or [{"field": field, "reason": reason}]
         super().__init__(f"{field}: {reason}")
+
+
+class TooLargeError(ValidationError):
+    """A request body larger than the configured limit; refused before it is read whole."""
+
+
+class MediaTypeError(ValidationError):
+    """A request body whose ``Content-Type`` is not JSON."""
 
 
 class NotFoundError(TocsinError):

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from tocsin.abc import Store
 from tocsin.api import channels, health, ordering, policies, recurring, schedules, tenants
 from tocsin.api.deps import Deps
 from tocsin.api.errors import install_error_handlers
+from tocsin.api.limits import BodyLimits
+from tocsin.api.responses import document_errors
+from tocsin.api.text import check_params
 from tocsin.clock import Clock, SystemClock
 from tocsin.config import Settings
 
@@ -26,7 +29,8 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None,
     """
     settings = settings or Settings()
     app = FastAPI(title="Tocsin", version="0.1.0",
-                  description="A durable scheduler of delayed messages.")
+                  description="A durable scheduler of delayed messages.",
+                  dependencies=[Depends(check_params)])
     if store is None:
         from tocsin.stores import open_store
 
@@ -35,6 +39,8 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None,
     app.state.deps = Deps(store=store, clock=clock or SystemClock(), settings=settings,
                           expect_dispatcher=expect_dispatcher)
     install_error_handlers(app)
+    app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes,
+                       max_depth=settings.max_json_depth)
     for module in (schedules, recurring, policies, channels, tenants, ordering, health):
         app.include_router(module.router)
     app.include_router(policies.deliveries)
@@ -43,13 +49,16 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None,
 
 
 def _describe_request_bodies(app: FastAPI) -> None:
-    """Add the schemas of bodies a route reads itself to the OpenAPI document."""
+    """Add the schemas of bodies a route reads itself, and of the error body, to the OpenAPI
+    document."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            components = generate().setdefault("components", {})
+            document = generate()
+            components = document.setdefault("components", {})
             components.setdefault("schemas", {}).update(schedules.openapi_schemas())
+            document_errors(document)
         return app.openapi_schema or generate()
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -4,13 +4,16 @@
 error                   status
 ======================  ======
 ValidationError         422
+TooLargeError           413
+MediaTypeError          415
 NotFoundError           404
 ConflictError           409
 StoreError              503
 any other TocsinError   500
 ======================  ======
 
-FastAPI's own request validation answers 422 in the same shape (``field`` is the location,
+FastAPI's own request validation answers 422 in the same shape (so does a body FastAPI cannot
+read, which it would answer 400) (``field`` is the location,
 ``errors`` lists every problem); routing errors (unknown path, wrong method) keep their status
 with the same body; anything unexpected is a 500 with the same body, never a stack trace.
 """
@@ -24,12 +27,22 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from tocsin.errors import ConflictError, NotFoundError, StoreError, TocsinError, ValidationError
+from tocsin.errors import (
+    ConflictError,
+    MediaTypeError,
+    NotFoundError,
+    StoreError,
+    TocsinError,
+    TooLargeError,
+    ValidationError,
+)
 
 __all__ = ["STATUS", "error_body", "install_error_handlers", "reason_of", "status_of"]
 
 STATUS: dict[type[TocsinError], int] = {
     ValidationError: 422,
+    TooLargeError: 413,
+    MediaTypeError: 415,
     NotFoundError: 404,
     ConflictError: 409,
     StoreError: 503,
@@ -89,6 +102,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # FastAPI could not read the body (e.g. not UTF-8)
+            return await tocsin_error(request, ValidationError("body", f"malformed JSON: "
+                                                                       f"{exc.detail}"))
         message = f"{exc.detail}: {request.method} {request.url.path}"
         return JSONResponse({"error": {"type": "HTTPError", "message": message}},
                             status_code=exc.status_code, headers=exc.headers)

@@ -10,7 +10,14 @@ from fastapi import APIRouter, Query, Request, Response
 
 from tocsin.api.deps import Deps, registered
 from tocsin.api.models import RecurringChange, RecurringIn
-from tocsin.api.parsing import parse_duration, parse_instant, payload_of, unicode_field
+from tocsin.api.parsing import (
+    MAX_DUE_MS,
+    check_message_size,
+    parse_duration,
+    parse_instant,
+    payload_of,
+)
+from tocsin.api.text import check_text
 from tocsin.api.views import recurring_out
 from tocsin.clock import from_ms
 from tocsin.domain import CronTrigger, MisfirePolicy, Recurring
@@ -27,9 +34,7 @@ def _seconds_ms(value: float | str | None, field: str) -> int | None:
 
 
 def _checked(body: RecurringChange, deps: Deps) -> None:
-    if (bad := unicode_field(body.model_dump())) is not None:
-        raise ValidationError(bad or "body", "not Unicode text: holds a lone surrogate "
-                                             "(\\ud800-\\udfff)")
+    check_text(body.model_dump())
     for kind, name in (("channel", body.channel), ("policy", body.policy)):
         if name is not None and not registered(deps.store, kind, name):
             raise ValidationError(kind, f"{kind} {name!r} is not registered")
@@ -64,7 +69,30 @@ def _apply(current: Recurring, body: RecurringChange, deps: Deps) -> Recurring:
         changes["stagger_ms"] = stagger
     if (grace := _seconds_ms(body.misfire_grace, "misfire_grace")) is not None:
         changes["misfire_grace_ms"] = grace
-    return dataclasses.replace(current, **changes)
+    changed = dataclasses.replace(current, **changes)
+    _check_rule(changed, deps)
+    return changed
+
+
+def _check_rule(recurring: Recurring, deps: Deps) -> None:
+    """Refuse a rule that would flood the store with messages, or whose firings time cannot
+    hold (the expander could never expand it)."""
+    check_message_size(recurring.payload, recurring.headers,
+                       limit=deps.settings.max_payload_bytes)
+    cap, per_minute = deps.settings.recurring_max_per_minute, recurring.trigger.firings_per_minute
+    if (rate := per_minute * recurring.count) > cap:
+        raise ValidationError("count", f"{per_minute} firings a minute x count "
+                                       f"{recurring.count} = {rate} messages a minute; the "
+                                       f"limit is {cap} (setting recurring_max_per_minute)")
+    trigger = recurring.trigger
+    now = deps.clock.now_ms()
+    following = trigger.next(now)
+    if not following and (trigger.end_ms is None or trigger.end_ms >= now):
+        raise ValidationError("start" if trigger.start_ms is not None else "cron",
+                              "the rule never fires: its next firing would be after year 9999")
+    if following and following[0] + recurring.stagger_ms > MAX_DUE_MS:
+        raise ValidationError("stagger", "the last message of the next firing would be due "
+                                         "after year 9999")
 
 
 @router.post("", status_code=201, summary="Create a recurring schedule")
