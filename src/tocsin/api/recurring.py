@@ -21,6 +21,7 @@ from tocsin.api.text import check_text
 from tocsin.api.views import recurring_out
 from tocsin.clock import from_ms
 from tocsin.domain import CronTrigger, MisfirePolicy, Recurring
+from tocsin.domain.cron import iana_zone
 from tocsin.errors import ValidationError
 from tocsin.ids import new_schedule_id
 
@@ -53,7 +54,7 @@ def _apply(current: Recurring, body: RecurringChange, deps: Deps) -> Recurring:
             end = parse_instant(body.end, "end") if body.end else None
         changes["trigger"] = CronTrigger.parse(
             body.cron if body.cron is not None else trigger.expr,
-            body.timezone if body.timezone is not None else trigger.timezone,
+            iana_zone(body.timezone) if body.timezone is not None else trigger.timezone,
             start_ms=start, end_ms=end)
     payload = payload_of(body, max_payload=deps.settings.max_payload_bytes)
     if payload is not None:
@@ -79,11 +80,7 @@ def _check_rule(recurring: Recurring, deps: Deps) -> None:
     hold (the expander could never expand it)."""
     check_message_size(recurring.payload, recurring.headers,
                        limit=deps.settings.max_payload_bytes)
-    cap, per_minute = deps.settings.recurring_max_per_minute, recurring.trigger.firings_per_minute
-    if (rate := per_minute * recurring.count) > cap:
-        raise ValidationError("count", f"{per_minute} firings a minute x count "
-                                       f"{recurring.count} = {rate} messages a minute; the "
-                                       f"limit is {cap} (setting recurring_max_per_minute)")
+    recurring.check_rate(deps.settings.recurring_max_per_minute)
     trigger = recurring.trigger
     now = deps.clock.now_ms()
     following = trigger.next(now)
@@ -104,7 +101,8 @@ def create(body: RecurringIn, request: Request) -> dict[str, Any]:
         raise ValidationError("payload", "give exactly one of payload, payload_text, "
                                          "payload_base64 (got none)")
     blank = Recurring(id=f"rec-{new_schedule_id(now)}", tenant=body.tenant,
-                      trigger=CronTrigger.parse(body.cron, body.timezone), channel=body.channel,
+                      trigger=CronTrigger.parse(body.cron, iana_zone(body.timezone)),
+                      channel=body.channel,
                       payload=b"null")
     recurring = _apply(blank, body, deps)
     return recurring_out(deps.store.create_recurring(recurring, now_ms=now), now_ms=now)

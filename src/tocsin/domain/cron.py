@@ -39,7 +39,7 @@ from tocsin.clock import from_ms, to_ms
 from tocsin.domain.cronfields import check_fields
 from tocsin.errors import ValidationError
 
-__all__ = ["CronTrigger"]
+__all__ = ["CronTrigger", "iana_zone"]
 
 _DAY = timedelta(days=1)
 
@@ -149,15 +149,20 @@ def _iana_names() -> frozenset[str]:
     return frozenset(available_timezones() - {"localtime"})
 
 
-def _zone(name: str) -> ZoneInfo:
-    """The IANA zone ``name``; :class:`ValidationError` on ``timezone`` for anything else (a
-    region such as ``Europe``, a path, a made-up name)."""
+def iana_zone(name: str) -> ZoneInfo:
+    """The zone named ``name`` if it is an IANA zone name; :class:`ValidationError` on
+    ``timezone`` for anything else (a region such as ``Europe``, a path, a made-up name).
+    The edge asks this of new rules; a stored rule's zone is only loaded."""
     if name not in _iana_names():
         raise ValidationError("timezone", f"unknown IANA time zone {name!r}; give a zone "
                                           "name such as Europe/Berlin or UTC")
+    return _zone(name)
+
+
+def _zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: "Europe" is a directory
         raise ValidationError("timezone", f"unknown IANA time zone {name!r}") from None
 
 
