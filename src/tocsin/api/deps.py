@@ -30,10 +30,10 @@ class Deps:
         return deps
 
 
-def registered(store: Store, kind: str, name: str) -> bool:
-    """Whether the ``kind`` (``channel``, ``policy``) named ``name`` is registered."""
+def registered(store: Store, kind: str, name: str, *, tenant: str) -> bool:
+    """Whether ``tenant``'s ``kind`` (``channel``, ``policy``) named ``name`` is registered."""
     try:
-        getattr(store, f"get_{kind}")(name)
+        getattr(store, f"get_{kind}")(name, tenant=tenant)
     except NotFoundError:
         return False
     return True

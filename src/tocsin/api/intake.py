@@ -61,7 +61,7 @@ class _Intake:
         self.check_text = check_text
         self.now_ms = deps.clock.now_ms()
         self.errors: list[dict[str, Any]] = []
-        self.registered: dict[tuple[str, str], bool] = {}
+        self.registered: dict[tuple[str, str, str], bool] = {}
         self.keys: dict[tuple[str, str], tuple[int, str]] = {}
         """(tenant, key) → the first item giving it and its request digest."""
 
@@ -83,10 +83,10 @@ class _Intake:
         except ValidationError as exc:
             self._fail(index, exc.field, exc.reason)
             return None
-        if not self._known("channel", value.channel):
+        if not self._known("channel", value.channel, value.tenant):
             self._fail(index, "channel", f"channel {value.channel!r} is not registered")
             return None
-        if value.policy is not None and not self._known("policy", value.policy):
+        if value.policy is not None and not self._known("policy", value.policy, value.tenant):
             self._fail(index, "policy", f"policy {value.policy!r} is not registered")
             return None
         if value.key is not None and not value.overwrite_pending:
@@ -112,8 +112,10 @@ class _Intake:
         field = ".".join(p for p in (f"schedules.{index}" if self.batch else "", where) if p)
         self.errors.append({"index": index, "field": field or "body", "reason": reason})
 
-    def _known(self, kind: str, name: str) -> bool:
-        """Whether the channel or policy ``name`` is registered (asked once per request)."""
-        if (kind, name) not in self.registered:
-            self.registered[(kind, name)] = registered(self.deps.store, kind, name)
-        return self.registered[(kind, name)]
+    def _known(self, kind: str, name: str, tenant: str) -> bool:
+        """Whether ``tenant``'s channel or policy ``name`` is registered (asked once per
+        request)."""
+        if (kind, tenant, name) not in self.registered:
+            self.registered[(kind, tenant, name)] = registered(self.deps.store, kind, name,
+                                                               tenant=tenant)
+        return self.registered[(kind, tenant, name)]
