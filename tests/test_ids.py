@@ -22,3 +22,14 @@ def test_buckets_are_murmur3_mod_b_and_stable() -> None:
 
 def test_delivery_ids_are_stable_per_attempt() -> None:
     assert delivery_id("S1", 2) == delivery_id("S1", 2) == "S1-2"
+
+
+def test_schedule_ids_do_not_come_from_the_random_module() -> None:
+    """Whoever knows the ``random`` module's state (recoverable from its outputs) must not
+    know the next id: reseeding it identically still gives different random parts."""
+    import random
+
+    random.seed(1234)
+    first = new_schedule_id(7)
+    random.seed(1234)
+    assert new_schedule_id(7) != first

@@ -82,6 +82,18 @@ class Settings(BaseSettings):
     grace_seconds: float = Field(60.0, ge=0, description="How far in the past a due time may lie.")
     max_payload_bytes: int = Field(256 * 1024, ge=1, description="Largest payload accepted.")
     max_batch_items: int = Field(10_000, ge=1, description="Most schedules in one batch request.")
+    max_body_bytes: int = Field(
+        16 * 1024 * 1024, ge=1024,
+        description="Largest request body; refused with 413 while it is read, before parsing.",
+    )
+    max_json_depth: int = Field(
+        64, ge=4, le=512, description="Deepest nesting of arrays and objects in a request body."
+    )
+    recurring_max_per_minute: int = Field(
+        100_000, ge=1,
+        description="Most messages a recurring schedule may make in a minute "
+        "(firings a minute x count).",
+    )
 
     retry_base_seconds: float = Field(1.0, gt=0, description="First retry delay.")
     retry_cap_seconds: float = Field(300.0, gt=0, description="Longest retry delay.")

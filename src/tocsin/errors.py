@@ -4,6 +4,8 @@ Every error Tocsin raises on purpose derives from :class:`TocsinError`::
 
     TocsinError
     ├── ValidationError        bad input: names the field and the reason (HTTP 422)
+    │   ├── TooLargeError      a request body over the size limit (HTTP 413)
+    │   └── MediaTypeError     a request body that is not JSON (HTTP 415)
     ├── NotFoundError          no such schedule, channel, policy... (HTTP 404)
     ├── ConflictError          the state forbids it: too late to cancel, key reused (HTTP 409)
     ├── StoreError             the system of record failed or is unreachable (HTTP 503)
@@ -31,10 +33,12 @@ __all__ = [
     "ChannelUnavailable",
     "ConflictError",
     "ForbiddenError",
+    "MediaTypeError",
     "NotFoundError",
     "QuotaExceededError",
     "StoreError",
     "TocsinError",
+    "TooLargeError",
     "ValidationError",
     "error_body",
     "error_from",
@@ -54,6 +58,14 @@ class ValidationError(TocsinError):
         self.reason = reason
         self.errors = errors or [{"field": field, "reason": reason}]
         super().__init__(f"{field}: {reason}")
+
+
+class TooLargeError(ValidationError):
+    """A request body larger than the configured limit; refused before it is read whole."""
+
+
+class MediaTypeError(ValidationError):
+    """A request body whose ``Content-Type`` is not JSON."""
 
 
 class NotFoundError(TocsinError):
@@ -113,6 +125,8 @@ class ChannelRejected(ChannelError):
 
 HTTP_STATUS: dict[type[TocsinError], int] = {
     ValidationError: 422,
+    TooLargeError: 413,
+    MediaTypeError: 415,
     NotFoundError: 404,
     ConflictError: 409,
     StoreError: 503,
@@ -157,8 +171,8 @@ def error_from(status: int, body: Any, *, path: str, text: str = "") -> TocsinEr
     except (KeyError, TypeError):
         return TocsinError(f"HTTP {status}: {text[:500]}")
     cls = next((c for c, s in HTTP_STATUS.items() if s == status), None)
-    if cls is ValidationError:
-        return ValidationError(error.get("field", "body"), error.get("reason", message),
+    if cls is not None and issubclass(cls, ValidationError):
+        return cls(error.get("field", "body"), error.get("reason", message),
                                errors=error.get("errors"))
     if cls is NotFoundError:
         return NotFoundError(error.get("kind", "path"), error.get("id", path))

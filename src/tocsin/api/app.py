@@ -20,19 +20,14 @@ from tocsin.api import (
 from tocsin.api.auth import authenticate
 from tocsin.api.deps import Deps
 from tocsin.api.errors import install_error_handlers
+from tocsin.api.limits import BodyLimits
 from tocsin.api.quotas import Quotas
+from tocsin.api.responses import document_errors
+from tocsin.api.text import check_params
 from tocsin.clock import Clock, SystemClock
 from tocsin.config import Settings
 
 __all__ = ["create_app"]
-
-_ERROR = {"content": {"application/json": {"schema": {"type": "object"}}}}
-KEYED_RESPONSES: dict[int | str, dict[str, Any]] = {
-    401: {"description": "No API key, or an unknown or revoked one", **_ERROR},
-    403: {"description": "The key may not do this (read-only, another tenant, not admin)",
-          **_ERROR},
-}
-"""What every keyed route may answer besides its own statuses."""
 
 
 def create_app(settings: Settings | None = None, *, store: Store | None = None,
@@ -45,7 +40,8 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None,
     """
     settings = settings or Settings()
     app = FastAPI(title="Tocsin", version="0.1.0",
-                  description="A durable scheduler of delayed messages.")
+                  description="A durable scheduler of delayed messages.",
+                  dependencies=[Depends(check_params)])
     if store is None:
         from tocsin.stores import open_store
 
@@ -54,24 +50,28 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None,
     app.state.deps = Deps(store=store, clock=clock or SystemClock(), settings=settings,
                           expect_dispatcher=expect_dispatcher, quotas=Quotas.of(settings))
     install_error_handlers(app)
+    app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes,
+                       max_depth=settings.max_json_depth)
     keyed = [m.router for m in (schedules, recurring, policies, channels, tenants, ordering,
                                 apikeys)]
     for router in [*keyed, policies.deliveries]:
-        app.include_router(router, dependencies=[Depends(authenticate)],
-                           responses=KEYED_RESPONSES)
+        app.include_router(router, dependencies=[Depends(authenticate)])
     app.include_router(health.router)
     _describe_request_bodies(app)
     return app
 
 
 def _describe_request_bodies(app: FastAPI) -> None:
-    """Add the schemas of bodies a route reads itself to the OpenAPI document."""
+    """Add the schemas of bodies a route reads itself, and of the error body, to the OpenAPI
+    document."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            components = generate().setdefault("components", {})
+            document = generate()
+            components = document.setdefault("components", {})
             components.setdefault("schemas", {}).update(schedules.openapi_schemas())
+            document_errors(document)
         return app.openapi_schema or generate()
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -1,10 +1,11 @@
 """Tocsin's errors as HTTP answers, in one place: each error class answers its status from
-:data:`tocsin.errors.HTTP_STATUS` (422 validation, 404 not found, 409 conflict, 503 store, any
-other Tocsin error 500; 401 no valid key, 403 forbidden, 429 a tenant's cap), the table the
-client reads back from. A 401 also names the scheme (``WWW-Authenticate: Bearer``) and a 429
+:data:`tocsin.errors.HTTP_STATUS` (422 validation, 413 body too large, 415 not JSON, 404 not
+found, 409 conflict, 503 store, any other Tocsin error 500; 401 no valid key, 403 forbidden,
+429 a tenant's cap), the table the client reads back from. A 401 also names the scheme (``WWW-Authenticate: Bearer``) and a 429
 says when to come back (``Retry-After``): :func:`headers_of`.
 
-FastAPI's own request validation answers 422 in the same shape (``field`` is the location,
+FastAPI's own request validation answers 422 in the same shape (so does a body FastAPI cannot
+read, which it would answer 400) (``field`` is the location,
 ``errors`` lists every problem); routing errors (unknown path, wrong method) keep their status
 with the same body; anything unexpected is a 500 with the same body, never a stack trace.
 """
@@ -79,6 +80,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # FastAPI could not read the body (e.g. not UTF-8)
+            return await tocsin_error(request, ValidationError("body", f"malformed JSON: "
+                                                                       f"{exc.detail}"))
         message = f"{exc.detail}: {request.method} {request.url.path}"
         return JSONResponse({"error": {"type": "HTTPError", "message": message}},
                             status_code=exc.status_code, headers=exc.headers)

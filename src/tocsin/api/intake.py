@@ -12,7 +12,7 @@ import pydantic
 from tocsin.api.deps import Deps, registered
 from tocsin.api.errors import reason_of
 from tocsin.api.models import ScheduleIn
-from tocsin.api.parsing import SURROGATE_ESCAPE, unicode_field
+from tocsin.api.text import TEXT_ESCAPE, text_problem
 from tocsin.domain import NewSchedule
 from tocsin.errors import ValidationError
 
@@ -27,7 +27,7 @@ def read_schedules(deps: Deps, body: bytes,
     raw = _load(body)
     batch = isinstance(raw, dict) and "schedules" in raw
     items = _batch_items(raw, deps.settings.max_batch_items) if batch else [raw]
-    intake = _Intake(deps, batch=batch, check_text=SURROGATE_ESCAPE.search(body) is not None,
+    intake = _Intake(deps, batch=batch, check_text=TEXT_ESCAPE.search(body) is not None,
                      tenant_of=tenant_of)
     schedules = [s for i, item in enumerate(items) if (s := intake.read(i, item)) is not None]
     intake.raise_errors()
@@ -73,9 +73,8 @@ class _Intake:
 
     def read(self, index: int, item: Any) -> NewSchedule | None:
         """The item as a schedule, or None after recording why not."""
-        if self.check_text and (where := unicode_field(item)) is not None:
-            self._fail(index, where, "not Unicode text: holds a lone surrogate "
-                                     "(\\ud800-\\udfff)")
+        if self.check_text and (problem := text_problem(item)) is not None:
+            self._fail(index, *problem)
             return None
         settings = self.deps.settings
         try:

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
-from tocsin.api.parsing import canonical_digest, due_of, payload_of
+from tocsin.api.parsing import canonical_digest, check_message_size, due_of, payload_of
 from tocsin.domain import NewSchedule
 from tocsin.errors import ValidationError
 
@@ -71,6 +71,7 @@ class ScheduleIn(BaseModel):
             raise ValidationError("payload", "give exactly one of payload, payload_text, "
                                              "payload_base64 (got none)")
         kind, data = payload
+        check_message_size(data, self.headers, limit=max_payload)
         due_ms = due_of(self.due_at, self.delay, now_ms=now_ms, grace_ms=grace_ms)
         if due_ms is None:
             raise ValidationError("due_at", "give exactly one of due_at or delay")

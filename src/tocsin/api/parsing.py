@@ -9,6 +9,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -21,13 +22,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_DUE_MS",
-    "SURROGATE_ESCAPE",
     "canonical_digest",
+    "check_message_size",
     "due_of",
     "parse_duration",
     "parse_instant",
     "payload_of",
-    "unicode_field",
 ]
 
 MAX_DUE_MS = 253_402_300_799_999
@@ -37,21 +37,6 @@ _ISO_DURATION = re.compile(
     r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
 )
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:\d{2})$")
-SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-"""A JSON escape of a UTF-16 surrogate: where a body may hide text that is not Unicode."""
-
-
-def unicode_field(item: Any) -> str | None:
-    """The first field of ``item`` holding a lone surrogate (``\\ud800``: JSON allows it,
-    UTF-8 cannot store it), ``""`` when ``item`` itself is such a string, None when all is
-    well. Only worth calling when :data:`SURROGATE_ESCAPE` matched the raw body."""
-    fields = item.items() if isinstance(item, dict) else [("", item)]
-    for name, value in fields:
-        try:
-            json.dumps({name: value}, ensure_ascii=False).encode()
-        except UnicodeEncodeError:
-            return str(name).encode("utf-8", "backslashreplace").decode()
-    return None
 
 
 def canonical_digest(value: Any) -> str:
@@ -136,6 +121,18 @@ def payload_of(body: ScheduleIn | ScheduleChange | RecurringChange, *,
     if len(data) > max_payload:
         raise ValidationError(field, f"payload is {len(data)} bytes; the limit is {max_payload}")
     return kind, data
+
+
+def check_message_size(payload: bytes, headers: Mapping[str, str], *, limit: int) -> None:
+    """Refuse a message whose payload and headers (names and values, as UTF-8) together pass
+    ``limit``: a header is carried with every delivery just like the payload."""
+    header_bytes = sum(len(k.encode("utf-8", "surrogatepass"))
+                       + len(v.encode("utf-8", "surrogatepass")) for k, v in headers.items())
+    if header_bytes and len(payload) + header_bytes > limit:
+        raise ValidationError("headers", f"payload ({len(payload)} bytes) and headers "
+                                         f"({header_bytes} bytes) come to "
+                                         f"{len(payload) + header_bytes} bytes; the limit is "
+                                         f"{limit}")
 
 
 def due_of(due_at: str | None, delay: float | str | None, *, now_ms: int,

@@ -11,10 +11,18 @@ from fastapi import APIRouter, Query, Request, Response
 from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps, registered
 from tocsin.api.models import RecurringChange, RecurringIn
-from tocsin.api.parsing import parse_duration, parse_instant, payload_of, unicode_field
+from tocsin.api.parsing import (
+    MAX_DUE_MS,
+    check_message_size,
+    parse_duration,
+    parse_instant,
+    payload_of,
+)
+from tocsin.api.text import check_text
 from tocsin.api.views import recurring_out
 from tocsin.clock import from_ms
 from tocsin.domain import CronTrigger, MisfirePolicy, Recurring
+from tocsin.domain.cron import iana_zone
 from tocsin.errors import ValidationError
 from tocsin.ids import new_schedule_id
 
@@ -28,9 +36,7 @@ def _seconds_ms(value: float | str | None, field: str) -> int | None:
 
 
 def _checked(body: RecurringChange, deps: Deps, *, tenant: str) -> None:
-    if (bad := unicode_field(body.model_dump())) is not None:
-        raise ValidationError(bad or "body", "not Unicode text: holds a lone surrogate "
-                                             "(\\ud800-\\udfff)")
+    check_text(body.model_dump())
     for kind, name in (("channel", body.channel), ("policy", body.policy)):
         if name is not None and not registered(deps.store, kind, name, tenant=tenant):
             raise ValidationError(kind, f"{kind} {name!r} is not registered")
@@ -49,7 +55,7 @@ def _apply(current: Recurring, body: RecurringChange, deps: Deps) -> Recurring:
             end = parse_instant(body.end, "end") if body.end else None
         changes["trigger"] = CronTrigger.parse(
             body.cron if body.cron is not None else trigger.expr,
-            body.timezone if body.timezone is not None else trigger.timezone,
+            iana_zone(body.timezone) if body.timezone is not None else trigger.timezone,
             start_ms=start, end_ms=end)
     payload = payload_of(body, max_payload=deps.settings.max_payload_bytes)
     if payload is not None:
@@ -65,7 +71,26 @@ def _apply(current: Recurring, body: RecurringChange, deps: Deps) -> Recurring:
         changes["stagger_ms"] = stagger
     if (grace := _seconds_ms(body.misfire_grace, "misfire_grace")) is not None:
         changes["misfire_grace_ms"] = grace
-    return dataclasses.replace(current, **changes)
+    changed = dataclasses.replace(current, **changes)
+    _check_rule(changed, deps)
+    return changed
+
+
+def _check_rule(recurring: Recurring, deps: Deps) -> None:
+    """Refuse a rule that would flood the store with messages, or whose firings time cannot
+    hold (the expander could never expand it)."""
+    check_message_size(recurring.payload, recurring.headers,
+                       limit=deps.settings.max_payload_bytes)
+    recurring.check_rate(deps.settings.recurring_max_per_minute)
+    trigger = recurring.trigger
+    now = deps.clock.now_ms()
+    following = trigger.next(now)
+    if not following and (trigger.end_ms is None or trigger.end_ms >= now):
+        raise ValidationError("start" if trigger.start_ms is not None else "cron",
+                              "the rule never fires: its next firing would be after year 9999")
+    if following and following[0] + recurring.stagger_ms > MAX_DUE_MS:
+        raise ValidationError("stagger", "the last message of the next firing would be due "
+                                         "after year 9999")
 
 
 @router.post("", status_code=201, summary="Create a recurring schedule")
@@ -78,7 +103,8 @@ def create(body: RecurringIn, request: Request) -> dict[str, Any]:
         raise ValidationError("payload", "give exactly one of payload, payload_text, "
                                          "payload_base64 (got none)")
     blank = Recurring(id=f"rec-{new_schedule_id(now)}", tenant=tenant,
-                      trigger=CronTrigger.parse(body.cron, body.timezone), channel=body.channel,
+                      trigger=CronTrigger.parse(body.cron, iana_zone(body.timezone)),
+                      channel=body.channel,
                       payload=b"null")
     recurring = _apply(blank, body, deps)
     return recurring_out(deps.store.create_recurring(recurring, now_ms=now), now_ms=now)

@@ -3,18 +3,18 @@ within the horizon into concrete schedules.
 
 Offsets are ``{"until": ms}``; on the driver :meth:`ExpansionReader.latestOffset` asks the store
 when some recurring schedule is next due for expansion and runs no batch until then. Each
-partition is a bucket range of recurring schedules; on the executors :meth:`read` expands each
-due one (:func:`expand_due`) with ``now = until`` and yields one tally row. Expanding is
-idempotent: schedules get deterministic ids, and each recurring moves on by compare-and-set on
-(revision, expanded_until), so a replayed batch or a second dispatcher adds nothing. The sink
-adds the tallies up and beats ``expander``.
+partition is a bucket range of recurring schedules; on the executors :meth:`read` expands
+each due one (:func:`~tocsin.dispatcher.expansion.expand_due`) with ``now = until`` and yields
+one tally row. Expanding is idempotent: schedules get deterministic ids, and each recurring
+moves on by compare-and-set on (revision, expanded_until), so a replayed batch or a second
+dispatcher adds nothing. The sink adds the tallies up and beats ``expander``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -26,96 +26,16 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from tocsin.abc import Store
-from tocsin.clock import from_ms
+from tocsin.dispatcher.expansion import ExpandTally, expand_due, messages_of
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runtime import log, retrying, store_for
-from tocsin.domain import Expansion, NewSchedule, Recurring, expand
 from tocsin.errors import StoreError
 
 __all__ = ["EXPANDER", "ExpandTally", "ExpansionDataSource", "expand_due", "messages_of"]
 
 EXPANDER = "expander"
 """Component name of the expansion query's beat."""
-CHUNK = 200
-"""Recurring schedules recorded per store transaction."""
 _SCHEMA = "bucket_lo int, recurring bigint, firings bigint, messages bigint, skipped bigint"
-
-
-@dataclass(kw_only=True, slots=True)
-class ExpandTally:
-    """What an expansion came to."""
-
-    recurring: int = 0
-    """Recurring schedules moved on."""
-    firings: int = 0
-    messages: int = 0
-    skipped: int = 0
-    stale: int = 0
-    """Read, but changed or expanded by someone else before this expansion was recorded."""
-    reasons: dict[str, int] = field(default_factory=dict)
-
-    def add(self, other: ExpandTally) -> None:
-        """Fold ``other`` into this tally."""
-        self.recurring += other.recurring
-        self.firings += other.firings
-        self.messages += other.messages
-        self.skipped += other.skipped
-        self.stale += other.stale
-        for reason, n in other.reasons.items():
-            self.reasons[reason] = self.reasons.get(reason, 0) + n
-
-
-def messages_of(recurring: Recurring, expansion: Expansion) -> list[NewSchedule]:
-    """The schedules of an expansion's firings, with their deterministic ids."""
-    base = {**recurring.headers, "Tocsin-Recurring-Id": recurring.id}
-    return [
-        NewSchedule(
-            id=f.schedule_id, channel=recurring.channel, payload=recurring.payload,
-            payload_kind=recurring.payload_kind,
-            headers={**base, "Tocsin-Firing-At": _iso(f.firing_ms),
-                     "Tocsin-Firing-Index": str(f.index)},
-            due_ms=f.due_ms, tenant=recurring.tenant, policy=recurring.policy,
-            recurring_id=recurring.id, firing_ms=f.firing_ms,
-        )
-        for f in expansion.firings
-    ]
-
-
-def _iso(ms: int) -> str:
-    return from_ms(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def expand_due(store: Store, *, bucket_lo: int, bucket_hi: int, now_ms: int, horizon_ms: int,
-               limit: int = 10_000) -> ExpandTally:
-    """Expand every recurring schedule of buckets ``[bucket_lo, bucket_hi]`` that is due for
-    expansion at ``now_ms``: its firings up to ``now_ms + horizon_ms`` become schedules, or
-    are recorded skipped (paused, misfire policy)."""
-    tally = ExpandTally()
-    due = store.recurring_due(bucket_lo=bucket_lo, bucket_hi=bucket_hi, now_ms=now_ms,
-                              limit=limit)
-    for start in range(0, len(due), CHUNK):
-        batch: list[tuple[Recurring, Expansion, Sequence[NewSchedule], int | None]] = []
-        for recurring in due[start:start + CHUNK]:
-            expansion = expand(recurring, from_ms=recurring.expanded_until_ms or now_ms,
-                               now_ms=now_ms, horizon_ms=horizon_ms)
-            nxt = recurring.next_expand_ms_after(expansion.until_ms, now_ms=now_ms,
-                                                 horizon_ms=horizon_ms)
-            batch.append((recurring, expansion, messages_of(recurring, expansion), nxt))
-        applied = store.record_expansions(batch, now_ms=now_ms)
-        tally.recurring += applied
-        tally.stale += len(batch) - applied
-        if applied == len(batch):  # (when some were stale, count only what surely landed)
-            for _, expansion, items, _ in batch:
-                tally.firings += len({f.firing_ms for f in expansion.firings})
-                tally.messages += len(items)
-                tally.skipped += len(expansion.skipped)
-                for s in expansion.skipped:
-                    tally.reasons[s.reason] = tally.reasons.get(s.reason, 0) + 1
-    return tally
-
-
-# -- Spark -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -171,7 +91,9 @@ class ExpansionReader(DataSourceStreamReader):
         store = store_for(opts.store_url, opts.buckets)
         tally = retrying(lambda: expand_due(store, bucket_lo=partition.lo,
                                             bucket_hi=partition.hi, now_ms=partition.until_ms,
-                                            horizon_ms=opts.horizon_ms), what="expand")
+                                            horizon_ms=opts.horizon_ms,
+                                            max_per_minute=opts.max_per_minute),
+                         what="expand")
         yield (partition.lo, tally.recurring, tally.firings, tally.messages, tally.skipped)
 
     def commit(self, end: dict[str, int]) -> None:

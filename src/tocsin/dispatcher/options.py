@@ -26,6 +26,8 @@ class DispatchOptions:
     idle_beat_s: float = 5.0
     horizon_ms: int = 600_000
     """Recurring firings up to this far ahead are expanded into schedules."""
+    max_per_minute: int = 100_000
+    """A recurring schedule making more messages a minute than this is failed, not expanded."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DispatchOptions:
@@ -36,7 +38,8 @@ class DispatchOptions:
                    retry_base_ms=int(settings.retry_base_seconds * 1000),
                    retry_cap_ms=int(settings.retry_cap_seconds * 1000),
                    max_attempts=settings.max_attempts,
-                   horizon_ms=int(settings.recurring_horizon_seconds * 1000))
+                   horizon_ms=int(settings.recurring_horizon_seconds * 1000),
+                   max_per_minute=settings.recurring_max_per_minute)
 
     def to_spark(self) -> dict[str, str]:
         """As Spark source/sink options (strings)."""

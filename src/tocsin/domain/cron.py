@@ -29,8 +29,9 @@ import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from itertools import islice
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cronsim import CronSim
 
@@ -38,7 +39,7 @@ from tocsin.clock import from_ms, to_ms
 from tocsin.domain.cronfields import check_fields
 from tocsin.errors import ValidationError
 
-__all__ = ["CronTrigger"]
+__all__ = ["CronTrigger", "iana_zone"]
 
 _DAY = timedelta(days=1)
 
@@ -87,23 +88,30 @@ class CronTrigger:
         field and why, or on field ``timezone`` for an unknown zone.
         """
         if isinstance(timezone, str):
-            try:
-                timezone = ZoneInfo(timezone)
-            except (ZoneInfoNotFoundError, ValueError):
-                raise ValidationError(
-                    "timezone", f"unknown IANA time zone {timezone!r}"
-                ) from None
+            timezone = _zone(timezone)
         return cls(expr=expr, timezone=timezone, start_ms=start_ms, end_ms=end_ms)
+
+    @property
+    def firings_per_minute(self) -> int:
+        """The most firings in any one minute: the values of the second field (1 for a rule
+        of five fields, which fires at second 0)."""
+        return len(CronSim(self.expr, datetime(2000, 1, 1, tzinfo=UTC)).seconds)
 
     def firings(self, after_ms: int, until_ms: int | None = None) -> Iterator[int]:
         """Firing instants (UTC ms) strictly after ``after_ms`` and up to ``until_ms`` inclusive
-        (unbounded when None), in increasing order, within the trigger's start and end."""
+        (unbounded when None), in increasing order, within the trigger's start and end. Time
+        ends with year 9999 (what ``datetime`` can name): no firing lies beyond it."""
         if self.start_ms is not None:
             after_ms = max(after_ms, self.start_ms - 1)
         if self.end_ms is not None:
             until_ms = self.end_ms if until_ms is None else min(until_ms, self.end_ms)
         last = after_ms
-        for instant in self._instants(after_ms):
+        instants = self._instants(after_ms)
+        while True:
+            try:
+                instant = next(instants)
+            except (StopIteration, OverflowError, ValueError):  # the last two: past year 9999
+                return
             if until_ms is not None and instant > until_ms:
                 return
             if instant > last:
@@ -133,6 +141,29 @@ class CronTrigger:
             if second is not None and not self.fixed_time:
                 heapq.heappush(pending, second)
         yield from sorted(pending)
+
+
+@cache
+def _iana_names() -> frozenset[str]:
+    # "localtime" is this machine's zone file, not an IANA name.
+    return frozenset(available_timezones() - {"localtime"})
+
+
+def iana_zone(name: str) -> ZoneInfo:
+    """The zone named ``name`` if it is an IANA zone name; :class:`ValidationError` on
+    ``timezone`` for anything else (a region such as ``Europe``, a path, a made-up name).
+    The edge asks this of new rules; a stored rule's zone is only loaded."""
+    if name not in _iana_names():
+        raise ValidationError("timezone", f"unknown IANA time zone {name!r}; give a zone "
+                                          "name such as Europe/Berlin or UTC")
+    return _zone(name)
+
+
+def _zone(name: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: "Europe" is a directory
+        raise ValidationError("timezone", f"unknown IANA time zone {name!r}") from None
 
 
 def _offset(instant: datetime, zone: ZoneInfo) -> timedelta:

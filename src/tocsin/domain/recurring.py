@@ -91,6 +91,20 @@ class Recurring:
                 "misfire_grace", f"must not be negative, got {self.misfire_grace_ms} ms"
             )
 
+    @property
+    def messages_per_minute(self) -> int:
+        """The most messages it makes in any one minute: firings a minute x ``count``."""
+        return self.trigger.firings_per_minute * self.count
+
+    def check_rate(self, limit: int) -> None:
+        """:class:`ValidationError` on ``count`` naming the computed rate when it makes more
+        than ``limit`` messages a minute."""
+        if (rate := self.messages_per_minute) > limit:
+            raise ValidationError("count", f"{self.trigger.firings_per_minute} firings a minute "
+                                           f"x count {self.count} = {rate} messages a minute; "
+                                           f"the limit is {limit} (setting "
+                                           "recurring_max_per_minute)")
+
     def next_expand_ms_after(self, until_ms: int, *, now_ms: int, horizon_ms: int) -> int | None:
         """When to expand again after expanding up to ``until_ms`` at ``now_ms``: early enough
         that the next firing is expanded a full horizon ahead (at least half a horizon ahead

@@ -1,0 +1,123 @@
+"""Limits at the HTTP edge, applied before any route sees a request.
+
+:class:`BodyLimits` is an ASGI middleware. It refuses a body
+
+* larger than ``max_body_bytes`` (413): a declared ``Content-Length`` over the limit is refused
+  without reading a byte, and a body sent in chunks is refused as soon as what has arrived
+  passes the limit, so an oversized body is never held, let alone parsed, whole;
+* that is not ``application/json`` (or ``application/*+json``) (415): a browser can send
+  ``text/plain`` or a form cross-site without asking first, JSON it cannot;
+* whose JSON nests deeper than ``max_json_depth`` (422): found by scanning the bytes, so a
+  document 100 000 levels deep never reaches a recursive parser.
+
+A request without a body (GET, DELETE, a bare POST) passes untouched.
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import accumulate
+
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tocsin.api.errors import error_body, status_of
+from tocsin.errors import MediaTypeError, TocsinError, TooLargeError, ValidationError
+
+__all__ = ["BodyLimits", "json_depth_over"]
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKET = re.compile(rb"[\[\]{}]")
+_DELTA = {b"[": 1, b"{": 1, b"]": -1, b"}": -1}
+
+
+def json_depth_over(body: bytes, limit: int) -> bool:
+    """Whether the JSON text ``body`` nests arrays and objects more than ``limit`` deep
+    (brackets inside strings do not count)."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False
+    brackets = _BRACKET.findall(_STRING.sub(b'""', body))
+    return max(accumulate(_DELTA[b] for b in brackets), default=0) > limit
+
+
+def _is_json(content_type: str | None) -> bool:
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/")
+                                           and media.endswith("+json"))
+
+
+class BodyLimits:
+    """Refuses oversized, non-JSON and too deeply nested request bodies (see the module)."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int, max_depth: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.max_depth = max_depth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        try:
+            self._check_declared(headers)
+            body = await self._read(receive)
+            if body is None:
+                return  # the client went away
+            if body:
+                self._check(body, headers)
+        except TocsinError as exc:
+            response = JSONResponse(error_body(exc), status_code=status_of(exc),
+                                    headers={"Connection": "close"})
+            await response(scope, receive, send)
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+    def _too_large(self) -> TooLargeError:
+        return TooLargeError("body", f"the request body is over {self.max_bytes} bytes, the "
+                                     "limit (setting max_body_bytes)")
+
+    def _check_declared(self, headers: Headers) -> None:
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            raise self._too_large()
+
+    async def _read(self, receive: Receive) -> bytes | None:
+        """The whole body, refused as soon as it passes the limit; None on a disconnect."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                raise self._too_large()
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    def _check(self, body: bytes, headers: Headers) -> None:
+        content_type = headers.get("content-type")
+        if not _is_json(content_type):
+            raise MediaTypeError("content-type", f"a request body must be application/json, "
+                                                 f"not {content_type or 'unnamed'!r}")
+        if json_depth_over(body, self.max_depth):
+            raise ValidationError("body", f"JSON nested more than {self.max_depth} levels "
+                                          "deep (setting max_json_depth)")
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the app the body already read, then the client's messages."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

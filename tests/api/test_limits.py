@@ -1,0 +1,184 @@
+"""Issue 10's findings at the HTTP edge, each on a real server over SQLite and PostgreSQL: the
+request is refused with a 4xx naming the field, and nothing is stored."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tocsin.abc import Store
+
+JSON = {"content-type": "application/json"}
+
+
+def _stored(store: Store) -> int:
+    return sum(store.counts().values()) + len(store.list_recurring(limit=1000))
+
+
+def _refused(api: httpx.Client, store: Store, method: str, url: str, *, status: int,
+             field: str, words: str, **kw: Any) -> dict[str, Any]:
+    before = _stored(store)
+    r = api.request(method, url, **kw)
+    assert r.status_code == status, r.text
+    error: dict[str, Any] = r.json()["error"]
+    assert error["field"] == field, error
+    assert words in error["message"], error
+    assert _stored(store) == before, "a refused request stored something"
+    return error
+
+
+def _rule(**fields: Any) -> dict[str, Any]:
+    return {"cron": "0 9 * * *", "channel": "out", "payload": {"n": 1}, **fields}
+
+
+def test_a_rule_of_six_million_messages_a_minute(api: httpx.Client, api_store: Store) -> None:
+    _refused(api, api_store, "POST", "/v1/recurring", status=422, field="count",
+             words="60 firings a minute x count 100000 = 6000000 messages a minute",
+             json=_rule(cron="* * * * * *", count=100_000))
+    _refused(api, api_store, "POST", "/v1/recurring", status=422, field="count",
+             words="= 120000 messages a minute", json=_rule(cron="*/30 * * * * *", count=60_000))
+
+
+def test_the_rate_cap_applies_to_a_change_too(api: httpx.Client, api_store: Store) -> None:
+    rule = api.post("/v1/recurring", json=_rule(cron="* * * * *", count=2000))
+    assert rule.status_code == 201, rule.text
+    r = api.patch(f"/v1/recurring/{rule.json()['id']}", json={"cron": "* * * * * *"})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "count", r.text
+    assert api.get(f"/v1/recurring/{rule.json()['id']}").json()["cron"] == "* * * * *"
+
+
+def test_a_rule_that_would_fire_after_year_9999(api: httpx.Client, api_store: Store) -> None:
+    _refused(api, api_store, "POST", "/v1/recurring", status=422, field="start",
+             words="never fires", json=_rule(start="9999-12-31T10:00:00Z"))
+    listed = api.get("/v1/recurring")
+    assert listed.status_code == 200, listed.text
+
+
+def test_a_rule_whose_last_firings_reach_year_9999_lists_and_ends(api: httpx.Client) -> None:
+    rule = api.post("/v1/recurring", json=_rule(start="9999-12-30T00:00:00Z"))
+    assert rule.status_code == 201, rule.text
+    nxt = api.get(f"/v1/recurring/{rule.json()['id']}/next", params={"n": 5})
+    assert [i["utc"] for i in nxt.json()["items"]] == ["9999-12-30T09:00:00Z",
+                                                        "9999-12-31T09:00:00Z"]
+    assert api.get("/v1/recurring").status_code == 200
+    api.delete(f"/v1/recurring/{rule.json()['id']}")
+
+
+@pytest.mark.parametrize("zone", ["Europe", "America", "localtime", "Europe/", "../UTC"])
+def test_a_zone_that_is_not_an_iana_zone(api: httpx.Client, api_store: Store,
+                                         zone: str) -> None:
+    _refused(api, api_store, "POST", "/v1/recurring", status=422, field="timezone",
+             words="unknown IANA time zone", json=_rule(timezone=zone))
+
+
+def _big_batch() -> bytes:
+    """10 000 schedules of 4.3 KB each: 43 MB."""
+    item = {"channel": "out", "payload_text": "x" * 4300, "delay": 60}
+    return json.dumps({"schedules": [item] * 10_000}).encode()
+
+
+def test_a_43_mb_batch_is_refused_unread(api: httpx.Client, api_store: Store) -> None:
+    body = _big_batch()
+    assert len(body) > 43_000_000
+    _refused(api, api_store, "POST", "/v1/schedules", status=413, field="body",
+             words="over 16777216 bytes", content=body, headers=JSON)
+
+
+def test_a_43_mb_batch_sent_in_chunks_is_refused(api: httpx.Client, api_store: Store) -> None:
+    body = _big_batch()
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit holds while reading
+        for start in range(0, len(body), 1 << 16):
+            yield body[start:start + (1 << 16)]
+
+    _refused(api, api_store, "POST", "/v1/schedules", status=413, field="body",
+             words="max_body_bytes", content=chunks(), headers=JSON)
+
+
+def test_a_10_mb_header_counts_in_the_payload_limit(api: httpx.Client, api_store: Store) -> None:
+    body = {"channel": "out", "payload": 1, "delay": 60, "headers": {"h": "x" * 10_000_000}}
+    _refused(api, api_store, "POST", "/v1/schedules", status=422, field="headers",
+             words="the limit is 262144", json=body)
+    _refused(api, api_store, "POST", "/v1/recurring", status=422, field="headers",
+             words="the limit is 262144", json=_rule(headers={"h": "x" * 300_000}))
+
+
+def test_headers_added_by_a_change_count_with_the_stored_payload(api: httpx.Client) -> None:
+    created = api.post("/v1/schedules", json={"channel": "out", "payload_text": "p" * 200_000,
+                                              "delay": 600})
+    assert created.status_code == 201, created.text
+    r = api.patch(f"/v1/schedules/{created.json()['id']}", json={"headers": {"h": "x" * 70_000}})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "headers", r.text
+    assert "200000 bytes" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("url", ["/v1/schedules", "/v1/recurring", "/v1/channels"])
+def test_json_nested_1000_deep(api: httpx.Client, api_store: Store, url: str) -> None:
+    deep = "[" * 1000 + "]" * 1000
+    content = f'{{"channel": "out", "cron": "* * * * *", "delay": 5, "payload": {deep}}}'
+    _refused(api, api_store, "POST", url, status=422, field="body",
+             words="nested more than 64 levels", content=content.encode(), headers=JSON)
+
+
+def test_json_nested_within_the_limit_is_fine(api: httpx.Client) -> None:
+    payload: Any = "leaf"
+    for _ in range(30):  # 61 levels with the outer object
+        payload = {"a": [payload, "]]]]"]}  # brackets inside strings do not count
+    r = api.post("/v1/schedules", json={"channel": "out", "payload": payload, "delay": 60})
+    assert r.status_code == 201, r.text
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded",
+                                          "multipart/form-data; boundary=x", None])
+def test_a_body_that_is_not_json_is_refused(api: httpx.Client, api_store: Store,
+                                            content_type: str | None) -> None:
+    """A browser posts text/plain or a form cross-site without asking first; JSON it cannot."""
+    body = b'{"channel": "out", "payload": 1, "delay": 60}'
+    headers = {"content-type": content_type} if content_type else {}
+    _refused(api, api_store, "POST", "/v1/schedules", status=415, field="content-type",
+             words="must be application/json", content=body, headers=headers)
+
+
+def test_json_with_a_charset_is_json(api: httpx.Client) -> None:
+    r = api.post("/v1/schedules", content=b'{"channel": "out", "payload": 1, "delay": 60}',
+                 headers={"content-type": "application/json; charset=utf-8"})
+    assert r.status_code == 201, r.text
+
+
+@pytest.mark.parametrize(("url", "field"), [
+    ("/v1/schedules/ab%00c", "schedule_id"), ("/v1/recurring/ab%00c", "recurring_id"),
+    ("/v1/channels/ab%00c", "name"), ("/v1/policies/ab%00c", "name"),
+    ("/v1/schedules?channel=a%00", "channel"), ("/v1/schedules?cursor=%00", "cursor"),
+])
+def test_a_nul_in_a_path_or_query(api: httpx.Client, url: str, field: str) -> None:
+    r = api.get(url)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["field"] == field and "NUL" in r.json()["error"]["reason"]
+
+
+@pytest.mark.parametrize(("extra", "field"), [
+    ({"channel": "out\x00"}, "channel"), ({"key": "k\x00"}, "key"),
+    ({"ordering_key": "\x00"}, "ordering_key"), ({"headers": {"h": "a\x00b"}}, "headers.h"),
+])
+def test_a_nul_in_a_field(api: httpx.Client, api_store: Store, extra: dict[str, Any],
+                          field: str) -> None:
+    body = {"channel": "out", "payload": 1, "delay": 60, **extra}
+    _refused(api, api_store, "POST", "/v1/schedules", status=422, field=field,
+             words="must not contain NUL", json=body)
+
+
+def test_a_nul_in_a_payload_is_data(api: httpx.Client) -> None:
+    r = api.post("/v1/schedules", json={"channel": "out", "payload_text": "a\x00b", "delay": 60})
+    assert r.status_code == 201, r.text
+    assert api.get(f"/v1/schedules/{r.json()['id']}").json()["payload_text"] == "a\x00b"
+
+
+def test_a_nul_in_a_channel_path(api: httpx.Client) -> None:
+    r = api.post("/v1/channels", json={"name": "nul", "kind": "file",
+                                       "config": {"path": "/tmp/a\x00b"}})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "config.path", r.text
+    assert api.get("/v1/channels/nul").status_code == 404
