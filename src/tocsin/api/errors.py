@@ -1,8 +1,9 @@
 """Tocsin's errors as HTTP answers, in one place: each error class answers its status from
 :data:`tocsin.errors.HTTP_STATUS` (422 validation, 413 body too large, 415 not JSON, 404 not
 found, 409 conflict, 503 store, any other Tocsin error 500; 401 no valid key, 403 forbidden,
-429 a tenant's cap), the table the client reads back from. A 401 also names the scheme (``WWW-Authenticate: Bearer``) and a 429
-says when to come back (``Retry-After``): :func:`headers_of`.
+429 a tenant's cap), the table the client reads back from. A 401 also names the scheme
+(``WWW-Authenticate: Bearer``) and a 429 says when to come back (``Retry-After``):
+:func:`headers_of`.
 
 FastAPI's own request validation answers 422 in the same shape (so does a body FastAPI cannot
 read, which it would answer 400) (``field`` is the location,
