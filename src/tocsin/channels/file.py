@@ -47,7 +47,8 @@ class FileConfig:
 
     def admit(self, policy: DestinationPolicy) -> dict[str, Any]:
         """The config to store, once the policy admits the path (stored as given)."""
-        config: dict[str, Any] = {"path": check_path(self.path, policy)} if self.path else {}
+        config: dict[str, Any] = (
+            {} if self.path is None else {"path": check_path(self.path, policy)})
         return {**config, "fsync": True} if self.fsync else config
 
 

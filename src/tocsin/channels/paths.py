@@ -100,9 +100,10 @@ def open_append(root: str, below: tuple[str, ...]) -> int:
             try:
                 nxt = _open_dir(name, fd)
             except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise OutsideRoots(errno.ELOOP, "a directory on the path is a symlink "
-                                       "or not a directory") from None
+                if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and stat.S_ISLNK(
+                        os.lstat(name, dir_fd=fd).st_mode)):
+                    raise OutsideRoots(errno.ELOOP, "a directory on the path is a symlink") \
+                        from None
                 raise
             os.close(fd)
             fd = nxt
