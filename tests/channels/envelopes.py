@@ -6,7 +6,6 @@ import base64
 
 from tocsin.domain import Envelope, PayloadKind
 
-
 SECRET = "whsec_" + base64.b64encode(bytes(range(32))).decode()
 """A Standard Webhooks secret for tests."""
 SECRET_2 = "whsec_" + base64.b64encode(bytes(range(100, 132))).decode()

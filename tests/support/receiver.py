@@ -10,8 +10,9 @@
 
 Behaviours (keywords of :meth:`Receiver.reset` and :meth:`Receiver.set_behaviour`, see
 :class:`Behaviour`): a fixed ``status``; a ``fail_rate`` of requests answered ``fail_status``
-(seeded: ``seed``); extra response ``headers`` and a ``body``; a ``delay_s`` before answering; per-path statuses ``by_path``; ``hold``: the
-next n requests wait (``held()`` counts them) until :meth:`Receiver.release`.
+(seeded: ``seed``); extra response ``headers`` and a ``body``; a ``delay_s`` before answering;
+per-path statuses ``by_path``; ``hold``: the next n requests wait (``held()`` counts them)
+until :meth:`Receiver.release`.
 
 A thread per connection (keep-alive connections are served until the client closes them) and
 a deep listen backlog: hundreds of concurrent requests a second are fine.
