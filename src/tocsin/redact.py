@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 __all__ = ["MASK", "is_secret_name", "redact", "redact_url"]
 
@@ -44,18 +44,17 @@ def redact_url(url: str) -> str:
         password = parts.password
     except ValueError:
         return url
-    netloc = parts.netloc
+    out = url
     if password:
-        userinfo, _, hostport = netloc.rpartition("@")
-        user = userinfo.split(":", 1)[0]
-        netloc = f"{user}:{MASK}@{hostport}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
+        userinfo, _, hostport = parts.netloc.rpartition("@")
+        out = out.replace(parts.netloc, f"{userinfo.split(':', 1)[0]}:{MASK}@{hostport}", 1)
+    if parts.query:
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
         if any(is_secret_name(k) and v for k, v in pairs):
             query = urlencode([(k, MASK if is_secret_name(k) and v else v) for k, v in pairs],
                               safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+            out = out.replace("?" + parts.query, "?" + query, 1)
+    return out
 
 
 def redact(value: Any, *, name: str = "") -> Any:
