@@ -21,8 +21,10 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 def test_readme_quickstart(tmp_path: Path) -> None:
     port = free_port()
     api = f"http://127.0.0.1:{port}"
-    env = {"TOCSIN_HOME": str(tmp_path / "home"), "TOCSIN_API_PORT": str(port),
-           "TOCSIN_SPARK_MASTER": "local[2]", "TOCSIN_API_URL": api}
+    # TOCSIN_HOME as run.sh leaves it (.tocsin beside the commands), and the default file
+    # roots (home/channels), not the tests' wider ones
+    env = {"TOCSIN_HOME": str(tmp_path / ".tocsin"), "TOCSIN_API_PORT": str(port),
+           "TOCSIN_SPARK_MASTER": "local[2]", "TOCSIN_API_URL": api, "TOCSIN_FILE_ROOTS": ""}
     up = start_tocsin("up", env=env, log=tmp_path / "up.log")
 
     def tocsin(*args: str) -> str:
@@ -38,7 +40,7 @@ def test_readme_quickstart(tmp_path: Path) -> None:
             tocsin("schedule", "greetings", "--payload", json.dumps({"n": n}), "--delay", "5")
         first = json.loads(tocsin("ls", "--status", "PENDING"))[0]["id"]
         assert json.loads(tocsin("cancel", first))["status"] == "CANCELLED"
-        out = tmp_path / "greetings.jsonl"
+        out = tmp_path / ".tocsin" / "channels" / "greetings.jsonl"  # the README's last line
         wait_until(lambda: len(read_lines(out)) == 2, timeout_s=60, what="two lines")
         time.sleep(3)
         lines = read_lines(out)

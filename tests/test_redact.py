@@ -82,3 +82,21 @@ def test_the_startup_line_redacts_the_store_password(postgres_url: str, tmp_path
         drop_schema(postgres_url, url)
     text = log.read_text()
     assert "hunter2" not in text and ":***@" in text
+
+
+@pytest.mark.parametrize("config", [
+    {"url": "http://127.0.0.1:9/", "headers": {"Authorization": "***"}},
+    {"url": "http://127.0.0.1:9/", "secret": ["***"]},
+])
+def test_a_redacted_config_sent_back_is_refused(config: dict[str, object]) -> None:
+    from tocsin.channels import validate_channel_config
+    from tocsin.domain import ChannelKind
+    from tocsin.errors import ValidationError
+
+    with pytest.raises(ValidationError) as err:
+        validate_channel_config(ChannelKind.WEBHOOK, config)
+    assert err.value.field in ("config.headers.Authorization", "config.secret")
+    rabbit = {"url": "amqp://me:***@h/%2F", "routing_key": "q"}
+    with pytest.raises(ValidationError) as err:
+        validate_channel_config(ChannelKind.RABBITMQ, rabbit)
+    assert err.value.field == "config.url"

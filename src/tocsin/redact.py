@@ -16,7 +16,7 @@ import re
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-__all__ = ["MASK", "is_secret_name", "redact", "redact_url"]
+__all__ = ["MASK", "is_secret_name", "masked", "redact", "redact_url"]
 
 MASK = "***"
 """What a secret reads as."""
@@ -69,3 +69,19 @@ def redact(value: Any, *, name: str = "") -> Any:
     if isinstance(value, str):
         return redact_url(value)
     return value
+
+
+def masked(value: Any, path: str = "") -> str | None:
+    """The dotted path of the first place in ``value`` where :func:`redact`'s output was sent
+    back instead of a secret (a :data:`MASK` where a secret goes, or as a URL's password), or
+    None: a caller that read a configuration and registers it again must send the secrets."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if (found := masked(v, f"{path}.{k}" if path else str(k))) is not None:
+                return found
+        return None
+    if isinstance(value, list | tuple):
+        return next((p for v in value if (p := masked(v, path)) is not None), None)
+    if isinstance(value, str) and (value == MASK or f":{MASK}@" in value):
+        return path
+    return None

@@ -196,3 +196,21 @@ def test_rabbitmq_url_options_outside_the_allow_list_are_refused(
     assert _refused(ChannelKind.RABBITMQ, config, server) == "config.url"
     ok = {"url": "amqp://guest:guest@h:5672/%2F?heartbeat=30", "routing_key": "q"}
     assert validate_channel_config(ChannelKind.RABBITMQ, ok, server) == ok
+
+
+def test_a_dispatcher_refuses_options_registered_under_another_policy(
+        server: DestinationPolicy) -> None:
+    """A channel built in a dispatcher process checks its options again, before any client
+    library sees them."""
+    from tocsin.channels.kafka import KafkaChannel
+    from tocsin.channels.rabbitmq import RabbitMQChannel
+
+    kafka = ChannelSpec(name="k", kind=ChannelKind.KAFKA, config={
+        "bootstrap_servers": "127.0.0.1:1", "topic": "t",
+        "producer": {"plugin.library.paths": "/tmp/evil.so"}})
+    with pytest.raises(ValidationError):
+        KafkaChannel(kafka, policy=server)
+    rabbit = ChannelSpec(name="r", kind=ChannelKind.RABBITMQ, config={
+        "url": "amqp://guest:guest@127.0.0.1:1/%2F?ssl_options=x", "routing_key": "q"})
+    with pytest.raises(ValidationError):
+        RabbitMQChannel(rabbit, policy=server)

@@ -53,9 +53,13 @@ def validate_channel_config(kind: ChannelKind, config: dict[str, Any],
     ``config.<field>`` when it is bad or ``policy`` (default: this process's settings) forbids
     the destination."""
     from tocsin.channels.config import COMMON, parse_config
+    from tocsin.redact import masked
 
     if kind not in _MODULES:
         raise ValidationError("kind", f"{kind!r} is not one of {', '.join(_MODULES)}")
+    if (where := masked(config)) is not None:
+        raise ValidationError(f"config.{where}", "is the redaction mark '***': send the secret "
+                                                 "itself (secrets are write-only)")
     module, _, config_cls = _MODULES[kind]
     parsed = parse_config(getattr(import_module(module), config_cls), dict(config))
     admit = getattr(parsed, "admit", None)

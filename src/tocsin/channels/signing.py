@@ -33,7 +33,7 @@ def secret_error(secret: str) -> str | None:
     try:
         key = base64.b64decode(raw + "=" * (-len(raw) % 4), validate=True)
     except (binascii.Error, ValueError):
-        return "must be whsec_ followed by base64 (see docs/channels.md)"
+        return "must be whsec_ followed by base64 (see docs/api.md)"
     if not 24 <= len(key) <= 64:
         return f"must hold 24 to 64 bytes of key, not {len(key)}"
     return None
