@@ -1,6 +1,7 @@
 """Which HTTP client carries the webhook channel: httpx (async), aiohttp, and the threaded
 httpx client the channel used before, POSTing the same envelope-sized body to a local nginx
-that answers ``return 200``.
+that answers ``return 200``; then the webhook channel itself (aiohttp, signing each request)
+sending the same number of envelopes in batches of 5 000, as one Spark task would.
 
     python -m bench.webhook_clients [--requests 20000] [--concurrency 64] [--rounds 3]
 
@@ -141,10 +142,40 @@ async def run_httpx_threads(url: str, n: int, c: int) -> list[float]:
 
 CLIENTS = {"aiohttp": run_aiohttp, "httpx async": run_httpx, "httpx threads (before)":
            run_httpx_threads}
+CHANNEL = "WebhookChannel (aiohttp, signed)"
+
+
+def run_channel(url: str, n: int, c: int) -> dict[str, float]:
+    """The webhook channel's own rate: ``n`` envelopes, signed, in batches of 5 000."""
+    from tocsin.channels.policy import DestinationPolicy
+    from tocsin.channels.webhook import WebhookChannel
+    from tocsin.domain import ChannelKind, ChannelSpec, Envelope, PayloadKind
+
+    secret = "whsec_" + "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE="
+    spec = ChannelSpec(name="bench", kind=ChannelKind.WEBHOOK,
+                       config={"url": url, "secret": secret, "concurrency": c})
+    policy = DestinationPolicy.build(file_roots=["/nonexistent"], webhook_allow=["127.0.0.1"])
+    channel = WebhookChannel(spec, policy=policy)
+    envelopes = [Envelope(schedule_id=f"S{i:020d}", delivery_id=f"S{i:020d}-1", attempt=1,
+                          epoch=1, tenant="default", channel="bench",
+                          payload=b'{"n":%d,"text":"%s"}' % (i, b"x" * 64),
+                          payload_kind=PayloadKind.JSON, due_ms=1_767_225_600_000)
+                 for i in range(n)]
+    channel.send(envelopes[:200])  # connections up
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    delivered = 0
+    for start in range(0, n, 5000):
+        delivered += sum(r.error is None for r in channel.send(envelopes[start:start + 5000]))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    channel.close()
+    return {"per_s": delivered / wall, "failed": n - delivered, "p50_ms": float("nan"),
+            "p99_ms": float("nan"), "cpu_ms_per_1000": cpu / n * 1e6, "cpu_of_wall": cpu / wall}
 
 
 def measure(name: str, url: str, n: int, c: int) -> dict[str, float]:
     """One client's round: requests/s, p50/p99 ms per request, CPU seconds per 1 000."""
+    if name == CHANNEL:
+        return run_channel(url, n, c)
     cpu0, t0 = time.process_time(), time.perf_counter()
     latencies = asyncio.run(CLIENTS[name](url, n, c))
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
@@ -161,18 +192,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     nginx, url, directory = start_nginx()
-    rounds: dict[str, list[dict[str, float]]] = {name: [] for name in CLIENTS}
+    names = [*CLIENTS, CHANNEL]
+    rounds: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     try:
-        for name in CLIENTS:  # warm-up: imports, first connections
+        for name in names:  # warm-up: imports, first connections
             measure(name, url, 500, args.concurrency)
         for _ in range(args.rounds):
-            for name in CLIENTS:
+            for name in names:
                 rounds[name].append(measure(name, url, args.requests, args.concurrency))
     finally:
         nginx.send_signal(signal.SIGQUIT)
         nginx.wait(10)
         shutil.rmtree(directory, ignore_errors=True)
-    best = max(statistics.median(r["per_s"] for r in rounds[n]) for n in CLIENTS)
+    best = max(statistics.median(r["per_s"] for r in rounds[n]) for n in names)
     print(f"{args.requests} POSTs x {args.rounds} rounds, concurrency {args.concurrency}, "
           f"load average {os.getloadavg()[0]:.1f}")
     print("| client | requests/s | vs best | p50 ms | p99 ms | CPU ms / 1 000 | CPU of wall "

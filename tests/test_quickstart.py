@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -28,9 +29,11 @@ def test_readme_quickstart(tmp_path: Path) -> None:
     up = start_tocsin("up", env=env, log=tmp_path / "up.log")
 
     def tocsin(*args: str) -> str:
+        # PYTHONPATH: the tocsin under test, not one installed in the environment
+        cli_env = {**env, "PATH": "", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
         done = subprocess.run([sys.executable, "-m", "tocsin", *args], cwd=tmp_path,
-                              env={**env, "PATH": ""}, capture_output=True, text=True,
-                              timeout=60, check=True)
+                              env=cli_env, capture_output=True, text=True, timeout=60,
+                              check=True)
         return done.stdout
 
     try:
