@@ -14,15 +14,16 @@ import ipaddress
 import socket
 import threading
 from collections.abc import Coroutine
+from http import HTTPStatus
 from typing import Any, TypeVar
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from tocsin.channels.addresses import check_address
+from tocsin.channels.addresses import RefusedAddress, check_address
 from tocsin.channels.policy import DestinationPolicy
 
-__all__ = ["LoopThread", "PolicyResolver", "open_session"]
+__all__ = ["LoopThread", "PolicyResolver", "open_session", "status_line", "transport_error"]
 
 T = TypeVar("T")
 
@@ -81,3 +82,24 @@ class LoopThread:
         self._thread.join(5)
         if not self._thread.is_alive():
             self.loop.close()
+
+
+def status_line(status: int) -> str:
+    """``HTTP 500 Internal Server Error``: the standard phrase, never the receiver's."""
+    try:
+        return f"HTTP {status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"HTTP {status}"
+
+
+def transport_error(exc: BaseException) -> str:
+    """A failed request as its kind, never a text the receiver chose."""
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        if isinstance(exc.os_error, RefusedAddress):
+            return str(exc.os_error)
+        return f"connect: {exc.os_error.strerror or type(exc.os_error).__name__}"
+    if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
+        return "timeout"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "server disconnected"
+    return f"transport: {type(exc).__name__}"

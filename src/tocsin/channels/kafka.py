@@ -4,8 +4,7 @@ Config: ``bootstrap_servers`` and ``topic`` (required), ``producer`` (extra libr
 settings, applied last; only those of :data:`~tocsin.channels.options.KAFKA_OPTIONS`, TLS files
 only under ``credential_roots``), ``flush_timeout`` seconds (default 30: how long a batch may
 wait for the broker's acknowledgements; also librdkafka's ``message.timeout.ms`` unless
-``producer`` sets
-it). The producer is idempotent with ``acks=all``, ``linger.ms=5`` and
+``producer`` sets it). The producer is idempotent with ``acks=all``, ``linger.ms=5`` and
 ``partitioner=murmur2_random``, so keys land on the partitions Java clients and Spark pick;
 librdkafka logs to the ``tocsin.channels.kafka`` logger.
 

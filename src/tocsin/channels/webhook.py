@@ -27,14 +27,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from urllib.parse import urlsplit
 
 import aiohttp
 
 from tocsin.abc import Channel
 from tocsin.channels.addresses import RefusedAddress, check_address, check_host, literal_address
-from tocsin.channels.http import LoopThread, open_session
+from tocsin.channels.http import LoopThread, open_session, status_line, transport_error
 from tocsin.channels.policy import DestinationPolicy, current_policy
 from tocsin.channels.signing import bad_header, retry_after_ms, secret_error, signature_headers
 from tocsin.clock import Clock, SystemClock
@@ -109,26 +108,6 @@ def outcome_of(status: int) -> Outcome:
     return Outcome.REJECTED
 
 
-def status_line(status: int) -> str:
-    """``HTTP 500 Internal Server Error``: the standard phrase, never the receiver's."""
-    try:
-        return f"HTTP {status} {HTTPStatus(status).phrase}"
-    except ValueError:
-        return f"HTTP {status}"
-
-
-def _transport_error(exc: BaseException) -> str:
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        if isinstance(exc.os_error, RefusedAddress):
-            return str(exc.os_error)
-        return f"connect: {exc.os_error.strerror or type(exc.os_error).__name__}"
-    if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
-        return "timeout"
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return "server disconnected"
-    return f"transport: {type(exc).__name__}"
-
-
 class WebhookChannel(Channel):
     """POSTs each envelope; a batch goes out ``concurrency`` requests at a time."""
 
@@ -183,12 +162,12 @@ class WebhookChannel(Channel):
         except ValueError as exc:
             return Result(env.delivery_id, Outcome.REJECTED, f"invalid request: {exc}"[:300])
         except aiohttp.ClientConnectorError as exc:
-            error = _transport_error(exc)
+            error = transport_error(exc)
             refused = isinstance(exc.os_error, RefusedAddress)
             return Result(env.delivery_id, Outcome.REJECTED if refused else Outcome.RETRY,
                           error)
         except Exception as exc:  # an answer for every envelope, whatever went wrong
-            return Result(env.delivery_id, Outcome.RETRY, _transport_error(exc))
+            return Result(env.delivery_id, Outcome.RETRY, transport_error(exc))
         outcome = outcome_of(status)
         if outcome is Outcome.DELIVERED:
             return Result(env.delivery_id, outcome)
