@@ -214,3 +214,37 @@ def test_a_dispatcher_refuses_options_registered_under_another_policy(
         "url": "amqp://guest:guest@127.0.0.1:1/%2F?ssl_options=x", "routing_key": "q"})
     with pytest.raises(ValidationError):
         RabbitMQChannel(rabbit, policy=server)
+
+
+def test_each_tenant_has_its_own_file_and_credential_roots(home: Path,
+                                                          server: DestinationPolicy) -> None:
+    """Two tenants' channels named ``out`` write two files, and neither can name the other's
+    files or TLS keys."""
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True, kw_only=True)
+    class TenantSpec(ChannelSpec):  # ChannelSpec gains its tenant on the store's branch
+        tenant: str = "default"
+
+    for tenant in ("default", "acme"):
+        config = validate_channel_config(ChannelKind.FILE, {}, server, tenant=tenant)
+        spec = TenantSpec(name="out", kind=ChannelKind.FILE, config=config, tenant=tenant)
+        assert FileChannel(spec, policy=server).send(envelopes(1))[0].outcome is \
+            Outcome.DELIVERED
+    assert (home / "channels" / "out.jsonl").exists()
+    assert (home / "channels" / "tenants" / "acme" / "out.jsonl").exists()
+    acme = str(home / "channels" / "tenants" / "acme" / "x.jsonl")
+    validate_channel_config(ChannelKind.FILE, {"path": acme}, server, tenant="acme")
+    validate_channel_config(ChannelKind.FILE, {"path": "x.jsonl"}, server, tenant="acme")
+    for path in (acme, "tenants/acme/x.jsonl"):  # the default tenant cannot reach acme's
+        with pytest.raises(ValidationError):
+            validate_channel_config(ChannelKind.FILE, {"path": path}, server)
+    with pytest.raises(ValidationError):  # nor acme the default tenant's
+        validate_channel_config(ChannelKind.FILE, {"path": str(home / "channels" / "y")},
+                                server, tenant="acme")
+    key = {"bootstrap_servers": "h:1", "topic": "t",
+           "producer": {"ssl.key.location": str(home / "credentials" / "tenants" / "globex"
+                                                / "client.key")}}
+    with pytest.raises(ValidationError) as err:
+        validate_channel_config(ChannelKind.KAFKA, key, server, tenant="acme")
+    assert err.value.field == "config.producer.ssl.key.location"

@@ -26,7 +26,7 @@ from typing import Any
 
 from tocsin.abc import Channel
 from tocsin.channels.policy import DestinationPolicy, current_policy
-from tocsin.domain import ChannelKind, ChannelSpec
+from tocsin.domain import DEFAULT_TENANT, ChannelKind, ChannelSpec
 from tocsin.errors import ValidationError
 
 __all__ = ["build_channel", "validate_channel_config"]
@@ -48,10 +48,11 @@ def build_channel(spec: ChannelSpec) -> Channel:
 
 
 def validate_channel_config(kind: ChannelKind, config: dict[str, Any],
-                            policy: DestinationPolicy | None = None) -> dict[str, Any]:
-    """The config as it will be stored; :class:`~tocsin.errors.ValidationError` naming
-    ``config.<field>`` when it is bad or ``policy`` (default: this process's settings) forbids
-    the destination."""
+                            policy: DestinationPolicy | None = None, *,
+                            tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
+    """The config as it will be stored for ``tenant``; :class:`~tocsin.errors.ValidationError`
+    naming ``config.<field>`` when it is bad or ``policy`` (default: this process's settings)
+    forbids the destination."""
     from tocsin.channels.config import COMMON, parse_config
     from tocsin.redact import masked
 
@@ -63,7 +64,8 @@ def validate_channel_config(kind: ChannelKind, config: dict[str, Any],
     module, _, config_cls = _MODULES[kind]
     parsed = parse_config(getattr(import_module(module), config_cls), dict(config))
     admit = getattr(parsed, "admit", None)
-    admitted: dict[str, Any] | None = admit(policy or current_policy()) if admit else None
+    policy = (policy or current_policy()).for_tenant(tenant)
+    admitted: dict[str, Any] | None = admit(policy) if admit else None
     if admitted is None:  # stored as given
         return dict(config)
     return {**admitted, **{k: v for k, v in config.items() if k in COMMON}}

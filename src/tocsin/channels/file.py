@@ -7,9 +7,12 @@ written, and a crash of the machine only once fsynced). Each line is
 Where it lands is the operator's :class:`~tocsin.channels.policy.DestinationPolicy`: a relative
 ``path`` is under the first of the ``file_roots`` (default ``$TOCSIN_HOME/channels``, with
 ``TOCSIN_HOME`` defaulting to ``.tocsin``), an absolute one must lie under one of them, and no
-``path`` means ``<first root>/<name>.jsonl``. The path is stored as given (nothing resolved),
-and every batch opens the file through :func:`~tocsin.channels.paths.open_append`, which
-refuses a symlink or hard link below the root: such a batch is REJECTED.
+``path`` means ``<first root>/<name>.jsonl``; a tenant other than the default has its own
+roots, ``<root>/tenants/<tenant>`` (see
+:meth:`~tocsin.channels.policy.DestinationPolicy.for_tenant`). The path is stored as given
+(nothing resolved), and every batch opens the file through
+:func:`~tocsin.channels.paths.open_append`, which refuses a symlink or hard link below the
+root: such a batch is REJECTED.
 
 Several executor processes append to one file: each batch is one ``write`` of one blob on an
 ``O_APPEND`` descriptor under an exclusive ``flock``, so lines never interleave. Any
@@ -30,7 +33,7 @@ from typing import Any
 from tocsin.abc import Channel
 from tocsin.channels.paths import OutsideRoots, check_path, open_append, place
 from tocsin.channels.policy import DestinationPolicy, current_policy
-from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
+from tocsin.domain import DEFAULT_TENANT, ChannelSpec, Envelope, Outcome, Result
 from tocsin.errors import ValidationError
 
 __all__ = ["FileChannel", "FileConfig", "default_path"]
@@ -62,7 +65,8 @@ class FileChannel(Channel):
 
     def __init__(self, spec: ChannelSpec, *, policy: DestinationPolicy | None = None) -> None:
         self.spec = spec
-        policy = policy or current_policy()
+        tenant: str = getattr(spec, "tenant", DEFAULT_TENANT)
+        policy = (policy or current_policy()).for_tenant(tenant)
         path = spec.config.get("path")
         self.path = str(path) if path else f"{spec.name}.jsonl"
         self.fsync = bool(spec.config.get("fsync", False))

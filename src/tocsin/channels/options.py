@@ -79,4 +79,4 @@ def check_amqp_url(url: str, policy: DestinationPolicy) -> None:
 def _credentials(policy: DestinationPolicy, field: str) -> DestinationPolicy:
     if not policy.credential_roots:
         raise ValidationError(field, "no credential_roots are configured")
-    return DestinationPolicy(file_roots=policy.credential_roots)
+    return DestinationPolicy(file_roots=policy.credential_roots, reserved=policy.reserved)

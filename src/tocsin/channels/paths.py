@@ -43,6 +43,9 @@ def place(path: str, policy: DestinationPolicy, *, field: str = "config.path") -
     root, below = _place(path, policy, field)
     if os.path.join(root, *below) in policy.protected:
         raise _bad("is one of Tocsin's own files", field)
+    if policy.reserved is not None and below[0] == policy.reserved and len(below) > 1:
+        raise _bad(f"must not lie in '{policy.reserved}/', where other tenants' files are",
+                   field)
     return root, below
 
 

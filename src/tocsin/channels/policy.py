@@ -20,14 +20,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tocsin.domain import DEFAULT_TENANT
 from tocsin.errors import ValidationError
 
 if TYPE_CHECKING:
     from tocsin.config import Settings
 
-__all__ = ["DestinationPolicy", "IPNetwork", "current_policy"]
+__all__ = ["TENANTS_DIR", "DestinationPolicy", "IPNetwork", "current_policy"]
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+TENANTS_DIR = "tenants"
+"""Below each file root, the directory holding one directory per tenant but the default."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -44,6 +47,8 @@ class DestinationPolicy:
     """Host names (lower case) webhooks may reach whatever they resolve to."""
     protected: frozenset[str] = field(default_factory=frozenset)
     """Files never written even under a root (the store's own database)."""
+    reserved: str | None = None
+    """A first component below the roots that paths may not use (see :meth:`for_tenant`)."""
 
     @classmethod
     def build(cls, *, file_roots: Iterable[os.PathLike[str] | str],
@@ -82,6 +87,22 @@ class DestinationPolicy:
         return cls.build(file_roots=settings.channel_roots,
                          credential_roots=settings.tls_roots,
                          webhook_allow=settings.webhook_allow, protected=protected)
+
+    def for_tenant(self, tenant: str) -> DestinationPolicy:
+        """The policy for ``tenant``'s channels: the default tenant's paths lie under the
+        roots (but not in :data:`TENANTS_DIR`), any other tenant's only under
+        ``<root>/tenants/<tenant>`` (file and credential roots alike), so one tenant can neither
+        append to another's files nor present another's TLS key (channel names are per
+        tenant: two tenants' ``out`` are two files)."""
+        from dataclasses import replace
+
+        if tenant == DEFAULT_TENANT:
+            return replace(self, reserved=TENANTS_DIR)
+
+        def own(roots: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(os.path.join(r, TENANTS_DIR, tenant) for r in roots)
+        return replace(self, file_roots=own(self.file_roots),
+                       credential_roots=own(self.credential_roots), reserved=None)
 
     def allows_address(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
         """Whether the allow-list names ``address``'s network."""
