@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import shutil
 import signal
@@ -212,8 +213,10 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for name, runs in rounds.items():
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        p50, p99 = (("—", "—") if math.isnan(med["p50_ms"]) else
+                    (f"{med['p50_ms']:.1f}", f"{med['p99_ms']:.1f}"))
         print(f"| {name} | {med['per_s']:,.0f} | {med['per_s'] / best:.2f} | "
-              f"{med['p50_ms']:.1f} | {med['p99_ms']:.1f} | {med['cpu_ms_per_1000']:.0f} | "
+              f"{p50} | {p99} | {med['cpu_ms_per_1000']:.0f} | "
               f"{med['cpu_of_wall']:.0%} | {sum(r['failed'] for r in runs):.0f} |")
     if ERRORS:
         print(f"failures by kind: {ERRORS}")
