@@ -3,8 +3,8 @@ session on it whose connections stay alive between batches, and a resolver that 
 address a name resolves to against the destination policy before aiohttp connects to it.
 
 aiohttp was kept after bench/webhook_clients.py (docs/benchmarks.md): on the same nginx
-receiver it carried about 40x the requests of httpx's async client and 15x the threaded
-httpx client the channel used before, at a fraction of their CPU per request.
+receiver it spent 0.14 ms of CPU per request, 12x less than the threaded httpx client the
+channel used before and 28x less than httpx's async client.
 """
 
 from __future__ import annotations
