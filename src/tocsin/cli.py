@@ -8,7 +8,6 @@ thin shell over :class:`tocsin.client.Client`.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Annotated, Any
 
@@ -222,7 +221,8 @@ def channels_add(
     name: str,
     kind: Annotated[str, typer.Option(help="file, webhook, kafka or rabbitmq.")] = "file",
     config_json: Annotated[str | None, typer.Option("--config", help="Config as JSON.")] = None,
-    path: Annotated[str | None, typer.Option(help="file: the JSON-lines file.")] = None,
+    path: Annotated[str | None, typer.Option(
+        help="file: the JSON-lines file, relative to the server's file root.")] = None,
     url: Annotated[str | None, typer.Option(help="webhook: the URL to POST to.")] = None,
     api: ApiOpt = None,
 ) -> None:
@@ -230,8 +230,8 @@ def channels_add(
     from tocsin.errors import TocsinError
 
     cfg: dict[str, Any] = json.loads(config_json) if config_json else {}
-    if path:
-        cfg["path"] = os.path.abspath(path)
+    if path:  # as given: a relative path lands under the server's first file root
+        cfg["path"] = path
     if url:
         cfg["url"] = url
     try:

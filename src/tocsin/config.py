@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
+from tocsin.redact import redact
 
 __all__ = ["Settings"]
 
@@ -105,6 +108,31 @@ class Settings(BaseSettings):
         7 * 86400.0, ge=0, description="How long a completed task key answers repeats."
     )
 
+    file_roots: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description="Directories file channels may write under (comma-separated); a relative "
+        "path lands under the first. Empty = home/channels.",
+    )
+    credential_roots: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description="Directories Kafka/RabbitMQ TLS files may be read from (comma-separated). "
+        "Empty = home/credentials.",
+    )
+    webhook_allow: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="CIDRs and host names webhooks may reach although loopback, private, "
+        "link-local or reserved (comma-separated; e.g. 127.0.0.0/8,::1 for local receivers). "
+        "Empty = public addresses only.",
+    )
+
+    @field_validator("file_roots", "credential_roots", "webhook_allow", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        """A list from the environment is comma-separated."""
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -133,9 +161,33 @@ class Settings(BaseSettings):
         """Where the dispatcher's Spark checkpoint lives."""
         return self.checkpoint or self.home / "checkpoint"
 
-    def summary(self) -> dict[str, Any]:
-        """The effective settings as plain values, for ``tocsin config``."""
+    @property
+    def channel_roots(self) -> list[Path]:
+        """Where file channels may write: ``file_roots``, else ``home/channels``."""
+        return self.file_roots or [self.home / "channels"]
+
+    @property
+    def tls_roots(self) -> list[Path]:
+        """Where channel TLS files may be read: ``credential_roots``, else
+        ``home/credentials``."""
+        return self.credential_roots or [self.home / "credentials"]
+
+    def _effective(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         data["store"] = self.store_url
         data["checkpoint"] = str(self.checkpoint_dir)
+        data["file_roots"] = [str(p) for p in self.channel_roots]
+        data["credential_roots"] = [str(p) for p in self.tls_roots]
         return data
+
+    def summary(self) -> dict[str, Any]:
+        """The effective settings as plain values, secrets redacted: for ``tocsin config``,
+        the startup line and logs."""
+        redacted: dict[str, Any] = redact(self._effective())
+        return redacted
+
+    def environment(self) -> dict[str, str]:
+        """The effective settings as ``TOCSIN_*`` environment variables (secrets included),
+        for a child process such as the dispatcher."""
+        return {f"TOCSIN_{k.upper()}": ",".join(v) if isinstance(v, list) else str(v)
+                for k, v in self._effective().items() if v is not None and k != "api_key"}

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tocsin.config import Settings
+from tocsin.redact import redact_url
 
 __all__ = ["DispatcherSupervisor", "run_api", "run_up"]
 
@@ -81,7 +82,7 @@ def run_api(settings: Settings, *, expect_dispatcher: bool,
     if on_shutdown is not None:
         app.router.add_event_handler("shutdown", on_shutdown)
     print(f"tocsin: API listening on http://{settings.api_host}:{settings.api_port} "
-          f"(OpenAPI at /docs), store {settings.store_url}", flush=True)
+          f"(OpenAPI at /docs), store {redact_url(settings.store_url)}", flush=True)
     uvicorn.run(app, host=settings.api_host, port=settings.api_port, log_level="warning",
                 **uvicorn_kw)
 
@@ -101,9 +102,7 @@ def run_up(settings: Settings) -> None:
     if written is not None:
         print(f"tocsin: admin API key written to {written} (mode 0600); the CLI and the "
               "Python client on this machine use it", flush=True)
-    env = {f"TOCSIN_{k.upper()}": str(v) for k, v in settings.summary().items()
-           if v is not None and k != "api_key"}
-    supervisor = DispatcherSupervisor(env)
+    supervisor = DispatcherSupervisor(settings.environment())
     supervisor.start()
     try:
         run_api(settings, expect_dispatcher=True, on_shutdown=supervisor.stop)

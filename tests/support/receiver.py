@@ -10,8 +10,9 @@
 
 Behaviours (keywords of :meth:`Receiver.reset` and :meth:`Receiver.set_behaviour`, see
 :class:`Behaviour`): a fixed ``status``; a ``fail_rate`` of requests answered ``fail_status``
-(seeded: ``seed``); a ``delay_s`` before answering; per-path statuses ``by_path``; ``hold``: the
-next n requests wait (``held()`` counts them) until :meth:`Receiver.release`.
+(seeded: ``seed``); extra response ``headers`` and a ``body``; a ``delay_s`` before answering;
+per-path statuses ``by_path``; ``hold``: the next n requests wait (``held()`` counts them)
+until :meth:`Receiver.release`.
 
 A thread per connection (keep-alive connections are served until the client closes them) and
 a deep listen backlog: hundreds of concurrent requests a second are fine.
@@ -69,6 +70,10 @@ class Behaviour:
     """Hold the next ``hold`` requests until :meth:`Receiver.release`."""
     seed: int = 1
     """Seeds the ``fail_rate`` draws."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra response headers (``Retry-After``...)."""
+    body: bytes = b"ok"
+    """The response body."""
     rng: random.Random = field(init=False)
 
     def __post_init__(self) -> None:
@@ -106,10 +111,15 @@ class Receiver:
                     if generation == receiver._generation:  # not from before a reset
                         receiver.records.append(record)
                         receiver._lock.notify_all()
+                behaviour = receiver.behaviour
+                body = b"" if status in (204, 304) else behaviour.body  # no body, by RFC 9110
                 self.send_response(status)
-                self.send_header("Content-Length", "2")
+                for name, value in behaviour.headers.items():
+                    self.send_header(name, value)
+                if status not in (204, 304):
+                    self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(b"ok")
+                self.wfile.write(body)
 
             do_POST = do_PUT = do_PATCH = do_DELETE = do_GET = _answer
 

@@ -29,8 +29,10 @@ def put(body: ChannelIn, request: Request) -> dict[str, Any]:
         raise ValidationError("kind", f"{body.kind!r} is not one of "
                                       f"{', '.join(k.value for k in ChannelKind)}") from None
     from tocsin.channels import validate_channel_config
+    from tocsin.channels.policy import DestinationPolicy
 
-    config = validate_channel_config(kind, body.config)
+    policy = DestinationPolicy.from_settings(Deps.of(request).settings)
+    config = validate_channel_config(kind, body.config, policy)
     spec = ChannelSpec(name=body.name, kind=kind, config=config,
                        tenant=tenant_for(request, body.tenant))
     return channel_out(Deps.of(request).store.put_channel(spec))

@@ -8,6 +8,7 @@ from typing import Any
 from tocsin.clock import from_ms
 from tocsin.domain import ChannelSpec, Delivery, PayloadKind, Policy, Recurring, Schedule, Status
 from tocsin.domain.schedule import payload_value
+from tocsin.redact import redact
 
 __all__ = ["channel_out", "delivery_out", "iso", "policy_out", "recurring_out", "schedule_out"]
 
@@ -61,9 +62,9 @@ def delivery_out(d: Delivery) -> dict[str, Any]:
 
 
 def channel_out(spec: ChannelSpec) -> dict[str, Any]:
-    """A channel as the API answers it."""
+    """A channel as the API answers it: secrets are write-only, shown as ``"***"``."""
     return {"name": spec.name, "tenant": spec.tenant, "kind": spec.kind.value,
-            "config": spec.config}
+            "config": redact(spec.config)}
 
 
 def recurring_out(r: Recurring, *, now_ms: int) -> dict[str, Any]:

@@ -25,6 +25,9 @@ def _accepts(tp: Any, value: Any) -> bool:
         return isinstance(value, int | float) and not isinstance(value, bool)
     if tp is int:
         return isinstance(value, int) and not isinstance(value, bool)
+    if origin is list:
+        (item_t,) = get_args(tp)
+        return isinstance(value, list) and all(_accepts(item_t, v) for v in value)
     if origin is dict:
         key_t, value_t = get_args(tp)
         return isinstance(value, dict) and all(

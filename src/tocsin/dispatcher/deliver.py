@@ -74,7 +74,9 @@ def _verdict(env: Envelope, result: Result, spec: ChannelSpec | None, retry: Ret
     if result.outcome is not Outcome.DELIVERED:
         limit = (spec.max_attempts if spec else None) or retry.max_attempts
         if result.outcome is Outcome.RETRY and env.attempt < limit:
-            status, next_ms = Status.PENDING, ended_ms + retry.delay_ms(env.attempt, rng)
+            wait = result.retry_after_ms  # the receiver's Retry-After wins over the back-off
+            status, next_ms = Status.PENDING, ended_ms + (
+                retry.delay_ms(env.attempt, rng) if wait is None else wait)
         else:
             status = Status.DEAD
     return Ack(schedule_id=env.schedule_id, delivery_id=env.delivery_id, attempt=env.attempt,

@@ -106,6 +106,9 @@ class Result(NamedTuple):
     delivery_id: str
     outcome: Outcome
     error: str | None = None
+    retry_after_ms: int | None = None
+    """For RETRY: the channel's own wait before the next attempt (a receiver's
+    ``Retry-After``), instead of the retry policy's back-off."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
