@@ -26,7 +26,7 @@ def strict(api_store: Store, home: Path) -> Iterator[httpx.Client]:
     """An API with a server deployment's default policy (no allow-list, roots = home/channels)."""
     settings = Settings(home=home, webhook_allow=[], file_roots=[], credential_roots=[])
     server = ApiServer(api_store, settings).start()
-    with httpx.Client(base_url=server.url, timeout=30) as client:
+    with httpx.Client(base_url=server.url, timeout=30, headers=server.headers) as client:
         yield client
     server.stop()
 
