@@ -12,7 +12,7 @@ from tocsin.api.deps import Deps, registered
 from tocsin.api.models import RecurringChange, RecurringIn
 from tocsin.api.parsing import parse_duration, parse_instant, payload_of, unicode_field
 from tocsin.api.views import recurring_out
-from tocsin.clock import from_ms
+from tocsin.clock import from_ms, iso_ms
 from tocsin.domain import CronTrigger, MisfirePolicy, Recurring
 from tocsin.errors import ValidationError
 from tocsin.ids import new_schedule_id
@@ -148,7 +148,7 @@ def next_(recurring_id: str, request: Request,
     times = recurring.trigger.next(deps.clock.now_ms(), n)
     return {"timezone": zone.key, "paused": recurring.paused, "items": [
         {"local": from_ms(t).astimezone(zone).isoformat(timespec="seconds"),
-         "utc": from_ms(t).isoformat(timespec="seconds").replace("+00:00", "Z")}
+         "utc": iso_ms(t, "seconds")}
         for t in times]}
 
 

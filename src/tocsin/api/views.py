@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tocsin.clock import from_ms
+from tocsin.clock import iso_ms
 from tocsin.domain import ChannelSpec, Delivery, PayloadKind, Policy, Recurring, Schedule, Status
 from tocsin.domain.schedule import payload_value
 
@@ -14,11 +14,7 @@ __all__ = ["channel_out", "delivery_out", "iso", "policy_out", "recurring_out", 
 
 def iso(ms: int | None) -> str | None:
     """UTC milliseconds as RFC 3339 with ``Z``."""
-    return (
-        None
-        if ms is None
-        else from_ms(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    )
+    return None if ms is None else iso_ms(ms)
 
 
 def schedule_out(s: Schedule, *, full: bool = True) -> dict[str, Any]:

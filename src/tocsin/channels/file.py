@@ -1,7 +1,7 @@
 """File channel: JSON lines appended to one file per channel.
 
-Config: ``path`` (default ``$TOCSIN_HOME/channels/<name>.jsonl``, ``TOCSIN_HOME`` defaulting to
-``.tocsin``; made absolute when the channel is registered) and ``fsync`` (default false: a
+Config: ``path`` (default ``<home>/channels/<name>.jsonl``, ``home`` being the setting
+``TOCSIN_HOME``, ``.tocsin`` by default; made absolute when the channel is registered) and ``fsync`` (default false: a
 batch survives the crash of any process once written, and a crash of the machine only once
 fsynced). Each line is :meth:`~tocsin.domain.Envelope.to_json_bytes`.
 
@@ -44,8 +44,9 @@ class FileConfig:
 
 def default_path(name: str) -> Path:
     """Where a file channel writes when its config names no path."""
-    home = os.environ.get("TOCSIN_HOME") or ".tocsin"
-    return (Path(home) / "channels" / f"{name}.jsonl").resolve()
+    from tocsin.config import Settings
+
+    return (Settings().home / "channels" / f"{name}.jsonl").resolve()
 
 
 class FileChannel(Channel):
