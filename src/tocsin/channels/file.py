@@ -1,9 +1,9 @@
 """File channel: JSON lines appended to one file per channel.
 
 Config: ``path`` (default ``<home>/channels/<name>.jsonl``, ``home`` being the setting
-``TOCSIN_HOME``, ``.tocsin`` by default; made absolute when the channel is registered) and ``fsync`` (default false: a
-batch survives the crash of any process once written, and a crash of the machine only once
-fsynced). Each line is :meth:`~tocsin.domain.Envelope.to_json_bytes`.
+``TOCSIN_HOME``, ``.tocsin`` by default; made absolute when the channel is registered) and
+``fsync`` (default false: a batch survives the crash of any process once written, and a crash
+of the machine only once fsynced). Each line is :meth:`~tocsin.domain.Envelope.to_json_bytes`.
 
 Several executor processes append to one file: each batch is one ``write`` of one blob on an
 ``O_APPEND`` descriptor under an exclusive ``flock``, so lines never interleave. Any
