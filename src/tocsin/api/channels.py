@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request, Response
 
 from tocsin.api.deps import Deps
 from tocsin.api.models import ChannelIn
-from tocsin.api.parsing import unicode_field
+from tocsin.api.parsing import require_unicode
 from tocsin.api.views import channel_out
 from tocsin.domain import ChannelKind, ChannelSpec
 from tocsin.errors import ValidationError
@@ -20,8 +20,7 @@ router = APIRouter(prefix="/v1/channels", tags=["channels"])
 
 @router.post("", status_code=201, summary="Register or replace a channel")
 def put(body: ChannelIn, request: Request) -> dict[str, Any]:
-    if (bad := unicode_field(body.config)) is not None:
-        raise ValidationError(f"config.{bad}", "not Unicode text: holds a lone surrogate")
+    require_unicode(body.config, where="config")
     try:
         kind = ChannelKind(body.kind)
     except ValueError:

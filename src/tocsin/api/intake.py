@@ -11,7 +11,7 @@ import pydantic
 from tocsin.api.deps import Deps, registered
 from tocsin.api.errors import reason_of
 from tocsin.api.models import ScheduleIn
-from tocsin.api.parsing import SURROGATE_ESCAPE, unicode_field
+from tocsin.api.parsing import LONE_SURROGATE, SURROGATE_ESCAPE, unicode_field
 from tocsin.domain import NewSchedule
 from tocsin.errors import ValidationError
 
@@ -68,8 +68,7 @@ class _Intake:
     def read(self, index: int, item: Any) -> NewSchedule | None:
         """The item as a schedule, or None after recording why not."""
         if self.check_text and (where := unicode_field(item)) is not None:
-            self._fail(index, where, "not Unicode text: holds a lone surrogate "
-                                     "(\\ud800-\\udfff)")
+            self._fail(index, where, LONE_SURROGATE)
             return None
         settings = self.deps.settings
         try:

@@ -54,6 +54,18 @@ def unicode_field(item: Any) -> str | None:
     return None
 
 
+LONE_SURROGATE = "not Unicode text: holds a lone surrogate (\\ud800-\\udfff)"
+"""The reason given for a field :func:`unicode_field` finds."""
+
+
+def require_unicode(item: Any, *, where: str = "body") -> None:
+    """:class:`~tocsin.errors.ValidationError` naming the first field of ``item`` (under
+    ``where``) that holds a lone surrogate."""
+    if (bad := unicode_field(item)) is not None:
+        field = bad if where == "body" and bad else ".".join(p for p in (where, bad) if p)
+        raise ValidationError(field, LONE_SURROGATE)
+
+
 def canonical_digest(value: Any) -> str:
     """SHA-256 of ``value`` as canonical JSON (sorted keys, no spaces): two requests that differ
     only in key order or spacing get the same digest."""

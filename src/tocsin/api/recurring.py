@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from tocsin.api.deps import Deps, registered
 from tocsin.api.models import RecurringChange, RecurringIn
-from tocsin.api.parsing import parse_duration, parse_instant, payload_of, unicode_field
+from tocsin.api.parsing import parse_duration, parse_instant, payload_of, require_unicode
 from tocsin.api.views import recurring_out
 from tocsin.clock import from_ms, iso_ms
 from tocsin.domain import CronTrigger, MisfirePolicy, Recurring
@@ -27,9 +27,7 @@ def _seconds_ms(value: float | str | None, field: str) -> int | None:
 
 
 def _checked(body: RecurringChange, deps: Deps) -> None:
-    if (bad := unicode_field(body.model_dump())) is not None:
-        raise ValidationError(bad or "body", "not Unicode text: holds a lone surrogate "
-                                             "(\\ud800-\\udfff)")
+    require_unicode(body.model_dump())
     for kind, name in (("channel", body.channel), ("policy", body.policy)):
         if name is not None and not registered(deps.store, kind, name):
             raise ValidationError(kind, f"{kind} {name!r} is not registered")

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from tocsin.api.deps import Deps
 from tocsin.api.intake import read_schedules
 from tocsin.api.models import ScheduleBatchIn, ScheduleChange, ScheduleIn
-from tocsin.api.parsing import due_of, parse_instant, payload_of, unicode_field
+from tocsin.api.parsing import due_of, parse_instant, payload_of, require_unicode
 from tocsin.api.views import delivery_out, schedule_out
 from tocsin.domain import Status
 from tocsin.errors import ValidationError
@@ -83,9 +83,7 @@ def deliveries(schedule_id: str, request: Request) -> dict[str, Any]:
               "while PENDING (409 with the status when too late)")
 def reschedule(schedule_id: str, body: ScheduleChange, request: Request) -> dict[str, Any]:
     deps = Deps.of(request)
-    if (bad := unicode_field(body.model_dump())) is not None:
-        raise ValidationError(bad or "body", "not Unicode text: holds a lone surrogate "
-                                             "(\\ud800-\\udfff)")
+    require_unicode(body.model_dump())
     now = deps.clock.now_ms()
     payload = payload_of(body, max_payload=deps.settings.max_payload_bytes)
     due_ms = due_of(body.due_at, body.delay, now_ms=now,
