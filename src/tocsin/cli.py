@@ -85,6 +85,11 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> None:
         _fail(exc)
 
 
+def _span(value: str) -> float | str:
+    """A duration option: seconds as a number, anything else (``PT5M``) as given."""
+    return float(value) if value.replace(".", "", 1).isdigit() else value
+
+
 def _json(value: str, option: str) -> Any:
     """``value`` parsed as JSON, or exit 1 naming ``option``."""
     try:
@@ -147,7 +152,7 @@ def schedule(
     if text is not None:
         body["payload_text"] = text
     if delay is not None:
-        body["delay"] = float(delay) if delay.replace(".", "", 1).isdigit() else delay
+        body["delay"] = _span(delay)
     if at is not None:
         body["due_at"] = at
     _call(_client(api).schedule, channel, **body)
@@ -164,7 +169,7 @@ def reschedule(
     """Change a pending schedule's due time or payload (refused once it fires)."""
     changes: dict[str, Any] = {"due_at": at}
     if delay is not None:
-        changes["delay"] = float(delay) if delay.replace(".", "", 1).isdigit() else delay
+        changes["delay"] = _span(delay)
     if payload is not None:
         changes["payload"] = _json(payload, "--payload")
     _call(_client(api).reschedule, schedule_id, **changes)

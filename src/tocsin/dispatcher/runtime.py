@@ -49,24 +49,22 @@ class Worker:
 
     def dispatch(self, options: DispatchOptions) -> DispatchCore:
         """The delivery core over that store (its live channels kept between batches)."""
-        store = self.store(options)
+        key, store = (options.store_url, options.buckets), self.store(options)
         with self._lock:
-            core = self._dispatch.get((options.store_url, options.buckets))
-            if core is None or core.options != options:
-                core = DispatchCore(store, options=options, clock=self.clock,
-                                    channels=core.channels if core else None)
-                self._dispatch[(options.store_url, options.buckets)] = core
-            return core
+            old = self._dispatch.get(key)
+            if old is None or old.options != options:
+                self._dispatch[key] = DispatchCore(store, options=options, clock=self.clock,
+                                                   channels=old.channels if old else None)
+            return self._dispatch[key]
 
     def expansion(self, options: DispatchOptions) -> ExpansionCore:
         """The recurring expansion core over that store."""
-        store = self.store(options)
+        key, store = (options.store_url, options.buckets), self.store(options)
         with self._lock:
-            core = self._expansion.get((options.store_url, options.buckets))
-            if core is None or core.options != options:
-                core = ExpansionCore(store, options=options, clock=self.clock)
-                self._expansion[(options.store_url, options.buckets)] = core
-            return core
+            old = self._expansion.get(key)
+            if old is None or old.options != options:
+                self._expansion[key] = ExpansionCore(store, options=options, clock=self.clock)
+            return self._expansion[key]
 
 
 _WORKER: list[Worker] = []
