@@ -7,5 +7,6 @@ from tocsin.testing.dispatch import (  # noqa: F401
     running_dispatcher,
     running_expander,
     schedule_burst,
+    wait_for_polls,
     wait_until,
 )

@@ -25,6 +25,7 @@ __all__ = [
     "running_dispatcher",
     "running_expander",
     "schedule_burst",
+    "wait_for_polls",
     "wait_until",
 ]
 
@@ -40,6 +41,28 @@ def wait_until(predicate: Callable[[], Any], *, timeout_s: float, interval_s: fl
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(interval_s)
+
+
+def wait_for_polls(store: Any, *, polls: int = 2, timeout_s: float = 60) -> None:
+    """Block until the dispatcher's source has asked ``store`` for due work ``polls`` more times
+    (its ``dispatcher-source`` beat moved on): evidence that triggers went by, for a check that
+    nothing happened in them. Run the dispatcher with a short ``idle_beat_ms`` so every trigger
+    beats."""
+    from tocsin.dispatcher.beat import SOURCE
+
+    def beat() -> int | None:
+        last = store.last_beat(SOURCE)
+        return None if last is None else int(last[0])
+
+    seen = [beat()]
+
+    def moved() -> bool:
+        now = beat()
+        if now != seen[-1]:
+            seen.append(now)
+        return len(seen) > polls
+
+    wait_until(moved, timeout_s=timeout_s, interval_s=0.02, what=f"{polls} polls of the store")
 
 
 @contextmanager
