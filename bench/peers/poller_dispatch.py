@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.common import REPO, stop_group
+from tocsin.domain.defaults import BUCKETS
 
 __all__ = ["run", "serve"]
 
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace, *, procedure: Callable[[Any, argparse.Namespac
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--store-url", required=True)
-    p.add_argument("--buckets", type=int, default=64)
+    p.add_argument("--buckets", type=int, default=BUCKETS)
     p.add_argument("--interval-s", type=float, default=0.2)
     p.add_argument("--limit", type=int, default=20_000)
     a = p.parse_args()

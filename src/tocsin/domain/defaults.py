@@ -14,6 +14,7 @@ __all__ = [
     "RETRY_BASE_MS",
     "RETRY_CAP_MS",
     "ms",
+    "seconds",
 ]
 
 BUCKETS = 64
@@ -31,3 +32,8 @@ KEY_RETENTION_MS = 7 * 24 * 3600 * 1000
 def ms(seconds: float) -> int:
     """Seconds (a setting, an API field) as Tocsin's integer milliseconds, truncated."""
     return int(seconds * 1000)
+
+
+def seconds(ms_: int) -> float:
+    """Milliseconds as seconds, as the API answers durations."""
+    return ms_ / 1000
