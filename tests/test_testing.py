@@ -3,8 +3,12 @@ import the moved helpers."""
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
+
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
 from tocsin.testing import LocalDispatcher, ManualClock, Recordings, memory_store
+from tocsin.testing.dispatch import wait_until
 
 
 def test_the_documented_example_runs() -> None:
@@ -34,3 +38,26 @@ def test_the_old_support_paths_re_export_the_moved_helpers() -> None:
     assert api_server.ApiServer is new_api_server.ApiServer
     assert dispatch.running_dispatcher is new_dispatch.running_dispatcher
     assert processes.start_tocsin is new_processes.start_tocsin
+
+
+def test_run_steps_in_real_time_until_stopped(tmp_path: Path) -> None:
+    from tocsin.clock import SystemClock
+    from tocsin.stores.sqlite import SQLiteStore
+
+    store, recordings, clock = SQLiteStore(tmp_path / "t.db", buckets=4), Recordings(), \
+        SystemClock()
+    store.put_channel(ChannelSpec(name="out", kind=ChannelKind.RECORDING))
+    local = LocalDispatcher(store, clock=clock, recordings=recordings)
+    stop = threading.Event()
+    runner = threading.Thread(target=local.run, args=(stop,), kwargs={"interval_s": 0.01})
+    runner.start()
+    try:
+        store.create([NewSchedule(channel="out", payload=b"{}", due_ms=clock.now_ms())],
+                     now_ms=clock.now_ms())
+        wait_until(lambda: recordings.recorded("out"), timeout_s=30, what="the delivery")
+    finally:
+        stop.set()
+        runner.join(timeout=30)
+    assert not runner.is_alive() and len(recordings.recorded("out")) == 1
+    local.close()
+    store.close()

@@ -16,6 +16,7 @@ import pytest
 from tocsin.abc import Store
 from tocsin.channels.recording import Recordings
 from tocsin.clock import ManualClock
+from tocsin.dispatcher.channel_cache import SPEC_TTL_MS
 from tocsin.dispatcher.local import LocalDispatcher
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.domain import (
@@ -322,3 +323,17 @@ def test_the_batch_beats_carry_the_tallies(rig: Rig) -> None:
     assert beat is not None and beat[0] == T0
     assert {k: beat[1]["totals"][k] for k in ("delivered", "dead")} == {"delivered": 3,
                                                                         "dead": 1}
+
+
+def test_a_changed_channel_takes_effect_once_its_cached_spec_expires(rig: Rig) -> None:
+    rig.channel("c", fail="reject")
+    [first] = rig.schedule("c")
+    rig.local.step()
+    rig.channel("c")  # now it accepts
+    [second] = rig.schedule("c")
+    rig.local.step()  # the spec read a moment ago is still used
+    rig.at(T0 + SPEC_TTL_MS)
+    [third] = rig.schedule("c")
+    rig.local.step()
+    assert [rig.get(i).status for i in (first, second, third)] == [
+        Status.DEAD, Status.DEAD, Status.DELIVERED]
