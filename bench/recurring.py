@@ -30,7 +30,7 @@ from typing import Any
 from cronsim import CronSim
 
 from bench.common import lateness_summary, machine_info
-from tocsin.dispatcher.expander import expand_due
+from tocsin.dispatcher.expansion import expand_due
 from tocsin.domain import ChannelKind, ChannelSpec, CronTrigger, Recurring, Status
 from tocsin.stores.sqlite import SQLiteStore
 from tocsin.testing.dispatch import running_dispatcher, running_expander, wait_until
