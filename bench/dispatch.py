@@ -46,6 +46,7 @@ from bench.common import (
     tree_sample,
     wait_for_quiet,
 )
+from tocsin.domain.defaults import BUCKETS
 
 __all__ = ["main"]
 
@@ -63,7 +64,7 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--master", default="local[*]",
                    help="Spark master, e.g. local-cluster[2,1,1024] for separate executor JVMs")
     p.add_argument("--store-url", help="an empty PostgreSQL database, for --store postgres")
-    p.add_argument("--buckets", type=int, default=64)
+    p.add_argument("--buckets", type=int, default=BUCKETS)
     p.add_argument("--partitions", type=int, default=4, help="bucket-range tasks per micro-batch")
     p.add_argument("--batch-cap", type=int, default=100_000, help="most rows per micro-batch")
     p.add_argument("--trigger-s", type=float, default=1.0, help="micro-batch trigger interval")

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -45,7 +44,12 @@ def test_readme_quickstart(tmp_path: Path) -> None:
         assert json.loads(tocsin("cancel", first))["status"] == "CANCELLED"
         out = tmp_path / ".tocsin" / "channels" / "greetings.jsonl"  # the README's last line
         wait_until(lambda: len(read_lines(out)) == 2, timeout_s=60, what="two lines")
-        time.sleep(3)
+        # nothing is left to deliver: the two acknowledged, the cancelled one stays cancelled
+        wait_until(lambda: len(json.loads(tocsin("ls", "--status", "DELIVERED"))) == 2,
+                   timeout_s=60, what="two acknowledged")
+        assert json.loads(tocsin("get", first))["schedule"]["status"] == "CANCELLED"
+        assert json.loads(tocsin("ls", "--status", "PENDING")) == []
+        assert json.loads(tocsin("ls", "--status", "CLAIMED")) == []
         lines = read_lines(out)
         assert len(lines) == 2 and first not in {line["schedule_id"] for line in lines}
     finally:

@@ -21,6 +21,14 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from tocsin.domain.defaults import (
+    BUCKETS,
+    KEY_RETENTION_MS,
+    MAX_ATTEMPTS,
+    RETRY_BASE_MS,
+    RETRY_CAP_MS,
+    ms,
+)
 from tocsin.redact import redact
 
 __all__ = ["Settings"]
@@ -39,7 +47,7 @@ class Settings(BaseSettings):
         description="Store URL: sqlite:///path.db or postgresql://...; empty = SQLite under home.",
     )
     buckets: int = Field(
-        64, ge=1, le=4096, description="Buckets B, fixed when the store is created."
+        BUCKETS, ge=1, le=4096, description="Buckets B, fixed when the store is created."
     )
 
     api_host: str = Field("127.0.0.1", description="Address the HTTP API binds to.")
@@ -98,14 +106,15 @@ class Settings(BaseSettings):
         "(firings a minute x count).",
     )
 
-    retry_base_seconds: float = Field(1.0, gt=0, description="First retry delay.")
-    retry_cap_seconds: float = Field(300.0, gt=0, description="Longest retry delay.")
-    max_attempts: int = Field(8, ge=1, description="Attempts before a schedule is dead.")
+    retry_base_seconds: float = Field(RETRY_BASE_MS / 1000, gt=0,
+                                      description="First retry delay.")
+    retry_cap_seconds: float = Field(RETRY_CAP_MS / 1000, gt=0, description="Longest retry delay.")
+    max_attempts: int = Field(MAX_ATTEMPTS, ge=1, description="Attempts before a schedule is dead.")
     recurring_horizon_seconds: float = Field(
         600.0, ge=1, description="Recurring firings this far ahead are expanded into schedules."
     )
     task_key_retention_seconds: float = Field(
-        7 * 86400.0, ge=0, description="How long a completed task key answers repeats."
+        KEY_RETENTION_MS / 1000, ge=0, description="How long a completed task key answers repeats."
     )
 
     file_roots: Annotated[list[Path], NoDecode] = Field(
@@ -155,6 +164,16 @@ class Settings(BaseSettings):
         return (
             self.store or f"sqlite:///{(self.home / 'tocsin.db').resolve()}"
         )  # 4 slashes: absolute
+
+    @property
+    def grace_ms(self) -> int:
+        """``grace_seconds`` in milliseconds."""
+        return ms(self.grace_seconds)
+
+    @property
+    def key_retention_ms(self) -> int:
+        """``task_key_retention_seconds`` in milliseconds."""
+        return ms(self.task_key_retention_seconds)
 
     @property
     def checkpoint_dir(self) -> Path:

@@ -7,9 +7,9 @@ import random
 
 from tests.support.receiver import Receiver
 from tocsin.clock import ManualClock
-from tocsin.dispatcher.deliver import deliver
-from tocsin.dispatcher.runtime import ChannelCache
-from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, RetryPolicy, Status
+from tocsin.dispatcher.core import DispatchCore
+from tocsin.dispatcher.options import DispatchOptions
+from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
 from tocsin.stores import open_store
 
 NOW = 1_900_000_000_000
@@ -17,7 +17,10 @@ NOW = 1_900_000_000_000
 
 def _deliver_once(backend_url: str, receiver: Receiver) -> tuple[int, int | None, str | None]:
     store = open_store(backend_url, buckets=4)
-    channels = ChannelCache(store)
+    clock = ManualClock(NOW)
+    options = DispatchOptions(store_url=backend_url, buckets=4, retry_base_ms=1_000,
+                              retry_cap_ms=300_000, max_attempts=5)
+    core = DispatchCore(store, options=options, clock=clock, rng=random.Random(1))
     try:
         store.put_channel(ChannelSpec(name="hook", kind=ChannelKind.WEBHOOK,
                                       config={"url": receiver.url + "/in"}))
@@ -26,14 +29,12 @@ def _deliver_once(backend_url: str, receiver: Receiver) -> tuple[int, int | None
         epoch = store.next_epoch()
         rows = store.claim(epoch=epoch, bucket_lo=0, bucket_hi=3, until_ms=NOW, now_ms=NOW,
                            lease_ms=60_000, limit=10)
-        clock = ManualClock(NOW)
-        tally = deliver(rows, store=store, channels=channels, clock=clock, rng=random.Random(1),
-                        retry=RetryPolicy(base_ms=1_000, cap_ms=300_000, max_attempts=5))
+        tally = core.deliver(rows)
         after = store.get(made.id)
         assert tally.retried == 1 and after.status is Status.PENDING
         return clock.now_ms(), after.next_ms, after.last_error
     finally:
-        channels.close()
+        core.close()
         store.close()
 
 

@@ -82,8 +82,7 @@ class _Intake:
             value = given.to_domain(
                 tenant=self.tenant_of(given.tenant), now_ms=self.now_ms,
                 max_payload=settings.max_payload_bytes,
-                grace_ms=int(settings.grace_seconds * 1000),
-                key_retention_ms=int(settings.task_key_retention_seconds * 1000))
+                grace_ms=settings.grace_ms, key_retention_ms=settings.key_retention_ms)
         except pydantic.ValidationError as exc:
             for e in exc.errors():
                 self._fail(index, ".".join(map(str, e["loc"])), reason_of(e))

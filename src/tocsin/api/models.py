@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
 from tocsin.api.parsing import canonical_digest, check_message_size, due_of, payload_of
-from tocsin.domain import NewSchedule
+from tocsin.domain import MisfirePolicy, NewSchedule
 from tocsin.errors import ValidationError
 
 __all__ = [
@@ -140,7 +140,7 @@ class RecurringChange(BaseModel):
                                              "(seconds or ISO 8601 duration).")
     start: str | None = Field(None, description="RFC 3339: no firing before it.")
     end: str | None = Field(None, description="RFC 3339: no firing after it.")
-    misfire: Literal["fire_once", "fire_all", "skip"] | None = Field(
+    misfire: MisfirePolicy | None = Field(
         None, description="Firings missed by more than misfire_grace (downtime): fire_once "
                           "fires the latest, fire_all fires each, skip drops them.")
     misfire_grace: Delay = Field(None, description="Seconds or ISO 8601 duration.")
@@ -156,7 +156,7 @@ class RecurringIn(RecurringChange):
     channel: str = Field(min_length=1, max_length=128)
     headers: dict[str, str] = Field(default_factory=dict)
     count: int = Field(1, ge=1, le=100_000, description="Messages per firing.")
-    misfire: Literal["fire_once", "fire_all", "skip"] = "fire_once"
+    misfire: MisfirePolicy = MisfirePolicy.FIRE_ONCE
     paused: bool = False
     tenant: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$",
                                description="Admin keys: the tenant (default `default`); "

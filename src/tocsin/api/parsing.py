@@ -39,6 +39,7 @@ _ISO_DURATION = re.compile(
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:\d{2})$")
 
 
+
 def canonical_digest(value: Any) -> str:
     """SHA-256 of ``value`` as canonical JSON (sorted keys, no spaces): two requests that differ
     only in key order or spacing get the same digest."""

@@ -20,7 +20,7 @@ from tocsin.api.parsing import (
 )
 from tocsin.api.text import check_text
 from tocsin.api.views import recurring_out
-from tocsin.clock import from_ms
+from tocsin.clock import from_ms, iso_ms
 from tocsin.domain import CronTrigger, MisfirePolicy, Recurring
 from tocsin.domain.cron import iana_zone
 from tocsin.errors import ValidationError
@@ -180,7 +180,7 @@ def next_(recurring_id: str, request: Request,
     times = recurring.trigger.next(deps.clock.now_ms(), n)
     return {"timezone": zone.key, "paused": recurring.paused, "items": [
         {"local": from_ms(t).astimezone(zone).isoformat(timespec="seconds"),
-         "utc": from_ms(t).isoformat(timespec="seconds").replace("+00:00", "Z")}
+         "utc": iso_ms(t, "seconds")}
         for t in times]}
 
 

@@ -96,7 +96,7 @@ def reschedule(schedule_id: str, body: ScheduleChange, request: Request) -> dict
     now = deps.clock.now_ms()
     payload = payload_of(body, max_payload=deps.settings.max_payload_bytes)
     due_ms = due_of(body.due_at, body.delay, now_ms=now,
-                    grace_ms=int(deps.settings.grace_seconds * 1000))
+                    grace_ms=deps.settings.grace_ms)
     if payload is None and due_ms is None and body.headers is None:
         raise ValidationError("body", "give a new due_at or delay, payload, or headers")
     kind, data = payload if payload else (None, None)

@@ -3,7 +3,7 @@ changes them; a tenant key reads its own tenant's and no other (404, like a miss
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,7 +24,7 @@ class TenantIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    durability: Literal["strict", "relaxed"] = Field(
+    durability: Durability = Field(
         description="strict: creates return once on disk; relaxed: before the flush (a crash "
                     "may lose the last acknowledged creates).")
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tocsin.clock import from_ms
+from tocsin.clock import iso_ms
 from tocsin.domain import ChannelSpec, Delivery, PayloadKind, Policy, Recurring, Schedule, Status
+from tocsin.domain.defaults import seconds
 from tocsin.domain.schedule import payload_value
 from tocsin.redact import redact
 
@@ -15,11 +16,7 @@ __all__ = ["channel_out", "delivery_out", "iso", "policy_out", "recurring_out", 
 
 def iso(ms: int | None) -> str | None:
     """UTC milliseconds as RFC 3339 with ``Z``."""
-    return (
-        None
-        if ms is None
-        else from_ms(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    )
+    return None if ms is None else iso_ms(ms)
 
 
 def schedule_out(s: Schedule, *, full: bool = True) -> dict[str, Any]:
@@ -74,8 +71,8 @@ def recurring_out(r: Recurring, *, now_ms: int) -> dict[str, Any]:
         "id": r.id, "tenant": r.tenant, "cron": r.trigger.expr,
         "timezone": r.trigger.timezone.key, "start": iso(r.trigger.start_ms),
         "end": iso(r.trigger.end_ms), "channel": r.channel, "headers": r.headers,
-        "count": r.count, "stagger": r.stagger_ms / 1000, "misfire": r.misfire.value,
-        "misfire_grace": r.misfire_grace_ms / 1000, "policy": r.policy, "paused": r.paused,
+        "count": r.count, "stagger": seconds(r.stagger_ms), "misfire": r.misfire.value,
+        "misfire_grace": seconds(r.misfire_grace_ms), "policy": r.policy, "paused": r.paused,
         "state": "PAUSED" if r.paused else ("ACTIVE" if r.trigger.next(now_ms) else "ENDED"),
         "revision": r.revision, "next_firing_at": iso(following[0]) if following else None,
         "expanded_until": iso(r.expanded_until_ms), "created_at": iso(r.created_ms),
@@ -90,7 +87,7 @@ def policy_out(p: Policy, *, in_flight: int | None = None) -> dict[str, Any]:
     """A throttling policy as the API answers it."""
     out: dict[str, Any] = {"name": p.name, "tenant": p.tenant,
                            "max_in_flight": p.max_in_flight, "rate": p.rate,
-                           "token_lease": p.token_lease_ms / 1000}
+                           "token_lease": seconds(p.token_lease_ms)}
     if in_flight is not None:
         out["in_flight"] = in_flight
     return out

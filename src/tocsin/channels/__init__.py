@@ -22,12 +22,15 @@ Every kind also takes the common settings ``dead_letter``, ``max_attempts`` and 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tocsin.abc import Channel
 from tocsin.channels.policy import DestinationPolicy, current_policy
 from tocsin.domain import DEFAULT_TENANT, ChannelKind, ChannelSpec
 from tocsin.errors import ValidationError
+
+if TYPE_CHECKING:
+    from tocsin.channels.recording import Recordings
 
 __all__ = ["build_channel", "validate_channel_config"]
 
@@ -40,9 +43,14 @@ _MODULES: dict[ChannelKind, tuple[str, str, str]] = {
 }
 
 
-def build_channel(spec: ChannelSpec) -> Channel:
-    """A live channel for ``spec``."""
+def build_channel(spec: ChannelSpec, *, recordings: Recordings | None = None) -> Channel:
+    """A live channel for ``spec``; a recording channel records in ``recordings`` (by default
+    the process's :data:`~tocsin.channels.recording.DEFAULT_RECORDINGS`)."""
     module, cls, _ = _MODULES[spec.kind]
+    if spec.kind is ChannelKind.RECORDING:
+        from tocsin.channels.recording import RecordingChannel
+
+        return RecordingChannel(spec, recordings)
     channel: Channel = getattr(import_module(module), cls)(spec)
     return channel
 
