@@ -20,6 +20,7 @@ from tocsin.dispatcher.channel_cache import SPEC_TTL_MS
 from tocsin.dispatcher.local import LocalDispatcher
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.domain import (
+    DEFAULT_TENANT,
     ChannelKind,
     ChannelSpec,
     CronTrigger,
@@ -202,7 +203,7 @@ def test_throttling_holds_tokens_until_released_or_their_lease_ends(rig: Rig) ->
     ids = rig.schedule("th", n=5, policy="p")
     rig.local.run_until_idle()
     out = rig.got("th")
-    assert len(out) == 2 and rig.store.in_flight("p", now_ms=T0) == 2
+    assert len(out) == 2 and rig.store.in_flight("p", tenant=DEFAULT_TENANT, now_ms=T0) == 2
     assert rig.store.release(f"{out[0]}-1", now_ms=T0)
     rig.local.run_until_idle()
     assert len(rig.got("th")) == 3  # one token back, one more out
