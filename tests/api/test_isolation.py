@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from tests.api.tenancy import A, B, Tenants, two_tenants
 from tests.support.api_server import ApiServer
+from tests.support.tenants import A, B, Tenants, two_tenants
 from tocsin.abc import Store
 from tocsin.client import Client
 
