@@ -183,8 +183,12 @@ def keys_halted(api: ApiOpt = None) -> None:
 
 
 @keys_app.command("resume")
-def keys_resume(ordering_key: str, tenant: str = "default", api: ApiOpt = None) -> None:
-    """Resume a halted ordering key."""
+def keys_resume(
+    ordering_key: str,
+    tenant: Annotated[str | None, typer.Option(help="Admin keys: the key's tenant.")] = None,
+    api: ApiOpt = None,
+) -> None:
+    """Resume a halted ordering key (of your key's tenant)."""
     _call(_client(api).resume_key, ordering_key, tenant)
 
 
