@@ -52,7 +52,10 @@ def _client(url: str, requests: int, batch: int, offset: int, tenant: str,
             out: Any, go: Any) -> None:
     """One client process: POST batches back to back; report each request's latency."""
     latencies = []
-    with httpx.Client(base_url=url, timeout=120) as http:
+    from tocsin.keyfile import key_for
+
+    headers = {"authorization": f"Bearer {key_for(url)}"}  # TOCSIN_API_KEY, set by prepared()
+    with httpx.Client(base_url=url, timeout=120, headers=headers) as http:
         http.get("/healthz")
         out.put(None)  # ready
         go.wait()
@@ -179,11 +182,16 @@ def run_store(kind: str, server_url: str | None, args: argparse.Namespace) -> di
 
     def prepared(url: str) -> str:
         store = open_store(url)
-        from tocsin.domain import ChannelKind, ChannelSpec, Durability, Tenant
+        from tocsin.apikeys import issue_key
+        from tocsin.domain import ChannelKind, ChannelSpec, Durability, Role, Tenant
 
-        store.put_channel(ChannelSpec(name="out", kind=ChannelKind.FILE,
-                                      config={"path": str(home / "out.jsonl")}))
+        for tenant in ("default", "fast"):  # channels are per tenant
+            store.put_channel(ChannelSpec(name="out", kind=ChannelKind.FILE, tenant=tenant,
+                                          config={"path": str(home / "out.jsonl")}))
         store.put_tenant(Tenant("fast", Durability.RELAXED), now_ms=0)
+        # an admin key names the tenant of each batch; the client processes inherit it
+        os.environ["TOCSIN_API_KEY"] = issue_key(store, role=Role.ADMIN, name="bench",
+                                                 now_ms=0)[1]
         store.close()
         return url
 

@@ -7,6 +7,7 @@ import inspect
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -14,22 +15,31 @@ import pytest
 from tests.support.api_server import ApiServer
 from tocsin.client import AsyncClient, Client
 from tocsin.errors import (
+    AuthenticationError,
     ConflictError,
+    ForbiddenError,
     NotFoundError,
+    QuotaExceededError,
     StoreError,
     TocsinError,
     ValidationError,
+    error_body,
+    error_from,
+    status_of,
 )
 from tocsin.stores.sqlite import SQLiteStore
 
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real API server over a fresh SQLite store."""
+    """A real API server over a fresh SQLite store; the clients find its admin key in
+    ``TOCSIN_API_KEY``, as a user's would."""
     base = tmp_path_factory.mktemp("client")
     store = SQLiteStore(base / "t.db", buckets=8)
     server = ApiServer(store).start()
-    yield server.url
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TOCSIN_API_KEY", server.admin_key)
+        yield server.url
     server.stop()
     store.close()
 
@@ -37,7 +47,8 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_sync_client(url: str, tmp_path: Path) -> None:
     with Client(url) as client:
         made = client.add_channel("sync", "file", {"path": str(tmp_path / "s.jsonl")})
-        assert made == {"name": "sync", "kind": "file", "config": {"path": made["config"]["path"]}}
+        assert made == {"name": "sync", "tenant": "default", "kind": "file",
+                        "config": {"path": made["config"]["path"]}}
         assert "sync" in {c["name"] for c in client.channels()}
 
         one = client.schedule("sync", {"x": 1}, delay=timedelta(minutes=5), headers={"h": "v"})
@@ -129,14 +140,33 @@ def test_async_client(url: str, tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
-def test_the_clients_are_symmetric() -> None:
-    def public(cls: type) -> dict[str, object]:
-        return {name: list(inspect.signature(member).parameters.values())
-                for name, member in vars(cls).items()
-                if not name.startswith("_") and callable(member) and name not in (
-                    "close", "aclose")}
+def _public(cls: type) -> dict[str, Any]:
+    return {name: member for name, member in vars(cls).items()
+            if not name.startswith("_") and callable(member)}
 
-    assert public(Client) == public(AsyncClient)
+
+def test_every_async_method_is_awaitable_with_the_sync_signature() -> None:
+    sync, aio = _public(Client), _public(AsyncClient)
+    assert set(sync) - {"close"} == set(aio) - {"aclose"}
+    assert len(aio) > 25
+    for name, method in aio.items():
+        if name == "list":  # iterates pages: an async generator, used with `async for`
+            assert inspect.isasyncgenfunction(method)
+            assert inspect.signature(method).parameters == inspect.signature(
+                sync[name]).parameters
+            continue
+        assert inspect.iscoroutinefunction(method), name
+        if name != "aclose":
+            assert inspect.signature(method) == inspect.signature(sync[name]), name
+        assert not inspect.iscoroutinefunction(sync.get(name, sync["close"])), name
+
+
+def test_methods_read_as_written() -> None:
+    sig = inspect.signature(Client.schedule)
+    assert list(sig.parameters)[:3] == ["self", "channel", "payload"]
+    assert sig.return_annotation == "Created"
+    assert Client.firings.__doc__ and "skipped" in Client.firings.__doc__
+    assert AsyncClient.get_policy.__name__ == "get_policy"
 
 
 def _refusing() -> httpx.MockTransport:
@@ -224,3 +254,60 @@ def test_recurring_and_policies_sync_and_async(url: str, tmp_path: Path) -> None
                 await aclient.get_recurring(made["id"])
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("error", [
+    ValidationError("delay", "must not be negative"),
+    NotFoundError("schedule", "s-1"),
+    ConflictError("too late", status="CLAIMED", ident="s-2"),
+    StoreError("database is locked"),
+])
+def test_the_api_table_read_backwards_gives_the_same_error(error: TocsinError) -> None:
+    back = error_from(status_of(error), error_body(error), path="/v1/x")
+    assert type(back) is type(error) and str(back) == str(error)
+    assert vars(back) == vars(error)
+
+
+def test_the_clients_send_the_key_and_read_refusals_back(url: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    with Client(url, api_key="") as keyless, pytest.raises(AuthenticationError):
+        keyless.channels()
+    with Client(url, api_key="tsk_key_0000000000000000_" + "0" * 64) as forged, \
+            pytest.raises(AuthenticationError, match="unknown or revoked"):
+        forged.channels()
+    with Client(url) as admin:
+        key = admin.create_key("tenant", tenant="acme", read_only=True, name="ro")
+        assert key["token"].startswith("tsk_") and key["role"] == "tenant"
+        assert [k["id"] for k in admin.keys(tenant="acme")] == [key["id"]]
+    with Client(url, api_key=key["token"]) as reader:
+        assert reader.channels() == []
+        with pytest.raises(ForbiddenError) as refused:
+            reader.add_channel("nope", "file", {"path": str(tmp_path / "n.jsonl")})
+        assert refused.value.field == "method"
+
+    async def scenario() -> None:
+        async with AsyncClient(url, api_key=key["token"]) as reader:
+            assert await reader.channels() == []
+            with pytest.raises(ForbiddenError):
+                await reader.set_tenant("acme", durability="relaxed")
+
+    asyncio.run(scenario())
+    with Client(url) as admin:
+        assert admin.revoke_key(key["id"])["revoked_at"] is not None
+    monkeypatch.delenv("TOCSIN_API_KEY")
+    monkeypatch.setenv("TOCSIN_HOME", str(tmp_path))
+    with Client(url) as nobody, pytest.raises(AuthenticationError, match="no API key"):
+        nobody.channels()
+
+
+def test_a_cap_comes_back_as_quota_exceeded_with_its_wait() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.headers["authorization"] == "Bearer tsk_given"
+        return httpx.Response(429, headers={"retry-after": "7"}, json={"error": {
+            "type": "QuotaExceededError", "message": "slow down", "retry_after": 7}})
+
+    with Client("http://tocsin.test", api_key="tsk_given",
+                transport=httpx.MockTransport(handler)) as client, \
+            pytest.raises(QuotaExceededError) as raised:
+        client.schedule("out", 1, delay=5)
+    assert raised.value.retry_after_s == 7

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
+from tocsin.cli_apikeys import apikeys_app
 from tocsin.config import Settings
 
 __all__ = ["app", "main"]
@@ -32,6 +33,7 @@ recurring_app = typer.Typer(no_args_is_help=True,
 app.add_typer(recurring_app, name="recurring")
 policies_app = typer.Typer(no_args_is_help=True, help="Throttling policies.")
 app.add_typer(policies_app, name="policies")
+app.add_typer(apikeys_app, name="apikeys")
 
 StoreOpt = Annotated[
     str | None, typer.Option("--store", help="Store URL (sqlite:///… or postgresql://…).")
@@ -165,7 +167,7 @@ def reschedule(
 @keys_app.command("halted")
 def keys_halted(api: ApiOpt = None) -> None:
     """List ordering keys halted by a dead schedule."""
-    _print(_client(api).halted_keys())
+    _call(lambda: _client(api).halted_keys())
 
 
 @keys_app.command("resume")
@@ -212,7 +214,7 @@ def list_schedules(
     """List schedules."""
     from itertools import islice
 
-    _print(list(islice(_client(api).list(status=status, channel=channel), limit)))
+    _call(lambda: list(islice(_client(api).list(status=status, channel=channel), limit)))
 
 
 @channels_app.command("add")
@@ -241,7 +243,7 @@ def channels_add(
 @channels_app.command("ls")
 def channels_ls(api: ApiOpt = None) -> None:
     """List registered channels."""
-    _print(_client(api).channels())
+    _call(lambda: _client(api).channels())
 
 
 def _call(fn: Any, *args: Any, **kwargs: Any) -> None:

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -42,6 +42,26 @@ class Settings(BaseSettings):
     api_host: str = Field("127.0.0.1", description="Address the HTTP API binds to.")
     api_port: int = Field(
         8765, ge=0, le=65535, description="Port of the HTTP API (0 = any free port)."
+    )
+    api_key: SecretStr | None = Field(
+        None, description="The API key the CLI and the Python client send; unset = the local "
+                          "admin key (home/admin.key) when the API is on this machine."
+    )
+    readyz_needs_key: bool = Field(
+        False, description="/readyz answers only with a valid API key (default: anyone, "
+                           "for load balancers and probes)."
+    )
+    metrics_needs_key: bool = Field(
+        False, description="/metrics answers only with an admin key (it counts every "
+                           "tenant's schedules; default: anyone, for Prometheus)."
+    )
+    tenant_max_pending: int = Field(
+        0, ge=0, description="Most PENDING or CLAIMED schedules one tenant may hold "
+                             "(0 = no cap)."
+    )
+    tenant_creates_per_second: float = Field(
+        0.0, ge=0, description="Schedules one tenant may create per second, per API process "
+                               "(0 = no cap)."
     )
 
     spark_master: str = Field("local[*]", description="Spark master URL for the dispatcher.")

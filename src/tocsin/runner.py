@@ -87,11 +87,22 @@ def run_api(settings: Settings, *, expect_dispatcher: bool,
 
 
 def run_up(settings: Settings) -> None:
-    """Store, API and dispatcher on one machine, in one command."""
+    """Store, API and dispatcher on one machine, in one command; on first start it writes the
+    local admin key (see :mod:`tocsin.keyfile`)."""
+    from tocsin.clock import SystemClock
+    from tocsin.keyfile import ensure_admin_key
     from tocsin.stores import open_store
 
-    open_store(settings.store_url, buckets=settings.buckets).close()  # create and migrate
-    env = {f"TOCSIN_{k.upper()}": str(v) for k, v in settings.summary().items() if v is not None}
+    store = open_store(settings.store_url, buckets=settings.buckets)  # create and migrate
+    try:
+        written = ensure_admin_key(settings, store, now_ms=SystemClock().now_ms())
+    finally:
+        store.close()
+    if written is not None:
+        print(f"tocsin: admin API key written to {written} (mode 0600); the CLI and the "
+              "Python client on this machine use it", flush=True)
+    env = {f"TOCSIN_{k.upper()}": str(v) for k, v in settings.summary().items()
+           if v is not None and k != "api_key"}
     supervisor = DispatcherSupervisor(env)
     supervisor.start()
     try:

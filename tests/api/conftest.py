@@ -53,6 +53,6 @@ def api_server(api_store: Store, tmp_path_factory: pytest.TempPathFactory) -> It
 
 @pytest.fixture(scope="module")
 def api(api_server: ApiServer) -> Iterator[httpx.Client]:
-    """An HTTP client on the module's server."""
-    with httpx.Client(base_url=api_server.url, timeout=30) as client:
+    """An HTTP client on the module's server, with its admin key."""
+    with httpx.Client(base_url=api_server.url, timeout=30, headers=api_server.headers) as client:
         yield client

@@ -12,7 +12,8 @@ def test_channel_crud(api: httpx.Client, tmp_path: Path) -> None:
     r = api.post("/v1/channels", json={"name": "billing", "kind": "file",
                                        "config": {"path": path}})
     assert r.status_code == 201, r.text
-    assert r.json() == {"name": "billing", "kind": "file", "config": {"path": path}}
+    assert r.json() == {"name": "billing", "tenant": "default", "kind": "file",
+                        "config": {"path": path}}
     assert api.get("/v1/channels/billing").json() == r.json()
     assert "billing" in {c["name"] for c in api.get("/v1/channels").json()["items"]}
     assert api.delete("/v1/channels/billing").status_code == 204

@@ -76,7 +76,7 @@ class _DownStore(SQLiteStore):
     def ping(self) -> None:
         raise StoreError("connection refused")
 
-    def get(self, schedule_id: str) -> Any:
+    def get(self, schedule_id: str, *, tenant: str | None = None) -> Any:
         raise StoreError("connection refused")
 
 
@@ -89,7 +89,7 @@ def test_an_unreachable_store_is_503(tmp_path: Path) -> None:
         assert r.status_code == 503 and "no heartbeat yet" in r.json()["problems"][0]
         r = httpx.get(f"{down.url}/readyz")
         assert r.status_code == 503 and r.json()["problems"] == ["store: connection refused"]
-        r = httpx.get(f"{down.url}/v1/schedules/x")
+        r = httpx.get(f"{down.url}/v1/schedules/x", headers=down.headers)
         assert r.status_code == 503 and r.json()["error"]["type"] == "StoreError"
     finally:
         never.stop()

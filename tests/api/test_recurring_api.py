@@ -81,7 +81,7 @@ def test_policies_and_release(api: httpx.Client, api_store: Store) -> None:
     r = api.post("/v1/policies", json={"name": "api-p", "max_in_flight": 2, "rate": 10,
                                        "token_lease": "PT30S"})
     assert r.status_code == 201, r.text
-    assert r.json() == {"name": "api-p", "max_in_flight": 2, "rate": 10.0,
+    assert r.json() == {"name": "api-p", "tenant": "default", "max_in_flight": 2, "rate": 10.0,
                         "token_lease": 30.0, "in_flight": 0}
     for bad, field in (({"name": "x", "max_in_flight": 0}, "max_in_flight"),
                        ({"name": "x y", "max_in_flight": 1}, "name"),

@@ -39,7 +39,8 @@ from tests.support.dispatch import wait_until
 from tests.support.postgres import PostgresServer
 from tests.support.processes import executor_jvms, kill_tree, start_tocsin
 from tests.support.receiver import Receiver
-from tocsin.domain import ChannelKind, ChannelSpec, Outcome
+from tocsin.apikeys import issue_key
+from tocsin.domain import ChannelKind, ChannelSpec, Outcome, Role
 from tocsin.stores import open_store
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -55,9 +56,10 @@ class Clients:
     A batch whose answer is lost (a replica killed, the store down) is sent again, with the
     same keys, to the next replica until it is answered: keys make the retry safe."""
 
-    def __init__(self, urls: list[str], t0: float) -> None:
+    def __init__(self, urls: list[str], t0: float, api_key: str) -> None:
         self.urls = urls
         self.t0 = t0
+        self.headers = {"authorization": f"Bearer {api_key}"}
         self.accepted: dict[str, str] = {}
         self.retries = Counter[str]()
         self.lock = threading.Lock()
@@ -76,7 +78,7 @@ class Clients:
 
     def _run(self, client: int) -> None:
         batches = range(client, N // BATCH, CLIENTS)
-        with httpx.Client(timeout=30) as http:
+        with httpx.Client(timeout=30, headers=self.headers) as http:
             replica = client
             for b in batches:
                 first = b * BATCH
@@ -125,6 +127,7 @@ def test_nothing_is_lost_through_crashes(tmp_path: Path, say: Callable[[str], No
 def _chaos(pg: PostgresServer, tmp_path: Path, say: Callable[[str], None]) -> None:
     url = pg.start()
     store = open_store(url, buckets=32)
+    _, api_key = issue_key(store, role=Role.ADMIN, now_ms=0)
     receiver = Receiver().start()
     store.put_channel(ChannelSpec(name="hook", kind=ChannelKind.WEBHOOK,
                                   config={"url": receiver.url + "/in", "concurrency": 32,
@@ -163,7 +166,7 @@ def _chaos(pg: PostgresServer, tmp_path: Path, say: Callable[[str], None]) -> No
                    what="the dispatcher to start")
         supervisor.start()
         t0 = time.time() + 10
-        clients = Clients(urls, t0).start()
+        clients = Clients(urls, t0, api_key).start()
 
         def at(offset_s: float) -> None:
             time.sleep(max(0.0, t0 + offset_s - time.time()))

@@ -56,7 +56,7 @@ def test_firings_are_expanded_and_delivered_once(spark, backend_url: str,  # typ
 def throttled(tmp_path: Path) -> Iterator[tuple[Store, ApiServer, httpx.Client]]:
     store = SQLiteStore(tmp_path / "tocsin.db", buckets=16)
     server = ApiServer(store).start()
-    with httpx.Client(base_url=server.url, timeout=30) as api:
+    with httpx.Client(base_url=server.url, timeout=30, headers=server.headers) as api:
         yield store, server, api
     server.stop()
     store.close()
@@ -81,7 +81,8 @@ def _fan_out(api: httpx.Client, consumer: ReleasingConsumer, *, count: int,
 def test_a_batch_of_5000_never_has_more_than_50_in_flight(spark, throttled,  # type: ignore[no-untyped-def]
                                                          tmp_path: Path, say) -> None:
     store, server, api = throttled
-    consumer = ReleasingConsumer(server.url, release_after_s=0.02).start()
+    consumer = ReleasingConsumer(server.url, release_after_s=0.02,
+                                 headers=server.headers).start()
     try:
         rid, firing = _fan_out(api, consumer, count=5000,
                                policy={"name": "batch", "max_in_flight": 50})
@@ -106,7 +107,8 @@ def test_a_batch_of_5000_never_has_more_than_50_in_flight(spark, throttled,  # t
 def test_tokens_never_released_come_back_after_the_lease(spark, throttled,  # type: ignore[no-untyped-def]
                                                          tmp_path: Path) -> None:
     _, server, api = throttled
-    consumer = ReleasingConsumer(server.url, release_after_s=None).start()
+    consumer = ReleasingConsumer(server.url, release_after_s=None,
+                                 headers=server.headers).start()
     try:
         _fan_out(api, consumer, count=6,
                  policy={"name": "slow", "max_in_flight": 2, "token_lease": 2})

@@ -12,7 +12,9 @@ import uvicorn
 
 from tocsin.abc import Store
 from tocsin.api.app import create_app
+from tocsin.apikeys import issue_key
 from tocsin.config import Settings
+from tocsin.domain import Role
 
 __all__ = ["ApiServer", "free_port"]
 
@@ -26,12 +28,15 @@ def free_port() -> int:
 
 
 class ApiServer:
-    """``create_app`` over ``store`` served by uvicorn until :meth:`stop`."""
+    """``create_app`` over ``store`` served by uvicorn until :meth:`stop`; ``admin_key`` is an
+    admin key minted in ``store`` for it, ``headers`` the header that sends it."""
 
     def __init__(self, store: Store, settings: Settings | None = None, **app_kw: Any) -> None:
         self.store = store
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.admin_key = issue_key(store, role=Role.ADMIN, name="tests", now_ms=0)[1]
+        self.headers = {"authorization": f"Bearer {self.admin_key}"}
         app = create_app(settings or Settings(), store=store, **app_kw)
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
         self._server = uvicorn.Server(config)

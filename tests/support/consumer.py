@@ -1,7 +1,7 @@
 """A throttled consumer: a webhook receiver that hands each delivery's policy token back to
 the API a little after it arrived (or never), and measures how many it held at once.
 
-    consumer = ReleasingConsumer(api_url, release_after_s=0.02).start()
+    consumer = ReleasingConsumer(api_url, release_after_s=0.02, headers=auth).start()
     consumer.url            # the webhook URL
     consumer.max_held       # the most deliveries held (arrived, token not yet returned) at once
     consumer.stop()
@@ -25,9 +25,11 @@ __all__ = ["ReleasingConsumer"]
 
 
 class ReleasingConsumer:
-    """Records every delivery; releases its token ``release_after_s`` later (None: never)."""
+    """Records every delivery; releases its token ``release_after_s`` later (None: never),
+    sending ``headers`` (the API key) with each release."""
 
-    def __init__(self, api_url: str, *, release_after_s: float | None) -> None:
+    def __init__(self, api_url: str, *, release_after_s: float | None,
+                 headers: dict[str, str] | None = None) -> None:
         self.api_url = api_url
         self.release_after_s = release_after_s
         self.arrivals: list[tuple[int, str, str]] = []
@@ -40,7 +42,7 @@ class ReleasingConsumer:
         self._due: list[tuple[float, str]] = []
         self._stopping = threading.Event()
         self._pool = ThreadPoolExecutor(8, thread_name_prefix="release")
-        self._http = httpx.Client(base_url=api_url, timeout=30)
+        self._http = httpx.Client(base_url=api_url, timeout=30, headers=headers)
         consumer = self
 
         class Handler(BaseHTTPRequestHandler):

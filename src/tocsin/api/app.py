@@ -7,17 +7,27 @@ from typing import Any
 from fastapi import Depends, FastAPI
 
 from tocsin.abc import Store
-from tocsin.api import channels, health, ordering, policies, recurring, schedules, tenants
+from tocsin.api import (
+    apikeys,
+    channels,
+    health,
+    ordering,
+    policies,
+    recurring,
+    schedules,
+    tenants,
+)
+from tocsin.api.auth import authenticate
 from tocsin.api.deps import Deps
 from tocsin.api.errors import install_error_handlers
 from tocsin.api.limits import BodyLimits
+from tocsin.api.quotas import Quotas
 from tocsin.api.responses import document_errors
 from tocsin.api.text import check_params
 from tocsin.clock import Clock, SystemClock
 from tocsin.config import Settings
 
 __all__ = ["create_app"]
-
 
 def create_app(settings: Settings | None = None, *, store: Store | None = None,
                clock: Clock | None = None, expect_dispatcher: bool = False) -> FastAPI:
@@ -37,20 +47,22 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None,
         store = open_store(settings.store_url, buckets=settings.buckets)
         app.router.add_event_handler("shutdown", store.close)
     app.state.deps = Deps(store=store, clock=clock or SystemClock(), settings=settings,
-                          expect_dispatcher=expect_dispatcher)
+                          expect_dispatcher=expect_dispatcher, quotas=Quotas.of(settings))
     install_error_handlers(app)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes,
                        max_depth=settings.max_json_depth)
-    for module in (schedules, recurring, policies, channels, tenants, ordering, health):
-        app.include_router(module.router)
-    app.include_router(policies.deliveries)
+    keyed = [m.router for m in (schedules, recurring, policies, channels, tenants, ordering,
+                                apikeys)]
+    for router in [*keyed, policies.deliveries]:
+        app.include_router(router, dependencies=[Depends(authenticate)])
+    app.include_router(health.router)
     _describe_request_bodies(app)
     return app
 
 
 def _describe_request_bodies(app: FastAPI) -> None:
-    """Add the schemas of bodies a route reads itself, and of the error body, to the OpenAPI
-    document."""
+    """Add the schemas of bodies a route reads itself, and every operation's error answers
+    (:func:`~tocsin.api.responses.document_errors`), to the OpenAPI document."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:

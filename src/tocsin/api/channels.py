@@ -6,11 +6,12 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
 from tocsin.api.models import ChannelIn
 from tocsin.api.text import check_text
 from tocsin.api.views import channel_out
-from tocsin.domain import DEFAULT_TENANT, ChannelKind, ChannelSpec
+from tocsin.domain import ChannelKind, ChannelSpec
 from tocsin.errors import ValidationError
 
 __all__ = ["router"]
@@ -18,7 +19,8 @@ __all__ = ["router"]
 router = APIRouter(prefix="/v1/channels", tags=["channels"])
 
 
-@router.post("", status_code=201, summary="Register or replace a channel")
+@router.post("", status_code=201, summary="Register or replace a channel (of the key's "
+             "tenant: the same name in two tenants is two channels)")
 def put(body: ChannelIn, request: Request) -> dict[str, Any]:
     check_text(body.config, prefix="config", free=())
     try:
@@ -29,21 +31,23 @@ def put(body: ChannelIn, request: Request) -> dict[str, Any]:
     from tocsin.channels import validate_channel_config
 
     config = validate_channel_config(kind, body.config)
-    spec = ChannelSpec(name=body.name, kind=kind, config=config, tenant=body.tenant)
+    spec = ChannelSpec(name=body.name, kind=kind, config=config,
+                       tenant=tenant_for(request, body.tenant))
     return channel_out(Deps.of(request).store.put_channel(spec))
 
 
 @router.get("", summary="Every registered channel")
 def list_(request: Request) -> dict[str, Any]:
-    return {"items": [channel_out(s) for s in Deps.of(request).store.list_channels()]}
+    return {"items": [channel_out(s) for s in Deps.of(request).store.list_channels(
+        tenant=scope(request))]}
 
 
 @router.get("/{name}", summary="One channel")
 def get(name: str, request: Request) -> dict[str, Any]:
-    return channel_out(Deps.of(request).store.get_channel(name, tenant=DEFAULT_TENANT))
+    return channel_out(Deps.of(request).store.get_channel(name, tenant=tenant_for(request)))
 
 
 @router.delete("/{name}", status_code=204, summary="Forget a channel")
 def delete(name: str, request: Request) -> Response:
-    Deps.of(request).store.delete_channel(name, tenant=DEFAULT_TENANT)
+    Deps.of(request).store.delete_channel(name, tenant=tenant_for(request))
     return Response(status_code=204)

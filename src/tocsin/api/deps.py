@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import Request
 
 from tocsin.abc import Store
+from tocsin.api.quotas import Quotas
 from tocsin.clock import Clock
 from tocsin.config import Settings
 from tocsin.errors import NotFoundError
@@ -16,12 +17,13 @@ __all__ = ["Deps", "registered"]
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Deps:
-    """The store, the clock and the settings of one application."""
+    """The store, the clock, the settings and the per-tenant caps of one application."""
 
     store: Store
     clock: Clock
     settings: Settings
     expect_dispatcher: bool
+    quotas: Quotas = field(default_factory=Quotas)
 
     @staticmethod
     def of(request: Request) -> Deps:
@@ -31,7 +33,7 @@ class Deps:
 
 
 def registered(store: Store, kind: str, name: str, *, tenant: str) -> bool:
-    """Whether ``tenant``'s ``kind`` (``channel``, ``policy``) named ``name`` is registered."""
+    """Whether ``tenant`` has a ``kind`` (``channel``, ``policy``) named ``name``."""
     try:
         getattr(store, f"get_{kind}")(name, tenant=tenant)
     except NotFoundError:

@@ -1,20 +1,13 @@
-"""Tocsin's errors as HTTP answers, in one place.
+"""Tocsin's errors as HTTP answers, in one place: each error class answers its status from
+:data:`tocsin.errors.HTTP_STATUS` (422 validation, 404 not found, 409 conflict, 503 store, any
+other Tocsin error 500; 401 no valid key, 403 forbidden, 429 a tenant's cap; 413 a body over
+the size limit, 415 a body that is not JSON), the table the
+client reads back from. A 401 also names the scheme (``WWW-Authenticate: Bearer``) and a 429
+says when to come back (``Retry-After``): :func:`headers_of`.
 
-======================  ======
-error                   status
-======================  ======
-ValidationError         422
-TooLargeError           413
-MediaTypeError          415
-NotFoundError           404
-ConflictError           409
-StoreError              503
-any other TocsinError   500
-======================  ======
-
-FastAPI's own request validation answers 422 in the same shape (so does a body FastAPI cannot
-read, which it would answer 400) (``field`` is the location,
-``errors`` lists every problem); routing errors (unknown path, wrong method) keep their status
+FastAPI's own request validation answers 422 in the same shape (``field`` is the location,
+``errors`` lists every problem), and so does a body FastAPI cannot read (which it would answer
+400); routing errors (unknown path, wrong method) keep their status
 with the same body; anything unexpected is a 500 with the same body, never a stack trace.
 """
 
@@ -28,45 +21,30 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from tocsin.errors import (
-    ConflictError,
-    MediaTypeError,
-    NotFoundError,
-    StoreError,
+    HTTP_STATUS,
+    AuthenticationError,
+    QuotaExceededError,
     TocsinError,
-    TooLargeError,
     ValidationError,
+    error_body,
+    status_of,
 )
 
-__all__ = ["STATUS", "error_body", "install_error_handlers", "reason_of", "status_of"]
+__all__ = ["STATUS", "error_body", "headers_of", "install_error_handlers", "reason_of",
+           "status_of"]
 
-STATUS: dict[type[TocsinError], int] = {
-    ValidationError: 422,
-    TooLargeError: 413,
-    MediaTypeError: 415,
-    NotFoundError: 404,
-    ConflictError: 409,
-    StoreError: 503,
-}
+STATUS = HTTP_STATUS
+"""The one table of statuses, shared with the client (:data:`tocsin.errors.HTTP_STATUS`)."""
 
 
-def status_of(exc: TocsinError) -> int:
-    """The HTTP status for an error."""
-    for cls in type(exc).__mro__:
-        if cls in STATUS:
-            return STATUS[cls]
-    return 500
-
-
-def error_body(exc: TocsinError) -> dict[str, Any]:
-    """The JSON body for an error."""
-    body: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
-    if isinstance(exc, ValidationError):
-        body.update(field=exc.field, reason=exc.reason, errors=exc.errors)
-    if isinstance(exc, ConflictError):
-        body.update(status=exc.status, id=exc.ident)
-    if isinstance(exc, NotFoundError):
-        body.update(kind=exc.kind, id=exc.ident)
-    return {"error": body}
+def headers_of(exc: TocsinError) -> dict[str, str] | None:
+    """The response headers an error's status calls for (RFC 9110: 401 names the scheme;
+    429 says when to come back)."""
+    if isinstance(exc, AuthenticationError):
+        return {"WWW-Authenticate": 'Bearer realm="tocsin"'}
+    if isinstance(exc, QuotaExceededError):
+        return {"Retry-After": str(exc.retry_after_s)}
+    return None
 
 
 def _field(loc: tuple[Any, ...]) -> str:
@@ -91,7 +69,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(TocsinError)
     async def tocsin_error(_: Request, exc: TocsinError) -> JSONResponse:
-        return JSONResponse(error_body(exc), status_code=status_of(exc))
+        return JSONResponse(error_body(exc), status_code=status_of(exc),
+                            headers=headers_of(exc))
 
     @app.exception_handler(RequestValidationError)
     async def request_error(_: Request, exc: RequestValidationError) -> JSONResponse:

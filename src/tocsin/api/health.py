@@ -1,14 +1,20 @@
 """``/healthz`` (the process answers), ``/readyz`` (the store answers and, when a dispatcher is
-expected, it beat recently) and ``/metrics``."""
+expected, it beat recently) and ``/metrics``.
+
+``/healthz`` never asks for a key. ``/readyz`` and ``/metrics`` answer anyone by default (load
+balancers and Prometheus rarely carry keys, and the API binds to loopback unless told
+otherwise); ``readyz_needs_key`` makes ``/readyz`` want a valid key and ``metrics_needs_key``
+makes ``/metrics`` want an admin key (it counts every tenant's schedules)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CollectorRegistry, generate_latest
 
+from tocsin.api.auth import authenticate, require_admin
 from tocsin.api.deps import Deps
 from tocsin.api.metrics import StoreCollector
 from tocsin.dispatcher.beat import DISPATCHER, SOURCE
@@ -19,12 +25,29 @@ __all__ = ["router"]
 router = APIRouter(tags=["health"])
 
 
+def _ready_gate(request: Request) -> None:
+    if Deps.of(request).settings.readyz_needs_key:
+        authenticate(request)
+
+
+def _metrics_gate(request: Request) -> None:
+    if Deps.of(request).settings.metrics_needs_key:
+        authenticate(request)
+        require_admin(request)
+
+
+_GATED: dict[int | str, dict[str, Any]] = {
+    401: {"description": "No valid key (when the setting asks for one)"},
+    403: {"description": "Not an admin key (when the setting asks for one)"}}
+
+
 @router.get("/healthz", summary="The process is up")
 def healthz() -> dict[str, Any]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="The store answers and the dispatcher is alive")
+@router.get("/readyz", summary="The store answers and the dispatcher is alive",
+            dependencies=[Depends(_ready_gate)], responses={401: _GATED[401]})
 def readyz(request: Request) -> JSONResponse:
     deps = Deps.of(request)
     try:
@@ -51,7 +74,8 @@ def _dispatcher_problems(deps: Deps) -> list[str]:
     return []
 
 
-@router.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
+@router.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse,
+            dependencies=[Depends(_metrics_gate)], responses=_GATED)
 def metrics(request: Request) -> PlainTextResponse:
     deps = Deps.of(request)
     registry = CollectorRegistry(auto_describe=False)

@@ -4,6 +4,7 @@ before anything is stored, and every bad item reported (``index``, ``field``, ``
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pydantic
@@ -18,13 +19,16 @@ from tocsin.errors import ValidationError
 __all__ = ["read_schedules"]
 
 
-def read_schedules(deps: Deps, body: bytes) -> tuple[list[NewSchedule], bool]:
+def read_schedules(deps: Deps, body: bytes,
+                   tenant_of: Callable[[str | None], str]) -> tuple[list[NewSchedule], bool]:
     """The request's schedules and whether it was a batch; :class:`ValidationError` listing
-    every bad item (in ``errors``) when any is bad."""
+    every bad item (in ``errors``) when any is bad. ``tenant_of`` turns the tenant an item
+    names (or None) into the one it goes to, or raises (see :func:`tocsin.api.auth.tenant_for`)."""
     raw = _load(body)
     batch = isinstance(raw, dict) and "schedules" in raw
     items = _batch_items(raw, deps.settings.max_batch_items) if batch else [raw]
-    intake = _Intake(deps, batch=batch, check_text=TEXT_ESCAPE.search(body) is not None)
+    intake = _Intake(deps, batch=batch, check_text=TEXT_ESCAPE.search(body) is not None,
+                     tenant_of=tenant_of)
     schedules = [s for i, item in enumerate(items) if (s := intake.read(i, item)) is not None]
     intake.raise_errors()
     return schedules, batch
@@ -55,8 +59,10 @@ def _batch_items(raw: dict[str, Any], limit: int) -> list[Any]:
 class _Intake:
     """Checks the items of one request, collecting every problem."""
 
-    def __init__(self, deps: Deps, *, batch: bool, check_text: bool) -> None:
+    def __init__(self, deps: Deps, *, batch: bool, check_text: bool,
+                 tenant_of: Callable[[str | None], str]) -> None:
         self.deps = deps
+        self.tenant_of = tenant_of
         self.batch = batch
         self.check_text = check_text
         self.now_ms = deps.clock.now_ms()
@@ -72,8 +78,10 @@ class _Intake:
             return None
         settings = self.deps.settings
         try:
-            value = ScheduleIn.model_validate(item).to_domain(
-                now_ms=self.now_ms, max_payload=settings.max_payload_bytes,
+            given = ScheduleIn.model_validate(item)
+            value = given.to_domain(
+                tenant=self.tenant_of(given.tenant), now_ms=self.now_ms,
+                max_payload=settings.max_payload_bytes,
                 grace_ms=int(settings.grace_seconds * 1000),
                 key_retention_ms=int(settings.task_key_retention_seconds * 1000))
         except pydantic.ValidationError as exc:
@@ -113,9 +121,8 @@ class _Intake:
         self.errors.append({"index": index, "field": field or "body", "reason": reason})
 
     def _known(self, kind: str, name: str, tenant: str) -> bool:
-        """Whether ``tenant``'s channel or policy ``name`` is registered (asked once per
-        request)."""
-        if (kind, tenant, name) not in self.registered:
-            self.registered[(kind, tenant, name)] = registered(self.deps.store, kind, name,
+        """Whether ``tenant`` has the channel or policy ``name`` (asked once per request)."""
+        if (kind, name, tenant) not in self.registered:
+            self.registered[(kind, name, tenant)] = registered(self.deps.store, kind, name,
                                                                tenant=tenant)
-        return self.registered[(kind, tenant, name)]
+        return self.registered[(kind, name, tenant)]

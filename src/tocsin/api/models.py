@@ -49,7 +49,9 @@ class ScheduleIn(BaseModel):
     due_at: str | None = Field(None, description="RFC 3339 with an offset.")
     delay: Delay = Field(None, description="Seconds or an ISO 8601 duration.")
     key: str | None = Field(None, min_length=1, max_length=_KEY_MAX)
-    tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+    tenant: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$",
+                               description="Admin keys: the tenant (default `default`); "
+                                           "a tenant key may name only its own.")
     ordering_key: str | None = Field(None, min_length=1, max_length=_KEY_MAX)
     uniqueness_key: str | None = Field(
         None, min_length=1, max_length=_KEY_MAX,
@@ -60,9 +62,10 @@ class ScheduleIn(BaseModel):
     policy: str | None = Field(None, min_length=1, max_length=128,
                                description="A throttling policy whose tokens it takes.")
 
-    def to_domain(self, *, now_ms: int, max_payload: int, grace_ms: int,
+    def to_domain(self, *, tenant: str, now_ms: int, max_payload: int, grace_ms: int,
                   key_retention_ms: int = 7 * 86_400_000) -> NewSchedule:
-        """Validate the cross-field rules and build the domain value."""
+        """Validate the cross-field rules and build the domain value, in ``tenant`` (the one
+        the caller's key acts for)."""
         payload = payload_of(self, max_payload=max_payload)
         if payload is None:
             raise ValidationError("payload", "give exactly one of payload, payload_text, "
@@ -78,10 +81,11 @@ class ScheduleIn(BaseModel):
                 raise ValidationError("uniqueness_key", "give key or uniqueness_key, not both")
             key, task = f"task:{self.ordering_key or ''}:{due_ms}:{self.uniqueness_key}", True
         # The request's digest tells a true repeat of a key from a reuse: only keys need it.
-        digest = canonical_digest(self.model_dump(mode="json")) if key is not None else None
+        digest = (canonical_digest(self.model_dump(mode="json") | {"tenant": tenant})
+                  if key is not None else None)
         return NewSchedule(
             channel=self.channel, payload=data, payload_kind=kind, headers=self.headers,
-            due_ms=due_ms, tenant=self.tenant, key=key, ordering_key=self.ordering_key,
+            due_ms=due_ms, tenant=tenant, key=key, ordering_key=self.ordering_key,
             overwrite_pending=task, key_retention_ms=key_retention_ms, request_digest=digest,
             policy=self.policy,
         )
@@ -114,7 +118,9 @@ class ChannelIn(BaseModel):
     name: str = Field(min_length=1, max_length=128)
     kind: str
     config: dict[str, Any] = Field(default_factory=dict)
-    tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+    tenant: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$",
+                               description="Admin keys: the tenant (default `default`); "
+                                           "a tenant key may name only its own.")
 
 
 class RecurringChange(BaseModel):
@@ -152,7 +158,9 @@ class RecurringIn(RecurringChange):
     count: int = Field(1, ge=1, le=100_000, description="Messages per firing.")
     misfire: Literal["fire_once", "fire_all", "skip"] = "fire_once"
     paused: bool = False
-    tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+    tenant: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$",
+                               description="Admin keys: the tenant (default `default`); "
+                                           "a tenant key may name only its own.")
 
 
 class PolicyIn(BaseModel):
@@ -161,7 +169,9 @@ class PolicyIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")
-    tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+    tenant: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$",
+                               description="Admin keys: the tenant (default `default`); "
+                                           "a tenant key may name only its own.")
     max_in_flight: int = Field(ge=1, le=1_000_000, description="Most deliveries holding a "
                                                               "token at once.")
     rate: float | None = Field(None, gt=0, description="Most deliveries started per second.")

@@ -8,6 +8,7 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request, Response
 
+from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps, registered
 from tocsin.api.models import RecurringChange, RecurringIn
 from tocsin.api.parsing import (
@@ -34,7 +35,7 @@ def _seconds_ms(value: float | str | None, field: str) -> int | None:
     return None if value is None else parse_duration(value, field) // timedelta(milliseconds=1)
 
 
-def _checked(body: RecurringChange, deps: Deps, tenant: str) -> None:
+def _checked(body: RecurringChange, deps: Deps, *, tenant: str) -> None:
     check_text(body.model_dump())
     for kind, name in (("channel", body.channel), ("policy", body.policy)):
         if name is not None and not registered(deps.store, kind, name, tenant=tenant):
@@ -95,12 +96,13 @@ def _check_rule(recurring: Recurring, deps: Deps) -> None:
 @router.post("", status_code=201, summary="Create a recurring schedule")
 def create(body: RecurringIn, request: Request) -> dict[str, Any]:
     deps = Deps.of(request)
-    _checked(body, deps, body.tenant)
+    tenant = tenant_for(request, body.tenant)
+    _checked(body, deps, tenant=tenant)
     now = deps.clock.now_ms()
     if payload_of(body, max_payload=deps.settings.max_payload_bytes) is None:
         raise ValidationError("payload", "give exactly one of payload, payload_text, "
                                          "payload_base64 (got none)")
-    blank = Recurring(id=f"rec-{new_schedule_id(now)}", tenant=body.tenant,
+    blank = Recurring(id=f"rec-{new_schedule_id(now)}", tenant=tenant,
                       trigger=CronTrigger.parse(body.cron, iana_zone(body.timezone)),
                       channel=body.channel,
                       payload=b"null")
@@ -109,11 +111,12 @@ def create(body: RecurringIn, request: Request) -> dict[str, Any]:
 
 
 @router.get("", summary="List recurring schedules (cursor pagination)")
-def list_(request: Request, tenant: str | None = None,
+def list_(request: Request,
           cursor: str | None = Query(None, description="The previous page's next_cursor."),
           limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
     deps = Deps.of(request)
-    found = deps.store.list_recurring(tenant=tenant, after_id=cursor, limit=limit + 1)
+    found = deps.store.list_recurring(tenant=scope(request), after_id=cursor,
+                                      limit=limit + 1)
     page, now = found[:limit], deps.clock.now_ms()
     return {"items": [recurring_out(r, now_ms=now) for r in page],
             "next_cursor": page[-1].id if len(found) > limit else None}
@@ -122,15 +125,16 @@ def list_(request: Request, tenant: str | None = None,
 @router.get("/{recurring_id}", summary="A recurring schedule")
 def get(recurring_id: str, request: Request) -> dict[str, Any]:
     deps = Deps.of(request)
-    return recurring_out(deps.store.get_recurring(recurring_id), now_ms=deps.clock.now_ms())
+    return recurring_out(deps.store.get_recurring(recurring_id, tenant=scope(request)),
+                         now_ms=deps.clock.now_ms())
 
 
 @router.patch("/{recurring_id}", summary="Change a recurring schedule: firings still ahead "
               "follow the new rule")
 def patch(recurring_id: str, body: RecurringChange, request: Request) -> dict[str, Any]:
     deps = Deps.of(request)
-    current = deps.store.get_recurring(recurring_id)
-    _checked(body, deps, current.tenant)
+    current = deps.store.get_recurring(recurring_id, tenant=scope(request))
+    _checked(body, deps, tenant=current.tenant)
     if not body.model_fields_set:
         raise ValidationError("body", "give at least one field to change")
     now = deps.clock.now_ms()
@@ -141,7 +145,7 @@ def patch(recurring_id: str, body: RecurringChange, request: Request) -> dict[st
 def _set_paused(recurring_id: str, request: Request, paused: bool) -> dict[str, Any]:
     deps = Deps.of(request)
     now = deps.clock.now_ms()
-    current = deps.store.get_recurring(recurring_id)
+    current = deps.store.get_recurring(recurring_id, tenant=scope(request))
     if current.paused != paused:
         current = deps.store.update_recurring(dataclasses.replace(current, paused=paused),
                                               now_ms=now)
@@ -162,7 +166,8 @@ def resume(recurring_id: str, request: Request) -> dict[str, Any]:
                "are cancelled")
 def delete(recurring_id: str, request: Request) -> Response:
     deps = Deps.of(request)
-    deps.store.delete_recurring(recurring_id, now_ms=deps.clock.now_ms())
+    deps.store.delete_recurring(recurring_id, now_ms=deps.clock.now_ms(),
+                                tenant=scope(request))
     return Response(status_code=204)
 
 
@@ -170,7 +175,7 @@ def delete(recurring_id: str, request: Request) -> Response:
 def next_(recurring_id: str, request: Request,
           n: int = Query(10, ge=1, le=1000)) -> dict[str, Any]:
     deps = Deps.of(request)
-    recurring = deps.store.get_recurring(recurring_id)
+    recurring = deps.store.get_recurring(recurring_id, tenant=scope(request))
     zone = recurring.trigger.timezone
     times = recurring.trigger.next(deps.clock.now_ms(), n)
     return {"timezone": zone.key, "paused": recurring.paused, "items": [
@@ -188,6 +193,7 @@ def firings(recurring_id: str, request: Request,
     after_ms = parse_instant(after, "after") if after else -1
     from tocsin.api.views import iso
 
-    records = deps.store.recurring_firings(recurring_id, after_ms=after_ms, limit=limit)
+    records = deps.store.recurring_firings(recurring_id, tenant=scope(request),
+                                           after_ms=after_ms, limit=limit)
     return {"items": [{"firing_at": iso(r.firing_ms), "outcome": r.outcome, "reason": r.reason,
                        "due_at": iso(r.due_ms), "messages": r.messages} for r in records]}

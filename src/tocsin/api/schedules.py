@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Query, Request, Response
 from pydantic.json_schema import models_json_schema
 from starlette.concurrency import run_in_threadpool
 
+from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
 from tocsin.api.intake import read_schedules
 from tocsin.api.models import ScheduleBatchIn, ScheduleChange, ScheduleIn
@@ -36,11 +39,16 @@ def openapi_schemas() -> dict[str, Any]:
 
 
 @router.post("", status_code=201, openapi_extra=_BODY_DOC,
+             responses={429: {"description": "A per-tenant cap is reached (Retry-After)"}},
              summary="Schedule one message, or a batch of up to 10 000 (all or nothing)")
 async def create(request: Request, response: Response) -> dict[str, Any]:
     deps = Deps.of(request)
-    items, batch = await run_in_threadpool(read_schedules, deps, await request.body())
-    results = await run_in_threadpool(deps.store.create, items, now_ms=deps.clock.now_ms())
+    items, batch = await run_in_threadpool(read_schedules, deps, await request.body(),
+                                           partial(tenant_for, request))
+    now = deps.clock.now_ms()
+    await run_in_threadpool(deps.quotas.admit, deps.store, Counter(s.tenant for s in items),
+                            now_ms=now)
+    results = await run_in_threadpool(deps.store.create, items, now_ms=now)
     if not any(created for _, created in results):
         response.status_code = 200
     answers = [schedule_out(s, full=False) | {"created": created} for s, created in results]
@@ -49,7 +57,7 @@ async def create(request: Request, response: Response) -> dict[str, Any]:
 
 @router.get("/{schedule_id}", summary="A schedule: status, attempts, last error, lateness")
 def get(schedule_id: str, request: Request) -> dict[str, Any]:
-    return schedule_out(Deps.of(request).store.get(schedule_id))
+    return schedule_out(Deps.of(request).store.get(schedule_id, tenant=scope(request)))
 
 
 @router.get("", summary="List schedules (cursor pagination)")
@@ -67,7 +75,7 @@ def list_(
         status=status, channel=channel,
         due_from_ms=parse_instant(due_from, "due_from") if due_from else None,
         due_to_ms=parse_instant(due_to, "due_to") if due_to else None,
-        after_id=cursor, limit=limit + 1)
+        after_id=cursor, limit=limit + 1, tenant=scope(request))
     page = found[:limit]
     return {"items": [schedule_out(s) for s in page],
             "next_cursor": page[-1].id if len(found) > limit else None}
@@ -75,9 +83,9 @@ def list_(
 
 @router.get("/{schedule_id}/deliveries", summary="Every delivery attempt of a schedule")
 def deliveries(schedule_id: str, request: Request) -> dict[str, Any]:
-    store = Deps.of(request).store
-    store.get(schedule_id)
-    return {"items": [delivery_out(d) for d in store.deliveries(schedule_id)]}
+    store, tenant = Deps.of(request).store, scope(request)
+    store.get(schedule_id, tenant=tenant)
+    return {"items": [delivery_out(d) for d in store.deliveries(schedule_id, tenant=tenant)]}
 
 
 @router.patch("/{schedule_id}", summary="Reschedule: new due time, payload or headers, "
@@ -93,18 +101,19 @@ def reschedule(schedule_id: str, body: ScheduleChange, request: Request) -> dict
         raise ValidationError("body", "give a new due_at or delay, payload, or headers")
     kind, data = payload if payload else (None, None)
     if data is not None or body.headers is not None:
-        _check_size(deps, schedule_id, data, body.headers)
+        _check_size(deps, schedule_id, data, body.headers, tenant=scope(request))
     return schedule_out(deps.store.reschedule(schedule_id, now_ms=now, due_ms=due_ms,
                                               payload=data, payload_kind=kind,
-                                              headers=body.headers))
+                                              headers=body.headers,
+                                              tenant=scope(request)))
 
 
 def _check_size(deps: Deps, schedule_id: str, payload: bytes | None,
-                headers: dict[str, str] | None) -> None:
-    """Payload and headers after a PATCH, the half not given being the stored one, within
-    the payload limit."""
+                headers: dict[str, str] | None, *, tenant: str | None) -> None:
+    """Payload and headers after a PATCH, the half not given being the stored one (of
+    ``tenant``'s schedule only), within the payload limit."""
     if payload is None or headers is None:
-        current = deps.store.get(schedule_id)
+        current = deps.store.get(schedule_id, tenant=tenant)
         payload = current.payload if payload is None else payload
         headers = current.headers if headers is None else headers
     check_message_size(payload, headers, limit=deps.settings.max_payload_bytes)
@@ -113,4 +122,5 @@ def _check_size(deps: Deps, schedule_id: str, payload: bytes | None,
 @router.delete("/{schedule_id}", summary="Cancel: 200 = never delivered; 409 = too late")
 def cancel(schedule_id: str, request: Request) -> dict[str, Any]:
     deps = Deps.of(request)
-    return schedule_out(deps.store.cancel(schedule_id, now_ms=deps.clock.now_ms()))
+    return schedule_out(deps.store.cancel(schedule_id, now_ms=deps.clock.now_ms(),
+                                          tenant=scope(request)))

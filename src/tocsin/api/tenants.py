@@ -1,4 +1,5 @@
-"""``/v1/tenants``: per-tenant settings (durability of their creates)."""
+"""``/v1/tenants``: per-tenant settings (durability of their creates). Only an admin key
+changes them; a tenant key reads its own tenant's and no other (404, like a missing one)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from typing import Any, Literal
 from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from tocsin.api.auth import principal, require_admin, scope
 from tocsin.api.deps import Deps
 from tocsin.domain import Durability, Tenant
+from tocsin.errors import NotFoundError
 
 __all__ = ["router"]
 
@@ -32,16 +35,22 @@ def tenant_out(t: Tenant) -> dict[str, Any]:
 
 @router.put("/{name}", summary="Configure a tenant")
 def put(body: TenantIn, request: Request, name: str = _NAME) -> dict[str, Any]:
+    require_admin(request)
     deps = Deps.of(request)
     tenant = Tenant(name, Durability(body.durability))
     return tenant_out(deps.store.put_tenant(tenant, now_ms=deps.clock.now_ms()))
 
 
-@router.get("", summary="Every configured tenant")
+@router.get("", summary="Every configured tenant (a tenant key: its own)")
 def list_(request: Request) -> dict[str, Any]:
-    return {"items": [tenant_out(t) for t in Deps.of(request).store.list_tenants()]}
+    store, only = Deps.of(request).store, scope(request)
+    tenants = store.list_tenants() if only is None else [store.get_tenant(only)]
+    return {"items": [tenant_out(t) for t in tenants if only is None or t.configured]}
 
 
 @router.get("/{name}", summary="A tenant's settings (the defaults when never configured)")
 def get(request: Request, name: str = _NAME) -> dict[str, Any]:
+    caller = principal(request)
+    if caller.tenant is not None and caller.tenant != name:
+        raise NotFoundError("tenant", name)
     return tenant_out(Deps.of(request).store.get_tenant(name))

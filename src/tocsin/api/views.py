@@ -62,7 +62,8 @@ def delivery_out(d: Delivery) -> dict[str, Any]:
 
 def channel_out(spec: ChannelSpec) -> dict[str, Any]:
     """A channel as the API answers it."""
-    return {"name": spec.name, "kind": spec.kind.value, "config": spec.config}
+    return {"name": spec.name, "tenant": spec.tenant, "kind": spec.kind.value,
+            "config": spec.config}
 
 
 def _state(r: Recurring, following: list[int]) -> str:
@@ -96,7 +97,8 @@ def recurring_out(r: Recurring, *, now_ms: int) -> dict[str, Any]:
 
 def policy_out(p: Policy, *, in_flight: int | None = None) -> dict[str, Any]:
     """A throttling policy as the API answers it."""
-    out: dict[str, Any] = {"name": p.name, "max_in_flight": p.max_in_flight, "rate": p.rate,
+    out: dict[str, Any] = {"name": p.name, "tenant": p.tenant,
+                           "max_in_flight": p.max_in_flight, "rate": p.rate,
                            "token_lease": p.token_lease_ms / 1000}
     if in_flight is not None:
         out["in_flight"] = in_flight
