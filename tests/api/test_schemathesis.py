@@ -12,17 +12,14 @@ import os
 from typing import Any
 
 import httpx
-import pytest
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis.errors import Unsatisfiable
+from schemathesis.checks import not_a_server_error
+from schemathesis.core.failures import FailureGroup
+from schemathesis.specs.openapi.checks import status_code_conformance
 
-schemathesis = pytest.importorskip("schemathesis")
-
-from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
-from hypothesis.errors import Unsatisfiable  # noqa: E402
-from schemathesis.checks import not_a_server_error  # noqa: E402
-from schemathesis.core.failures import FailureGroup  # noqa: E402
-from schemathesis.specs.openapi.checks import status_code_conformance  # noqa: E402
-
-from tests.support.api_server import ApiServer  # noqa: E402
+from tests.support.api_server import ApiServer
 
 EXAMPLES = int(os.environ.get("TOCSIN_SCHEMATHESIS_EXAMPLES", "25"))
 """Requests per operation and generation mode (about 30 s per store on a 2-core machine);
