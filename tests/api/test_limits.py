@@ -245,3 +245,14 @@ def test_a_rule_stored_near_year_9999_blocks_nothing(api: httpx.Client,
     assert {r["id"]: r for r in listed.json()["items"]}[late]["state"] == "ENDED"
     for rid in (late, fine):
         api.delete(f"/v1/recurring/{rid}")
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("end", "9999-12-31T23:59:59-01:00"), ("start", "0001-01-01T00:00:00+01:00"),
+])
+def test_an_instant_past_either_end_of_time_in_utc(api: httpx.Client, api_store: Store,
+                                                   field: str, value: str) -> None:
+    """Year 9999 at -01:00 is year 10000 in UTC: stored, it made every listing answer 500."""
+    _refused(api, api_store, "POST", "/v1/recurring", status=422, field=field,
+             words="outside years 1 to 9999", json=_rule(**{field: value}))
+    assert api.get("/v1/recurring").status_code == 200
