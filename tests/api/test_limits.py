@@ -176,10 +176,24 @@ def test_a_nul_in_a_field(api: httpx.Client, api_store: Store, extra: dict[str, 
              words="must not contain NUL", json=body)
 
 
+def test_a_nul_in_any_body_is_refused_by_one_check(api: httpx.Client) -> None:
+    """Every route's body passes the same check, even one written without it in mind."""
+    r = api.post("/v1/apikeys", json={"role": "tenant", "tenant": "t", "name": "a\x00"})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "name", r.text
+    items = [{"channel": "out", "payload": 1, "delay": 60}] * 3
+    items[2] = {**items[2], "headers": {"h\x00": "v"}}
+    r = api.post("/v1/schedules", json={"schedules": items})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["field"] == "schedules.2.headers.h\\u0000"
+
+
 def test_a_nul_in_a_payload_is_data(api: httpx.Client) -> None:
     r = api.post("/v1/schedules", json={"channel": "out", "payload_text": "a\x00b", "delay": 60})
     assert r.status_code == 201, r.text
     assert api.get(f"/v1/schedules/{r.json()['id']}").json()["payload_text"] == "a\x00b"
+    r = api.post("/v1/schedules", json={"schedules": [
+        {"channel": "out", "payload": {"nul": "\x00"}, "delay": 60}]})
+    assert r.status_code == 201, r.text
 
 
 def test_a_nul_in_a_channel_path(api: httpx.Client) -> None:
