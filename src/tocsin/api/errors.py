@@ -5,9 +5,9 @@ found, 409 conflict, 503 store, any other Tocsin error 500; 401 no valid key, 40
 (``WWW-Authenticate: Bearer``) and a 429 says when to come back (``Retry-After``):
 :func:`headers_of`.
 
-FastAPI's own request validation answers 422 in the same shape (so does a body FastAPI cannot
-read, which it would answer 400) (``field`` is the location,
-``errors`` lists every problem); routing errors (unknown path, wrong method) keep their status
+FastAPI's own request validation answers 422 in the same shape (``field`` is the location,
+``errors`` lists every problem), and so does a body FastAPI cannot read (which it would answer
+400); routing errors (unknown path, wrong method) keep their status
 with the same body; anything unexpected is a 500 with the same body, never a stack trace.
 """
 

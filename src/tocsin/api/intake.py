@@ -12,7 +12,6 @@ import pydantic
 from tocsin.api.deps import Deps, registered
 from tocsin.api.errors import reason_of
 from tocsin.api.models import ScheduleIn
-from tocsin.api.text import TEXT_ESCAPE, text_problem
 from tocsin.domain import NewSchedule
 from tocsin.errors import ValidationError
 
@@ -27,8 +26,7 @@ def read_schedules(deps: Deps, body: bytes,
     raw = _load(body)
     batch = isinstance(raw, dict) and "schedules" in raw
     items = _batch_items(raw, deps.settings.max_batch_items) if batch else [raw]
-    intake = _Intake(deps, batch=batch, check_text=TEXT_ESCAPE.search(body) is not None,
-                     tenant_of=tenant_of)
+    intake = _Intake(deps, batch=batch, tenant_of=tenant_of)
     schedules = [s for i, item in enumerate(items) if (s := intake.read(i, item)) is not None]
     intake.raise_errors()
     return schedules, batch
@@ -59,12 +57,11 @@ def _batch_items(raw: dict[str, Any], limit: int) -> list[Any]:
 class _Intake:
     """Checks the items of one request, collecting every problem."""
 
-    def __init__(self, deps: Deps, *, batch: bool, check_text: bool,
+    def __init__(self, deps: Deps, *, batch: bool,
                  tenant_of: Callable[[str | None], str]) -> None:
         self.deps = deps
         self.tenant_of = tenant_of
         self.batch = batch
-        self.check_text = check_text
         self.now_ms = deps.clock.now_ms()
         self.errors: list[dict[str, Any]] = []
         self.registered: dict[tuple[str, str, str], bool] = {}
@@ -73,9 +70,6 @@ class _Intake:
 
     def read(self, index: int, item: Any) -> NewSchedule | None:
         """The item as a schedule, or None after recording why not."""
-        if self.check_text and (problem := text_problem(item)) is not None:
-            self._fail(index, *problem)
-            return None
         settings = self.deps.settings
         try:
             given = ScheduleIn.model_validate(item)

@@ -18,7 +18,6 @@ from tocsin.api.parsing import (
     parse_instant,
     payload_of,
 )
-from tocsin.api.text import check_text
 from tocsin.api.views import recurring_out
 from tocsin.clock import from_ms, iso_ms
 from tocsin.domain import CronTrigger, MisfirePolicy, Recurring
@@ -36,7 +35,6 @@ def _seconds_ms(value: float | str | None, field: str) -> int | None:
 
 
 def _checked(body: RecurringChange, deps: Deps, *, tenant: str) -> None:
-    check_text(body.model_dump())
     for kind, name in (("channel", body.channel), ("policy", body.policy)):
         if name is not None and not registered(deps.store, kind, name, tenant=tenant):
             raise ValidationError(kind, f"{kind} {name!r} is not registered")

@@ -64,16 +64,26 @@ def channel_out(spec: ChannelSpec) -> dict[str, Any]:
             "config": redact(spec.config)}
 
 
+def _state(r: Recurring, following: list[int]) -> str:
+    """FAILED (its expansion failed: see ``failed_reason``), PAUSED, ACTIVE or ENDED."""
+    if r.failed_reason:
+        return "FAILED"
+    if r.paused:
+        return "PAUSED"
+    return "ACTIVE" if following else "ENDED"
+
+
 def recurring_out(r: Recurring, *, now_ms: int) -> dict[str, Any]:
     """A recurring schedule as the API answers it."""
-    following = [] if r.paused else r.trigger.next(now_ms)
+    following = [] if r.paused or r.failed_reason else r.trigger.next(now_ms)
     out: dict[str, Any] = {
         "id": r.id, "tenant": r.tenant, "cron": r.trigger.expr,
         "timezone": r.trigger.timezone.key, "start": iso(r.trigger.start_ms),
         "end": iso(r.trigger.end_ms), "channel": r.channel, "headers": r.headers,
         "count": r.count, "stagger": seconds(r.stagger_ms), "misfire": r.misfire.value,
         "misfire_grace": seconds(r.misfire_grace_ms), "policy": r.policy, "paused": r.paused,
-        "state": "PAUSED" if r.paused else ("ACTIVE" if r.trigger.next(now_ms) else "ENDED"),
+        "state": _state(r, following), "failed_reason": r.failed_reason,
+        "failed_at": iso(r.failed_ms),
         "revision": r.revision, "next_firing_at": iso(following[0]) if following else None,
         "expanded_until": iso(r.expanded_until_ms), "created_at": iso(r.created_ms),
         "updated_at": iso(r.updated_ms), **payload_value(r.payload_kind, r.payload),
