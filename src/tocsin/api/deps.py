@@ -9,7 +9,7 @@ from fastapi import Request
 from tocsin.abc import Store
 from tocsin.clock import Clock
 from tocsin.config import Settings
-from tocsin.errors import NotFoundError
+from tocsin.intake import registered
 
 __all__ = ["Deps", "registered"]
 
@@ -28,12 +28,3 @@ class Deps:
         """The dependencies of the application serving ``request``."""
         deps: Deps = request.app.state.deps
         return deps
-
-
-def registered(store: Store, kind: str, name: str) -> bool:
-    """Whether the ``kind`` (``channel``, ``policy``) named ``name`` is registered."""
-    try:
-        getattr(store, f"get_{kind}")(name)
-    except NotFoundError:
-        return False
-    return True

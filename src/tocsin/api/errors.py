@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from tocsin.errors import ConflictError, NotFoundError, StoreError, TocsinError, ValidationError
+from tocsin.intake import reason_of
 
 __all__ = ["STATUS", "error_body", "install_error_handlers", "reason_of", "status_of"]
 
@@ -59,11 +60,6 @@ def error_body(exc: TocsinError) -> dict[str, Any]:
 def _field(loc: tuple[Any, ...]) -> str:
     parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
     return ".".join(parts) or "body"
-
-
-def reason_of(error: Any) -> str:
-    """A pydantic error's message, without pydantic's "Value error, " prefix."""
-    return str(error.get("msg", "invalid")).removeprefix("Value error, ")
 
 
 def _problem(error: Any) -> dict[str, str]:

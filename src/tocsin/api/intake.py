@@ -4,16 +4,14 @@ before anything is stored, and every bad item reported (``index``, ``field``, ``
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
-import pydantic
-
-from tocsin.api.deps import Deps, registered
-from tocsin.api.errors import reason_of
-from tocsin.api.models import ScheduleIn
-from tocsin.api.parsing import SURROGATE_ESCAPE, unicode_field
+from tocsin.api.deps import Deps
+from tocsin.api.parsing import SURROGATE_ESCAPE
 from tocsin.domain import NewSchedule
 from tocsin.errors import ValidationError
+from tocsin.intake import ScheduleCheck, registered
 
 __all__ = ["read_schedules"]
 
@@ -53,50 +51,23 @@ def _batch_items(raw: dict[str, Any], limit: int) -> list[Any]:
 
 
 class _Intake:
-    """Checks the items of one request, collecting every problem."""
+    """Checks the items of one request (by :class:`~tocsin.intake.ScheduleCheck`, the one
+    definition of a valid schedule), collecting every problem."""
 
     def __init__(self, deps: Deps, *, batch: bool, check_text: bool) -> None:
-        self.deps = deps
         self.batch = batch
         self.check_text = check_text
-        self.now_ms = deps.clock.now_ms()
         self.errors: list[dict[str, Any]] = []
-        self.registered: dict[tuple[str, str], bool] = {}
-        self.keys: dict[tuple[str, str], tuple[int, str]] = {}
-        """(tenant, key) → the first item giving it and its request digest."""
+        self.check = ScheduleCheck(deps.settings, now_ms=deps.clock.now_ms(),
+                                   known=partial(registered, deps.store))
 
     def read(self, index: int, item: Any) -> NewSchedule | None:
         """The item as a schedule, or None after recording why not."""
-        if self.check_text and (where := unicode_field(item)) is not None:
-            self._fail(index, where, "not Unicode text: holds a lone surrogate "
-                                     "(\\ud800-\\udfff)")
+        value = self.check.check(item, index=index, check_text=self.check_text)
+        if isinstance(value, list):
+            for problem in value:
+                self._fail(index, problem.field, problem.reason)
             return None
-        settings = self.deps.settings
-        try:
-            value = ScheduleIn.model_validate(item).to_domain(
-                now_ms=self.now_ms, max_payload=settings.max_payload_bytes,
-                grace_ms=int(settings.grace_seconds * 1000),
-                key_retention_ms=int(settings.task_key_retention_seconds * 1000))
-        except pydantic.ValidationError as exc:
-            for e in exc.errors():
-                self._fail(index, ".".join(map(str, e["loc"])), reason_of(e))
-            return None
-        except ValidationError as exc:
-            self._fail(index, exc.field, exc.reason)
-            return None
-        if not self._known("channel", value.channel):
-            self._fail(index, "channel", f"channel {value.channel!r} is not registered")
-            return None
-        if value.policy is not None and not self._known("policy", value.policy):
-            self._fail(index, "policy", f"policy {value.policy!r} is not registered")
-            return None
-        if value.key is not None and not value.overwrite_pending:
-            digest = value.fingerprint()
-            first, first_digest = self.keys.setdefault((value.tenant, value.key), (index, digest))
-            if digest != first_digest:
-                self._fail(index, "key", f"key {value.key!r} is also given to item "
-                                         f"{first} with a different request")
-                return None
         return value
 
     def raise_errors(self) -> None:
@@ -112,9 +83,3 @@ class _Intake:
         """Record a problem of item ``index``."""
         field = ".".join(p for p in (f"schedules.{index}" if self.batch else "", where) if p)
         self.errors.append({"index": index, "field": field or "body", "reason": reason})
-
-    def _known(self, kind: str, name: str) -> bool:
-        """Whether the channel or policy ``name`` is registered (asked once per request)."""
-        if (kind, name) not in self.registered:
-            self.registered[(kind, name)] = registered(self.deps.store, kind, name)
-        return self.registered[(kind, name)]

@@ -1,0 +1,95 @@
+"""One definition of a valid schedule, for every way in: the HTTP API (``POST /v1/schedules``),
+the bulk import and the Kafka commands topic (:mod:`tocsin.pipelines`).
+
+Free of FastAPI and Spark so that Spark executors import it cheaply. :class:`ScheduleCheck`
+turns one item (a JSON object as a client sends it) into a :class:`~tocsin.domain.NewSchedule`
+or into the list of its :class:`Problem`\\ s, each naming the field and the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import pydantic
+
+from tocsin.api.models import ScheduleIn
+from tocsin.api.parsing import unicode_field
+from tocsin.config import Settings
+from tocsin.domain import NewSchedule
+from tocsin.errors import NotFoundError, ValidationError
+
+__all__ = ["Known", "Problem", "ScheduleCheck", "reason_of", "registered"]
+
+Known = Callable[[str, str], bool]
+"""``known(kind, name)``: whether the ``channel`` or ``policy`` named ``name`` is registered."""
+
+
+class Problem(NamedTuple):
+    """Why one item was refused: the field (a dotted path) and the reason."""
+
+    field: str
+    reason: str
+
+
+def reason_of(error: Any) -> str:
+    """A pydantic error's message, without pydantic's "Value error, " prefix."""
+    return str(error.get("msg", "invalid")).removeprefix("Value error, ")
+
+
+def registered(store: Any, kind: str, name: str) -> bool:
+    """Whether the ``kind`` (``channel``, ``policy``) named ``name`` is registered in
+    ``store``."""
+    try:
+        getattr(store, f"get_{kind}")(name)
+    except NotFoundError:
+        return False
+    return True
+
+
+class ScheduleCheck:
+    """Checks items against the rules of ``POST /v1/schedules`` as of ``now_ms``: the schema,
+    the cross-field rules, registered channel and policy (each asked once), and that one key
+    is not given to two different requests."""
+
+    def __init__(self, settings: Settings, *, now_ms: int, known: Known) -> None:
+        self.now_ms = now_ms
+        self._max_payload = settings.max_payload_bytes
+        self._grace_ms = int(settings.grace_seconds * 1000)
+        self._retention_ms = int(settings.task_key_retention_seconds * 1000)
+        self._known = known
+        self._registered: dict[tuple[str, str], bool] = {}
+        self._keys: dict[tuple[str, str], tuple[int, str]] = {}
+        """(tenant, key) → the first item giving it and its request digest."""
+
+    def check(self, item: Any, *, index: int = 0,
+              check_text: bool = True) -> NewSchedule | list[Problem]:
+        """``item`` as a schedule, or every problem found with it. ``check_text`` looks for
+        lone surrogates (text that JSON allows but UTF-8 cannot store)."""
+        if check_text and (where := unicode_field(item)) is not None:
+            return [Problem(where, "not Unicode text: holds a lone surrogate (\\ud800-\\udfff)")]
+        try:
+            value = ScheduleIn.model_validate(item).to_domain(
+                now_ms=self.now_ms, max_payload=self._max_payload, grace_ms=self._grace_ms,
+                key_retention_ms=self._retention_ms)
+        except pydantic.ValidationError as exc:
+            return [Problem(".".join(map(str, e["loc"])), reason_of(e)) for e in exc.errors()]
+        except ValidationError as exc:
+            return [Problem(exc.field, exc.reason)]
+        if not self._is_known("channel", value.channel):
+            return [Problem("channel", f"channel {value.channel!r} is not registered")]
+        if value.policy is not None and not self._is_known("policy", value.policy):
+            return [Problem("policy", f"policy {value.policy!r} is not registered")]
+        if value.key is not None and not value.overwrite_pending:
+            digest = value.fingerprint()
+            first, first_digest = self._keys.setdefault((value.tenant, value.key),
+                                                        (index, digest))
+            if digest != first_digest:
+                return [Problem("key", f"key {value.key!r} is also given to item {first} "
+                                       "with a different request")]
+        return value
+
+    def _is_known(self, kind: str, name: str) -> bool:
+        if (kind, name) not in self._registered:
+            self._registered[(kind, name)] = self._known(kind, name)
+        return self._registered[(kind, name)]
