@@ -41,7 +41,7 @@ class Rows:
 def _bad(kind: str, n: int) -> str:
     row: dict[str, Any] = {"channel": "out", "payload": {"n": n}, "delay": 3600}
     if kind == "malformed":
-        return '{"channel": "out", "payload": {"n": %d}, oops' % n
+        return '{"channel": "out", "payload": {"n": ' + str(n) + '}, oops'
     if kind == "no_payload":
         del row["payload"]
         row["ordering_key"] = f"nr-{n}"
