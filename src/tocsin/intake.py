@@ -13,13 +13,14 @@ from typing import Any, NamedTuple
 
 import pydantic
 
-from tocsin.api.models import ScheduleIn
-from tocsin.api.parsing import unicode_field
+from tocsin.api.models import ScheduleChange, ScheduleIn
+from tocsin.api.parsing import due_of, payload_of, unicode_field
 from tocsin.config import Settings
-from tocsin.domain import NewSchedule
+from tocsin.domain import NewSchedule, PayloadKind
 from tocsin.errors import NotFoundError, ValidationError
 
-__all__ = ["Known", "Problem", "ScheduleCheck", "reason_of", "registered"]
+__all__ = ["Change", "Known", "Problem", "ScheduleCheck", "read_change", "reason_of",
+           "registered"]
 
 Known = Callable[[str, str], bool]
 """``known(kind, name)``: whether the ``channel`` or ``policy`` named ``name`` is registered."""
@@ -30,6 +31,30 @@ class Problem(NamedTuple):
 
     field: str
     reason: str
+
+
+class Change(NamedTuple):
+    """A reschedule as the store takes it (``None``: unchanged)."""
+
+    due_ms: int | None
+    payload: bytes | None
+    payload_kind: PayloadKind | None
+    headers: dict[str, str] | None
+
+
+def read_change(body: ScheduleChange, *, settings: Settings, now_ms: int) -> Change:
+    """The change a reschedule asks for (``PATCH /v1/schedules/{id}``), or
+    :class:`ValidationError` naming the field."""
+    if (bad := unicode_field(body.model_dump())) is not None:
+        raise ValidationError(bad or "body", "not Unicode text: holds a lone surrogate "
+                                             "(\\ud800-\\udfff)")
+    payload = payload_of(body, max_payload=settings.max_payload_bytes)
+    due_ms = due_of(body.due_at, body.delay, now_ms=now_ms,
+                    grace_ms=int(settings.grace_seconds * 1000))
+    if payload is None and due_ms is None and body.headers is None:
+        raise ValidationError("body", "give a new due_at or delay, payload, or headers")
+    kind, data = payload if payload else (None, None)
+    return Change(due_ms=due_ms, payload=data, payload_kind=kind, headers=body.headers)
 
 
 def reason_of(error: Any) -> str:

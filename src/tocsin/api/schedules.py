@@ -11,10 +11,10 @@ from starlette.concurrency import run_in_threadpool
 from tocsin.api.deps import Deps
 from tocsin.api.intake import read_schedules
 from tocsin.api.models import ScheduleBatchIn, ScheduleChange, ScheduleIn
-from tocsin.api.parsing import due_of, parse_instant, payload_of, unicode_field
+from tocsin.api.parsing import parse_instant
 from tocsin.api.views import delivery_out, schedule_out
 from tocsin.domain import Status
-from tocsin.errors import ValidationError
+from tocsin.intake import read_change
 
 __all__ = ["openapi_schemas", "router"]
 
@@ -83,19 +83,9 @@ def deliveries(schedule_id: str, request: Request) -> dict[str, Any]:
               "while PENDING (409 with the status when too late)")
 def reschedule(schedule_id: str, body: ScheduleChange, request: Request) -> dict[str, Any]:
     deps = Deps.of(request)
-    if (bad := unicode_field(body.model_dump())) is not None:
-        raise ValidationError(bad or "body", "not Unicode text: holds a lone surrogate "
-                                             "(\\ud800-\\udfff)")
     now = deps.clock.now_ms()
-    payload = payload_of(body, max_payload=deps.settings.max_payload_bytes)
-    due_ms = due_of(body.due_at, body.delay, now_ms=now,
-                    grace_ms=int(deps.settings.grace_seconds * 1000))
-    if payload is None and due_ms is None and body.headers is None:
-        raise ValidationError("body", "give a new due_at or delay, payload, or headers")
-    kind, data = payload if payload else (None, None)
-    return schedule_out(deps.store.reschedule(schedule_id, now_ms=now, due_ms=due_ms,
-                                              payload=data, payload_kind=kind,
-                                              headers=body.headers))
+    change = read_change(body, settings=deps.settings, now_ms=now)
+    return schedule_out(deps.store.reschedule(schedule_id, now_ms=now, **change._asdict()))
 
 
 @router.delete("/{schedule_id}", summary="Cancel: 200 = never delivered; 409 = too late")
