@@ -127,6 +127,23 @@ def import_(
 
 
 @app.command()
+def ingest(
+    topic: Annotated[str | None, typer.Option(help="The commands topic.")] = None,
+    bootstrap: Annotated[str | None, typer.Option(help="Kafka brokers host:port.")] = None,
+    store: StoreOpt = None, spark_master: MasterOpt = None,
+) -> None:
+    """Apply the Kafka commands topic to the store (a Spark streaming query)."""
+    from tocsin.pipelines.ingest import run_ingest
+
+    base = _settings(store, spark_master)
+    changes = {k: v for k, v in (("ingest_topic", topic), ("ingest_bootstrap", bootstrap)) if v}
+    settings = base.model_copy(update=changes)
+    if not settings.ingest_topic:
+        _fail(ValueError("no commands topic: give --topic or set TOCSIN_INGEST_TOPIC"))
+    run_ingest(settings)
+
+
+@app.command()
 def config() -> None:
     """Print the effective configuration."""
     _print(Settings().summary())
