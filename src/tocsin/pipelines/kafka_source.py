@@ -35,12 +35,15 @@ _STALL_S = 120.0
 saw) fails the task rather than hang the query."""
 
 
-def _consumer(bootstrap: str) -> Any:
+def _consumer(bootstrap: str, *, probe: bool = False) -> Any:
+    """A consumer that is only ever ``assign()``-ed; a ``probe`` fetches as little as it can
+    (it is read for the watermarks of its fetch responses)."""
     from confluent_kafka import Consumer
 
+    tuning = ({"max.partition.fetch.bytes": 1, "queued.max.messages.kbytes": 1,
+               "fetch.wait.max.ms": 10} if probe else {"fetch.max.bytes": 64 * 1024 * 1024})
     return Consumer({"bootstrap.servers": bootstrap, "group.id": "tocsin-ingest",
-                     "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                     "fetch.max.bytes": 64 * 1024 * 1024})
+                     "enable.auto.commit": False, "auto.offset.reset": "earliest", **tuning})
 
 
 @dataclass(frozen=True)
@@ -62,18 +65,34 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.max_per_batch = int(lowered.get("maxperbatch", 100_000))
         self._meta: Any = None
 
-    def _watermarks(self) -> dict[int, tuple[int, int]]:
+    def _watermarks(self, start: dict[str, int] | None = None) -> dict[int, tuple[int, int]]:
         """Each partition's (low, high) watermarks, as the broker says now."""
         from confluent_kafka import TopicPartition
 
         if self._meta is None:
-            self._meta = _consumer(self.bootstrap)
+            self._meta = _consumer(self.bootstrap, probe=True)
         topic = self._meta.list_topics(self.topic, timeout=30).topics[self.topic]
         if topic.error is not None:
             raise RuntimeError(f"kafka topic {self.topic!r}: {topic.error}")
-        return {p: self._meta.get_watermark_offsets(TopicPartition(self.topic, p), timeout=30,
-                                                    cached=False)
-                for p in sorted(topic.partitions)}
+        marks = {p: self._meta.get_watermark_offsets(TopicPartition(self.topic, p), timeout=30,
+                                                     cached=False)
+                 for p in sorted(topic.partitions)}
+        # Some brokers (tansu 0.6) answer ListOffsets with the last record batch's base offset:
+        # the high watermark of a fetch response is exact, so fetch a little from each
+        # partition's position and take the larger.
+        self._meta.assign([TopicPartition(self.topic, p, max(int((start or {}).get(str(p), lo)),
+                                                             lo))
+                           for p, (lo, _) in marks.items()])
+        fetched: dict[int, int] = {}
+        deadline = time.monotonic() + 2.0
+        while len(fetched) < len(marks) and time.monotonic() < deadline:
+            self._meta.consume(num_messages=100, timeout=0.1)
+            for p in marks:
+                high = self._meta.get_watermark_offsets(TopicPartition(self.topic, p),
+                                                        cached=True)[1]
+                if high >= 0:
+                    fetched[p] = high
+        return {p: (lo, max(hi, fetched.get(p, hi))) for p, (lo, hi) in marks.items()}
 
     def initialOffset(self) -> dict[str, int]:
         return {str(p): low for p, (low, _) in self._watermarks().items()}
@@ -82,7 +101,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         return ReadMaxRows(self.max_per_batch)
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
-        marks = self._watermarks()
+        marks = self._watermarks(start)
         current = {p: max(int(start.get(str(p), low)), low) for p, (low, _) in marks.items()}
         budget = (None if isinstance(limit, ReadAllAvailable) or not isinstance(limit, ReadMaxRows)
                   else limit.max_rows)
