@@ -1,6 +1,8 @@
 """The interfaces Tocsin's backends implement: :class:`Store` and :class:`Channel`.
 
-One module per backend implements them (``tocsin.stores.sqlite``, ``tocsin.channels.kafka``...).
+:class:`Store` is the composite of one interface per role its callers use (schedules,
+dispatch, channels, recurring, policies, tenants, keys, health). One module per backend
+implements them (``tocsin.stores.sqlite``, ``tocsin.channels.kafka``...).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any, NamedTuple
 
 from tocsin.domain import (
     Ack,
+    ApiKey,
     ChannelSpec,
     Delivery,
     Envelope,
@@ -26,7 +29,21 @@ from tocsin.domain import (
     Tenant,
 )
 
-__all__ = ["Channel", "ClaimedRow", "FiringRecord", "HaltedKey", "Store"]
+__all__ = [
+    "Channel",
+    "ChannelStore",
+    "ClaimedRow",
+    "DispatchStore",
+    "FiringRecord",
+    "HaltedKey",
+    "HealthStore",
+    "KeyStore",
+    "PolicyStore",
+    "RecurringStore",
+    "ScheduleStore",
+    "Store",
+    "TenantStore",
+]
 
 
 class ClaimedRow(NamedTuple):
@@ -72,29 +89,23 @@ class FiringRecord(NamedTuple):
     """How many of its messages are in each status."""
 
 
-class Store(ABC):
-    """The system of record. Every state change is one atomic statement or transaction.
+class ScheduleStore(ABC):
+    """Schedules as clients see them: create, read, change, cancel; halted ordering keys.
 
-    Claims and the client's cancel are decided by compare-and-set on ``status``; a claim is
-    stamped with the dispatcher's epoch and every acknowledgement is fenced by it, so a
-    superseded dispatcher can never overwrite a newer claim.
+    ``tenant=None`` reads or changes any tenant's rows (an admin, the dispatcher);
+    ``tenant="x"`` only tenant x's, and another tenant's id answers
+    :class:`~tocsin.errors.NotFoundError` exactly like a missing one.
     """
-
-    buckets: int
-    """B: a schedule's bucket is ``murmur3(id) % B``, fixed when the store was created."""
-    schema_version: int
-    """The newest migration applied."""
-
-    # -- schedules -------------------------------------------------------------------------
 
     @abstractmethod
     def create(self, items: Sequence[NewSchedule], *, now_ms: int) -> list[tuple[Schedule, bool]]:
-        """Store every item or none. Returns each schedule with True when newly created, False
-        when an item's ``key`` matched an existing schedule with the same request
-        (:class:`~tocsin.errors.ConflictError` when the request differs)."""
+        """Store every item (each in its own ``tenant``) or none. Returns each schedule with
+        True when newly created, False when an item's ``key`` matched an existing schedule of
+        its tenant with the same request (:class:`~tocsin.errors.ConflictError` when the
+        request differs)."""
 
     @abstractmethod
-    def get(self, schedule_id: str) -> Schedule:
+    def get(self, schedule_id: str, *, tenant: str | None = None) -> Schedule:
         """The schedule, or :class:`~tocsin.errors.NotFoundError`."""
 
     @abstractmethod
@@ -107,21 +118,29 @@ class Store(ABC):
         due_to_ms: int | None = None,
         after_id: str | None = None,
         limit: int = 100,
+        tenant: str | None = None,
     ) -> list[Schedule]:
         """Schedules matching the filters, in id order, after ``after_id`` (the cursor)."""
 
     @abstractmethod
-    def cancel(self, schedule_id: str, *, now_ms: int) -> Schedule:
+    def cancel(self, schedule_id: str, *, now_ms: int, tenant: str | None = None) -> Schedule:
         """PENDING → CANCELLED atomically; :class:`~tocsin.errors.ConflictError` naming the
         current status when it is too late."""
 
     @abstractmethod
     def reschedule(self, schedule_id: str, *, now_ms: int, due_ms: int | None = None,
                    payload: bytes | None = None, payload_kind: PayloadKind | None = None,
-                   headers: dict[str, str] | None = None) -> Schedule:
+                   headers: dict[str, str] | None = None,
+                   tenant: str | None = None) -> Schedule:
         """Change a PENDING schedule's due time, payload or headers, atomically (the same
         compare-and-set as :meth:`cancel`); :class:`~tocsin.errors.ConflictError` naming the
         current status when it is too late."""
+
+    @abstractmethod
+    def deliveries(self, schedule_id: str, *,
+                   tenant: str | None = None) -> builtins.list[Delivery]:
+        """The attempt log of one schedule, oldest first (NotFoundError for another
+        tenant's schedule)."""
 
     @abstractmethod
     def halted_keys(self, *, tenant: str | None = None) -> builtins.list[HaltedKey]:
@@ -133,28 +152,20 @@ class Store(ABC):
         the key is not halted."""
 
     @abstractmethod
-    def deliveries(self, schedule_id: str) -> builtins.list[Delivery]:
-        """The attempt log of one schedule, oldest first."""
+    def pending_count(self, *, tenant: str) -> int:
+        """How many of ``tenant``'s schedules wait or are being delivered (PENDING and
+        CLAIMED): what its quota counts."""
 
-    # -- channels --------------------------------------------------------------------------
 
-    @abstractmethod
-    def put_channel(self, spec: ChannelSpec) -> ChannelSpec:
-        """Register or replace a channel."""
+class DispatchStore(ABC):
+    """What the dispatcher claims and acknowledges. Claims are decided by compare-and-set on
+    ``status``; a claim is stamped with the dispatcher's epoch and every acknowledgement is
+    fenced by it, so a superseded dispatcher can never overwrite a newer claim."""
 
-    @abstractmethod
-    def get_channel(self, name: str) -> ChannelSpec:
-        """A registered channel, or :class:`~tocsin.errors.NotFoundError`."""
-
-    @abstractmethod
-    def list_channels(self) -> builtins.list[ChannelSpec]:
-        """Every registered channel, by name."""
-
-    @abstractmethod
-    def delete_channel(self, name: str) -> None:
-        """Forget a channel (its schedules then die on delivery)."""
-
-    # -- dispatch --------------------------------------------------------------------------
+    buckets: int
+    """B, fixed when the store was created: a schedule's bucket is ``murmur3(k) % B`` where
+    ``k`` is its policy, else its ordering key, else its id (see
+    :func:`~tocsin.stores.rows.insert_values`)."""
 
     @abstractmethod
     def next_epoch(self) -> int:
@@ -185,22 +196,46 @@ class Store(ABC):
     @abstractmethod
     def acknowledge(self, *, epoch: int, acks: Sequence[Ack], now_ms: int) -> int:
         """Apply each verdict to its schedule if it is still CLAIMED by ``epoch``; log every
-        attempt; copy the dead to their dead-letter channels. Returns how many applied."""
+        attempt; copy the dead to their dead-letter channels (of the schedule's tenant).
+        Returns how many applied."""
 
     @abstractmethod
     def forget_claims(self, *, before_ms: int) -> int:
         """Delete replay markers of claims made before ``before_ms`` (their rows are long
         acknowledged or reclaimable after the lease). Returns how many were deleted."""
 
-    # -- recurring schedules ---------------------------------------------------------------
+
+class ChannelStore(ABC):
+    """Registered channels, namespaced by tenant: a schedule goes to the channel of its own
+    tenant with the name it gives."""
+
+    @abstractmethod
+    def put_channel(self, spec: ChannelSpec) -> ChannelSpec:
+        """Register or replace ``spec.tenant``'s channel ``spec.name``."""
+
+    @abstractmethod
+    def get_channel(self, name: str, *, tenant: str) -> ChannelSpec:
+        """A registered channel, or :class:`~tocsin.errors.NotFoundError`."""
+
+    @abstractmethod
+    def list_channels(self, *, tenant: str | None = None) -> builtins.list[ChannelSpec]:
+        """Every registered channel (of ``tenant``), by tenant and name."""
+
+    @abstractmethod
+    def delete_channel(self, name: str, *, tenant: str) -> None:
+        """Forget a channel (its schedules then die on delivery)."""
+
+
+class RecurringStore(ABC):
+    """Recurring schedules and their expansion into schedules."""
 
     @abstractmethod
     def create_recurring(self, recurring: Recurring, *, now_ms: int) -> Recurring:
         """Store a new recurring schedule; its firings after ``now_ms`` will be expanded.
-        :class:`~tocsin.errors.ValidationError` when its policy is not registered."""
+        :class:`~tocsin.errors.ValidationError` when its tenant has no such policy."""
 
     @abstractmethod
-    def get_recurring(self, recurring_id: str) -> Recurring:
+    def get_recurring(self, recurring_id: str, *, tenant: str | None = None) -> Recurring:
         """The recurring schedule, or :class:`~tocsin.errors.NotFoundError`."""
 
     @abstractmethod
@@ -210,14 +245,21 @@ class Store(ABC):
 
     @abstractmethod
     def update_recurring(self, recurring: Recurring, *, now_ms: int) -> Recurring:
-        """Replace the rule, message and pause state of ``recurring.id`` in one transaction: the
-        revision goes up, firings after ``now_ms`` whose messages are still PENDING are
-        cancelled, and expansion starts again from ``now_ms`` under the new rule."""
+        """Replace the rule, message and pause state of ``recurring.id`` (NotFoundError unless
+        it belongs to ``recurring.tenant``) in one transaction: the revision goes up, firings
+        after ``now_ms`` whose messages are still PENDING are cancelled, a failure is
+        forgotten, and expansion starts again from ``now_ms`` under the new rule."""
 
     @abstractmethod
-    def delete_recurring(self, recurring_id: str, *, now_ms: int) -> int:
+    def delete_recurring(self, recurring_id: str, *, now_ms: int,
+                         tenant: str | None = None) -> int:
         """Forget a recurring schedule and cancel its PENDING messages of firings after
         ``now_ms``; returns how many were cancelled."""
+
+    @abstractmethod
+    def recurring_firings(self, recurring_id: str, *, after_ms: int = -1, limit: int = 100,
+                          tenant: str | None = None) -> builtins.list[FiringRecord]:
+        """The firings after ``after_ms`` expanded or skipped so far, oldest first."""
 
     @abstractmethod
     def recurring_due(self, *, bucket_lo: int, bucket_hi: int, now_ms: int,
@@ -238,11 +280,43 @@ class Store(ABC):
         exist already are left alone) and record the skipped firings. Returns how many applied."""
 
     @abstractmethod
-    def recurring_firings(self, recurring_id: str, *, after_ms: int = -1,
-                          limit: int = 100) -> builtins.list[FiringRecord]:
-        """The firings after ``after_ms`` expanded or skipped so far, oldest first."""
+    def fail_recurring(self, recurring_id: str, *, reason: str, now_ms: int) -> Recurring:
+        """Mark a recurring schedule failed with ``reason``: it is no longer due for expansion
+        (until :meth:`update_recurring` changes it) and blocks no other one."""
 
-    # -- tenants ---------------------------------------------------------------------------
+
+class PolicyStore(ABC):
+    """Throttling policies, namespaced by tenant, and the tokens deliveries hold."""
+
+    @abstractmethod
+    def put_policy(self, policy: Policy, *, now_ms: int) -> Policy:
+        """Register or change ``policy.tenant``'s policy (tokens held stay held)."""
+
+    @abstractmethod
+    def get_policy(self, name: str, *, tenant: str) -> Policy:
+        """A policy, or :class:`~tocsin.errors.NotFoundError`."""
+
+    @abstractmethod
+    def list_policies(self, *, tenant: str | None = None) -> builtins.list[Policy]:
+        """Every policy (of ``tenant``), by tenant and name."""
+
+    @abstractmethod
+    def delete_policy(self, name: str, *, tenant: str) -> None:
+        """Forget a policy; :class:`~tocsin.errors.ConflictError` while schedules wait on it
+        or recurring schedules name it."""
+
+    @abstractmethod
+    def in_flight(self, name: str, *, tenant: str, now_ms: int) -> int:
+        """How many of the policy's tokens are held now."""
+
+    @abstractmethod
+    def release(self, delivery: str, *, now_ms: int, tenant: str | None = None) -> bool:
+        """Return the token ``delivery`` (of ``tenant``) holds; False when it holds none
+        (already returned, its lease ran out, no such delivery, or another tenant's)."""
+
+
+class TenantStore(ABC):
+    """Tenant settings."""
 
     @abstractmethod
     def put_tenant(self, tenant: Tenant, *, now_ms: int) -> Tenant:
@@ -256,35 +330,34 @@ class Store(ABC):
     def list_tenants(self) -> builtins.list[Tenant]:
         """Every configured tenant, by name."""
 
-    # -- throttling policies ---------------------------------------------------------------
+
+class KeyStore(ABC):
+    """API keys, stored by the digest of their secret."""
 
     @abstractmethod
-    def put_policy(self, policy: Policy, *, now_ms: int) -> Policy:
-        """Register or change a policy (tokens held stay held)."""
+    def put_key(self, key: ApiKey) -> ApiKey:
+        """Store a new key; :class:`~tocsin.errors.ConflictError` when its id or digest is
+        taken."""
 
     @abstractmethod
-    def get_policy(self, name: str) -> Policy:
-        """A policy, or :class:`~tocsin.errors.NotFoundError`."""
+    def key_by_digest(self, digest: str) -> ApiKey | None:
+        """The key with this digest (revoked or not: see :attr:`ApiKey.active`), or None."""
 
     @abstractmethod
-    def list_policies(self) -> builtins.list[Policy]:
-        """Every policy, by name."""
+    def list_keys(self, *, tenant: str | None = None) -> builtins.list[ApiKey]:
+        """Every key (bound to ``tenant``), oldest first."""
 
     @abstractmethod
-    def delete_policy(self, name: str) -> None:
-        """Forget a policy; :class:`~tocsin.errors.ConflictError` while schedules wait on it
-        or recurring schedules name it."""
+    def revoke_key(self, key_id: str, *, now_ms: int) -> ApiKey:
+        """Revoke a key (a revoked key keeps its first revocation time);
+        :class:`~tocsin.errors.NotFoundError` when unknown."""
 
-    @abstractmethod
-    def in_flight(self, name: str, *, now_ms: int) -> int:
-        """How many of the policy's tokens are held now."""
 
-    @abstractmethod
-    def release(self, delivery: str, *, now_ms: int) -> bool:
-        """Return the token ``delivery`` holds; False when it holds none (already returned,
-        its lease ran out, or no such delivery)."""
+class HealthStore(ABC):
+    """Heartbeats, figures for metrics, and the connection itself."""
 
-    # -- health and metrics ----------------------------------------------------------------
+    schema_version: int
+    """The newest migration applied."""
 
     @abstractmethod
     def beat(self, component: str, *, now_ms: int, info: dict[str, Any] | None = None) -> None:
@@ -308,6 +381,14 @@ class Store(ABC):
 
     def close(self) -> None:  # noqa: B027 (optional hook)
         """Release connections."""
+
+
+class Store(ScheduleStore, DispatchStore, ChannelStore, RecurringStore, PolicyStore,
+            TenantStore, KeyStore, HealthStore):
+    """The system of record: every role in one object. Every state change is one atomic
+    statement or transaction, and every error is a :mod:`tocsin.errors` error
+    (:class:`~tocsin.errors.StoreError` when the database fails). Callers may annotate the
+    narrower role they use."""
 
 
 class Channel(ABC):

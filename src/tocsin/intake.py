@@ -8,8 +8,7 @@ or into the list of its :class:`Problem`\\ s, each naming the field and the reas
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import pydantic
 
@@ -22,8 +21,11 @@ from tocsin.errors import NotFoundError, ValidationError
 __all__ = ["Change", "Known", "Problem", "ScheduleCheck", "read_change", "reason_of",
            "registered"]
 
-Known = Callable[[str, str], bool]
-"""``known(kind, name)``: whether the ``channel`` or ``policy`` named ``name`` is registered."""
+class Known(Protocol):
+    """Whether ``tenant``'s ``channel`` or ``policy`` (``kind``) named ``name`` is
+    registered."""
+
+    def __call__(self, kind: str, name: str, *, tenant: str) -> bool: ...
 
 
 class Problem(NamedTuple):
@@ -62,11 +64,11 @@ def reason_of(error: Any) -> str:
     return str(error.get("msg", "invalid")).removeprefix("Value error, ")
 
 
-def registered(store: Any, kind: str, name: str) -> bool:
-    """Whether the ``kind`` (``channel``, ``policy``) named ``name`` is registered in
-    ``store``."""
+def registered(store: Any, kind: str, name: str, *, tenant: str) -> bool:
+    """Whether ``tenant``'s ``kind`` (``channel``, ``policy``) named ``name`` is registered
+    in ``store``."""
     try:
-        getattr(store, f"get_{kind}")(name)
+        getattr(store, f"get_{kind}")(name, tenant=tenant)
     except NotFoundError:
         return False
     return True
@@ -83,7 +85,7 @@ class ScheduleCheck:
         self._grace_ms = int(settings.grace_seconds * 1000)
         self._retention_ms = int(settings.task_key_retention_seconds * 1000)
         self._known = known
-        self._registered: dict[tuple[str, str], bool] = {}
+        self._registered: dict[tuple[str, str, str], bool] = {}
         self._keys: dict[tuple[str, str], tuple[int, str]] = {}
         """(tenant, key) → the first item giving it and its request digest."""
 
@@ -101,9 +103,10 @@ class ScheduleCheck:
             return [Problem(".".join(map(str, e["loc"])), reason_of(e)) for e in exc.errors()]
         except ValidationError as exc:
             return [Problem(exc.field, exc.reason)]
-        if not self._is_known("channel", value.channel):
+        if not self._is_known("channel", value.channel, value.tenant):
             return [Problem("channel", f"channel {value.channel!r} is not registered")]
-        if value.policy is not None and not self._is_known("policy", value.policy):
+        if value.policy is not None and not self._is_known("policy", value.policy,
+                                                            value.tenant):
             return [Problem("policy", f"policy {value.policy!r} is not registered")]
         if value.key is not None and not value.overwrite_pending:
             digest = value.fingerprint()
@@ -114,7 +117,7 @@ class ScheduleCheck:
                                        "with a different request")]
         return value
 
-    def _is_known(self, kind: str, name: str) -> bool:
-        if (kind, name) not in self._registered:
-            self._registered[(kind, name)] = self._known(kind, name)
-        return self._registered[(kind, name)]
+    def _is_known(self, kind: str, name: str, tenant: str) -> bool:
+        if (kind, tenant, name) not in self._registered:
+            self._registered[(kind, tenant, name)] = self._known(kind, name, tenant=tenant)
+        return self._registered[(kind, tenant, name)]

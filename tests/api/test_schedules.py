@@ -121,6 +121,9 @@ def test_list_filters_and_pages(api: httpx.Client) -> None:
 
 
 def test_get_reports_every_field(api: httpx.Client) -> None:
+    # channels are the tenant's own: acme registers its "out"
+    assert api.post("/v1/channels", json={"name": "out", "kind": "recording",
+                                          "tenant": "acme"}).status_code == 201
     r = _post(api, payload=None, due_at="2031-06-01T12:00:00+02:00", headers={"h": "v"},
               key="every-field", ordering_key="ok-1", tenant="acme")
     assert r.status_code == 201 and r.json()["due_at"] == "2031-06-01T10:00:00.000Z"

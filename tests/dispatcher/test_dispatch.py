@@ -91,7 +91,7 @@ def test_unregistered_channel_is_dead_at_once(spark, env, tmp_path):
     store.put_channel(ChannelSpec(name="gone", kind=ChannelKind.FILE,
                                   config={"path": str(tmp_path / "gone.jsonl")}))
     sid = _schedule(store, 1, due_ms=_now(), channel="gone")[0]
-    store.delete_channel("gone")
+    store.delete_channel("gone", tenant="default")
     with running_dispatcher(spark, url, tmp_path / "ck", buckets=16):
         wait_until(lambda: store.get(sid).status is Status.DEAD, timeout_s=90, what="DEAD")
     assert "not registered" in (store.get(sid).last_error or "")

@@ -98,7 +98,7 @@ def test_a_batch_of_5000_never_has_more_than_50_in_flight(spark, throttled,  # t
     assert consumer.schedule_ids() == {firing_schedule_id(rid, firing, i) for i in range(5000)}
     assert consumer.max_held <= 50, consumer.max_held
     assert consumer.release_errors == []
-    assert store.in_flight("batch", now_ms=_now()) == 0
+    assert store.in_flight("batch", tenant="default", now_ms=_now()) == 0
     say(f"5000 delivered; at most {consumer.max_held} held at once (policy: 50); "
           f"{len(consumer.arrivals) - 5000} repeats")
 

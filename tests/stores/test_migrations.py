@@ -5,7 +5,9 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
+import pytest
+
+from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Policy, Status
 from tocsin.stores import open_store
 from tocsin.stores.rows import migrations
 
@@ -37,7 +39,7 @@ def test_reopen_keeps_data_and_is_idempotent(open_backend: OpenStore) -> None:
         again = open_backend()
         assert again.schema_version == LATEST  # type: ignore[attr-defined]
         assert again.get(made.id) == made
-        assert again.get_channel("out").config == {"path": "x"}
+        assert again.get_channel("out", tenant="default").config == {"path": "x"}
         assert again.last_beat("dispatcher") == (NOW, {"n": 1})
         assert again.next_epoch() > epoch
         epoch = again.next_epoch()
@@ -81,3 +83,32 @@ def test_concurrent_first_opens(store_url: str) -> None:
         assert store.counts()[Status.PENDING] == 6
     finally:
         store.close()
+
+
+def test_version_7_gives_existing_rows_the_default_tenant(open_backend: OpenStore,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store made at version 6 (channels and policies keyed by name alone) keeps its channel,
+    policy and held token, all in the tenant 'default'."""
+    import tocsin.stores.postgres
+    import tocsin.stores.sqlite
+
+    for module in (tocsin.stores.sqlite, tocsin.stores.postgres):
+        monkeypatch.setattr(module, "migrations",
+                            lambda dialect: [m for m in migrations(dialect) if m[0] <= 6])
+    old = open_backend()
+    assert old.schema_version == 6  # type: ignore[attr-defined]
+    q = old._dialect.q  # type: ignore[attr-defined]
+    old._work(lambda conn: [conn.execute(q(sql), args) for sql, args in (  # type: ignore[attr-defined]
+        ("INSERT INTO channels VALUES (?, ?, ?)", ("out", "file", '{"path": "x"}')),
+        ("INSERT INTO policies VALUES (?, ?, ?, ?, ?, ?, ?)", ("p", 2, None, 60_000, 1, NOW, NOW)),
+        ("INSERT INTO tokens VALUES (?, ?, ?, ?, ?)", ("d-1", "p", "d", NOW, NOW + 60_000)))])
+    old.close()
+    monkeypatch.undo()
+    new = open_backend()
+    assert new.schema_version == LATEST  # type: ignore[attr-defined]
+    assert new.get_channel("out", tenant="default") == ChannelSpec(
+        name="out", kind=ChannelKind.FILE, config={"path": "x"})
+    assert new.get_policy("p", tenant="default") == Policy(name="p", max_in_flight=2,
+                                                           token_lease_ms=60_000)
+    assert new.in_flight("p", tenant="default", now_ms=NOW) == 1
+    assert new.release("d-1", now_ms=NOW, tenant="default")

@@ -170,7 +170,7 @@ def test_claims_never_exceed_max_in_flight(store: Store) -> None:
     assert {r.id for r in first} >= {plain[0][0].id}
     throttled = [r for r in first if r.id != plain[0][0].id]
     assert [r.id for r in throttled] == [s.id for s, _ in made[:3]]  # earliest first
-    assert store.in_flight("p", now_ms=NOW) == 3
+    assert store.in_flight("p", tenant="default", now_ms=NOW) == 3
     assert claim(store, store.next_epoch()) == []  # every token is held
     # Delivered: the token stays held until the consumer releases it.
     epoch = throttled[0].epoch
@@ -189,7 +189,7 @@ def test_a_failed_delivery_returns_its_token_and_leases_expire(store: Store) -> 
     [first] = claim(store, store.next_epoch())
     store.acknowledge(epoch=first.epoch, acks=[ack(first, Status.PENDING, next_ms=NOW + 10_000)],
                       now_ms=NOW)
-    assert store.in_flight("p", now_ms=NOW) == 0  # the consumer never held it
+    assert store.in_flight("p", tenant="default", now_ms=NOW) == 0  # the consumer never held it
     [second] = claim(store, store.next_epoch())
     store.acknowledge(epoch=second.epoch, acks=[ack(second, Status.DELIVERED)], now_ms=NOW)
     # Never released: the third waits until the token's lease has run out.
@@ -229,14 +229,14 @@ def test_concurrent_claims_share_the_tokens(store: Store) -> None:
     for t in threads:
         t.join()
     assert sum(got) == 7
-    assert store.in_flight("p", now_ms=NOW) == 7
+    assert store.in_flight("p", tenant="default", now_ms=NOW) == 7
 
 
 def test_a_policy_in_use_cannot_be_deleted(store: Store) -> None:
     store.put_policy(Policy(name="p", max_in_flight=1), now_ms=NOW)
     store.create([new(NOW + 60_000, policy="p")], now_ms=NOW)
     with pytest.raises(ConflictError):
-        store.delete_policy("p")
-    assert store.get_policy("p").max_in_flight == 1
+        store.delete_policy("p", tenant="default")
+    assert store.get_policy("p", tenant="default").max_in_flight == 1
     with pytest.raises(NotFoundError):
-        store.delete_policy("absent")
+        store.delete_policy("absent", tenant="default")

@@ -214,19 +214,19 @@ def test_channels(store: Store) -> None:
     assert store.list_channels() == []
     spec = ChannelSpec(name="out", kind=ChannelKind.FILE, config={"path": "/tmp/x", "n": 1})
     assert store.put_channel(spec) == spec
-    assert store.get_channel("out") == spec
+    assert store.get_channel("out", tenant="default") == spec
     other = ChannelSpec(name="dlq", kind=ChannelKind.RECORDING)
     store.put_channel(other)
     assert store.list_channels() == [other, spec]
     replaced = ChannelSpec(name="out", kind=ChannelKind.WEBHOOK, config={"url": "http://x"})
     store.put_channel(replaced)
-    assert store.get_channel("out") == replaced
-    store.delete_channel("out")
+    assert store.get_channel("out", tenant="default") == replaced
+    store.delete_channel("out", tenant="default")
     assert store.list_channels() == [other]
     with pytest.raises(NotFoundError):
-        store.get_channel("out")
+        store.get_channel("out", tenant="default")
     with pytest.raises(NotFoundError):
-        store.delete_channel("out")
+        store.delete_channel("out", tenant="default")
 
 
 # -- epochs and due times --------------------------------------------------------------------

@@ -10,7 +10,7 @@ from tocsin.api.deps import Deps
 from tocsin.api.models import ChannelIn
 from tocsin.api.parsing import unicode_field
 from tocsin.api.views import channel_out
-from tocsin.domain import ChannelKind, ChannelSpec
+from tocsin.domain import DEFAULT_TENANT, ChannelKind, ChannelSpec
 from tocsin.errors import ValidationError
 
 __all__ = ["router"]
@@ -30,7 +30,7 @@ def put(body: ChannelIn, request: Request) -> dict[str, Any]:
     from tocsin.channels import validate_channel_config
 
     config = validate_channel_config(kind, body.config)
-    spec = ChannelSpec(name=body.name, kind=kind, config=config)
+    spec = ChannelSpec(name=body.name, kind=kind, config=config, tenant=body.tenant)
     return channel_out(Deps.of(request).store.put_channel(spec))
 
 
@@ -41,10 +41,10 @@ def list_(request: Request) -> dict[str, Any]:
 
 @router.get("/{name}", summary="One channel")
 def get(name: str, request: Request) -> dict[str, Any]:
-    return channel_out(Deps.of(request).store.get_channel(name))
+    return channel_out(Deps.of(request).store.get_channel(name, tenant=DEFAULT_TENANT))
 
 
 @router.delete("/{name}", status_code=204, summary="Forget a channel")
 def delete(name: str, request: Request) -> Response:
-    Deps.of(request).store.delete_channel(name)
+    Deps.of(request).store.delete_channel(name, tenant=DEFAULT_TENANT)
     return Response(status_code=204)

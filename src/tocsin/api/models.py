@@ -113,6 +113,7 @@ class ChannelIn(BaseModel):
     name: str = Field(min_length=1, max_length=128)
     kind: str
     config: dict[str, Any] = Field(default_factory=dict)
+    tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
 
 
 class RecurringChange(BaseModel):
@@ -159,6 +160,7 @@ class PolicyIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")
+    tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
     max_in_flight: int = Field(ge=1, le=1_000_000, description="Most deliveries holding a "
                                                               "token at once.")
     rate: float | None = Field(None, gt=0, description="Most deliveries started per second.")

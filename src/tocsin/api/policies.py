@@ -12,7 +12,7 @@ from tocsin.api.deps import Deps
 from tocsin.api.models import PolicyIn
 from tocsin.api.parsing import parse_duration
 from tocsin.api.views import policy_out
-from tocsin.domain import Policy
+from tocsin.domain import DEFAULT_TENANT, Policy
 from tocsin.errors import NotFoundError
 
 __all__ = ["deliveries", "router"]
@@ -27,30 +27,33 @@ def put(body: PolicyIn, request: Request) -> dict[str, Any]:
     lease = parse_duration(body.token_lease if body.token_lease is not None else 300,
                            "token_lease") // timedelta(milliseconds=1)
     policy = Policy(name=body.name, max_in_flight=body.max_in_flight, rate=body.rate,
-                    token_lease_ms=lease)
+                    token_lease_ms=lease, tenant=body.tenant)
     now = deps.clock.now_ms()
     return policy_out(deps.store.put_policy(policy, now_ms=now),
-                      in_flight=deps.store.in_flight(policy.name, now_ms=now))
+                      in_flight=deps.store.in_flight(policy.name, tenant=policy.tenant,
+                                                     now_ms=now))
 
 
 @router.get("", summary="Every policy")
 def list_(request: Request) -> dict[str, Any]:
     deps = Deps.of(request)
     now = deps.clock.now_ms()
-    return {"items": [policy_out(p, in_flight=deps.store.in_flight(p.name, now_ms=now))
+    return {"items": [policy_out(p, in_flight=deps.store.in_flight(p.name, tenant=p.tenant,
+                                                                   now_ms=now))
                       for p in deps.store.list_policies()]}
 
 
 @router.get("/{name}", summary="A policy and how many of its tokens are held")
 def get(name: str, request: Request) -> dict[str, Any]:
     deps = Deps.of(request)
-    return policy_out(deps.store.get_policy(name),
-                      in_flight=deps.store.in_flight(name, now_ms=deps.clock.now_ms()))
+    policy = deps.store.get_policy(name, tenant=DEFAULT_TENANT)
+    return policy_out(policy, in_flight=deps.store.in_flight(name, tenant=policy.tenant,
+                                                             now_ms=deps.clock.now_ms()))
 
 
 @router.delete("/{name}", status_code=204, summary="Forget a policy (409 while in use)")
 def delete(name: str, request: Request) -> Response:
-    Deps.of(request).store.delete_policy(name)
+    Deps.of(request).store.delete_policy(name, tenant=DEFAULT_TENANT)
     return Response(status_code=204)
 
 

@@ -26,12 +26,12 @@ def _seconds_ms(value: float | str | None, field: str) -> int | None:
     return None if value is None else parse_duration(value, field) // timedelta(milliseconds=1)
 
 
-def _checked(body: RecurringChange, deps: Deps) -> None:
+def _checked(body: RecurringChange, deps: Deps, tenant: str) -> None:
     if (bad := unicode_field(body.model_dump())) is not None:
         raise ValidationError(bad or "body", "not Unicode text: holds a lone surrogate "
                                              "(\\ud800-\\udfff)")
     for kind, name in (("channel", body.channel), ("policy", body.policy)):
-        if name is not None and not registered(deps.store, kind, name):
+        if name is not None and not registered(deps.store, kind, name, tenant=tenant):
             raise ValidationError(kind, f"{kind} {name!r} is not registered")
 
 
@@ -70,7 +70,7 @@ def _apply(current: Recurring, body: RecurringChange, deps: Deps) -> Recurring:
 @router.post("", status_code=201, summary="Create a recurring schedule")
 def create(body: RecurringIn, request: Request) -> dict[str, Any]:
     deps = Deps.of(request)
-    _checked(body, deps)
+    _checked(body, deps, body.tenant)
     now = deps.clock.now_ms()
     if payload_of(body, max_payload=deps.settings.max_payload_bytes) is None:
         raise ValidationError("payload", "give exactly one of payload, payload_text, "
@@ -103,11 +103,12 @@ def get(recurring_id: str, request: Request) -> dict[str, Any]:
               "follow the new rule")
 def patch(recurring_id: str, body: RecurringChange, request: Request) -> dict[str, Any]:
     deps = Deps.of(request)
-    _checked(body, deps)
+    current = deps.store.get_recurring(recurring_id)
+    _checked(body, deps, current.tenant)
     if not body.model_fields_set:
         raise ValidationError("body", "give at least one field to change")
     now = deps.clock.now_ms()
-    changed = _apply(deps.store.get_recurring(recurring_id), body, deps)
+    changed = _apply(current, body, deps)
     return recurring_out(deps.store.update_recurring(changed, now_ms=now), now_ms=now)
 
 

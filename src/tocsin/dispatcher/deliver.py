@@ -89,13 +89,13 @@ def deliver(rows: Iterable[ClaimedRow], *, store: Store, channels: ChannelCache,
             retry: RetryPolicy, clock: Clock, rng: random.Random | None = None) -> Tally:
     """Deliver claimed rows to their channels and acknowledge every one under its epoch."""
     rng = rng or random.Random()
-    by_channel: dict[str, list[Envelope]] = defaultdict(list)
-    for row in rows:
-        by_channel[row.channel].append(envelope_of(row))
+    by_channel: dict[tuple[str, str], list[Envelope]] = defaultdict(list)
+    for row in rows:  # a schedule goes to the channel of its own tenant
+        by_channel[(row.tenant, row.channel)].append(envelope_of(row))
     tally = Tally()
     by_epoch: dict[int, list[Ack]] = defaultdict(list)
-    for name, envelopes in by_channel.items():
-        spec = channels.spec(name)
+    for (tenant, name), envelopes in by_channel.items():
+        spec = channels.spec(name, tenant=tenant)
         started = clock.now_ms()
         results = _send(channels, spec, name, envelopes)
         ended = clock.now_ms()

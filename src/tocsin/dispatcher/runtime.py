@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from tocsin.abc import Channel, Store
-from tocsin.domain import ChannelSpec
+from tocsin.domain import DEFAULT_TENANT, ChannelSpec
 from tocsin.errors import NotFoundError, StoreError
 from tocsin.stores import open_store
 
@@ -65,32 +65,32 @@ class ChannelCache:
     def __init__(self, store: Store, *, ttl_s: float = 5.0) -> None:
         self._store = store
         self._ttl_s = ttl_s
-        self._specs: dict[str, tuple[float, ChannelSpec | None]] = {}
-        self._channels: dict[str, tuple[ChannelSpec, Channel]] = {}
+        self._specs: dict[tuple[str, str], tuple[float, ChannelSpec | None]] = {}
+        self._channels: dict[tuple[str, str], tuple[ChannelSpec, Channel]] = {}
 
-    def spec(self, name: str) -> ChannelSpec | None:
-        """The registered spec, or None when the channel is not registered."""
-        cached = self._specs.get(name)
+    def spec(self, name: str, *, tenant: str = DEFAULT_TENANT) -> ChannelSpec | None:
+        """``tenant``'s registered spec, or None when it has no channel ``name``."""
+        cached = self._specs.get((tenant, name))
         if cached is not None and time.monotonic() - cached[0] < self._ttl_s:
             return cached[1]
         try:
-            spec: ChannelSpec | None = self._store.get_channel(name)
+            spec: ChannelSpec | None = self._store.get_channel(name, tenant=tenant)
         except NotFoundError:
             spec = None
-        self._specs[name] = (time.monotonic(), spec)
+        self._specs[(tenant, name)] = (time.monotonic(), spec)
         return spec
 
     def channel(self, spec: ChannelSpec) -> Channel:
         """The live channel for ``spec``."""
         from tocsin.channels import build_channel
 
-        live = self._channels.get(spec.name)
+        live = self._channels.get((spec.tenant, spec.name))
         if live is not None and live[0] == spec:
             return live[1]
         if live is not None:
             live[1].close()
         channel = build_channel(spec)
-        self._channels[spec.name] = (spec, channel)
+        self._channels[(spec.tenant, spec.name)] = (spec, channel)
         return channel
 
     def close(self) -> None:

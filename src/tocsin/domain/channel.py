@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tocsin.domain.tenant import DEFAULT_TENANT
 from tocsin.errors import ValidationError
 
 __all__ = ["ChannelKind", "ChannelSpec"]
@@ -31,11 +32,13 @@ class ChannelKind(StrEnum):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ChannelSpec:
-    """A registered channel. ``config`` is validated by the kind's implementation."""
+    """A registered channel. ``config`` is validated by the kind's implementation. Channels
+    are namespaced by tenant: the same name in two tenants is two channels."""
 
     name: str
     kind: ChannelKind
     config: dict[str, Any] = field(default_factory=dict)
+    tenant: str = DEFAULT_TENANT
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -46,7 +49,7 @@ class ChannelSpec:
 
     @property
     def dead_letter(self) -> str | None:
-        """The channel that receives a copy of what dies here, if any."""
+        """The channel (of the same tenant) that receives a copy of what dies here, if any."""
         value = self.config.get("dead_letter")
         return str(value) if value else None
 

@@ -14,6 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from tocsin.domain.tenant import DEFAULT_TENANT
 from tocsin.errors import ValidationError
 
 __all__ = ["Policy", "RateBucket"]
@@ -25,7 +26,8 @@ _NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 class Policy:
     """A named throttle: at most ``max_in_flight`` deliveries holding a token at once, and (if
     ``rate`` is set) at most ``rate`` new deliveries per second, in bursts of up to one second's
-    worth (at least one)."""
+    worth (at least one). Policies are namespaced by tenant: a schedule draws on the policy of
+    its own tenant with the name it gives."""
 
     name: str
     max_in_flight: int
@@ -33,6 +35,7 @@ class Policy:
     """Deliveries started per second; None: no rate limit."""
     token_lease_ms: int = 300_000
     """A token not released within this long returns by itself."""
+    tenant: str = DEFAULT_TENANT
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

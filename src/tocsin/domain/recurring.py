@@ -15,6 +15,7 @@ from enum import StrEnum
 
 from tocsin.domain.cron import CronTrigger
 from tocsin.domain.schedule import PayloadKind
+from tocsin.domain.tenant import DEFAULT_TENANT
 from tocsin.errors import ValidationError
 
 __all__ = [
@@ -45,7 +46,7 @@ class Recurring:
     """A recurring schedule: ``count`` messages to ``channel`` at every firing of ``trigger``."""
 
     id: str
-    tenant: str = "default"
+    tenant: str = DEFAULT_TENANT
     trigger: CronTrigger
     channel: str
     payload: bytes
@@ -71,6 +72,10 @@ class Recurring:
     revision: int = 0
     """Bumped by every change of the rule or the message: the firings it expands get ids of
     their own, so a changed recurring never collides with its cancelled older expansions."""
+    failed_reason: str | None = None
+    """Why its expansion failed, once it has (it is then no longer expanded until changed)."""
+    failed_ms: int | None = None
+    """When its expansion failed."""
 
     def __post_init__(self) -> None:
         if not self.id:

@@ -4,7 +4,8 @@
 module              what it holds
 ==================  ==========================================================================
 ``rows``            source rows (JSON lines, CSV, Parquet) → API items; rejects; derived keys
-``loader``          on the executors: check a batch of items, write it through ``create``
+``loader``          on the executors: check a batch of items, write it in chunks
+``writes``          the bulk keyed create (``tocsin.stores.sql.bulk``), lookup by key
 ``bulk_import``     ``tocsin import PATH``: the Spark batch job, its progress and summary
 ``commands``        the Kafka commands (create / cancel / reschedule) and applying them
 ``kafka_source``    a Python streaming data source over confluent-kafka (``assign()``)

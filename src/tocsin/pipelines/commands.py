@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from enum import StrEnum
+from functools import partial
 from typing import Any, NamedTuple
 
 import pydantic
@@ -35,7 +36,7 @@ from tocsin.config import Settings
 from tocsin.domain import DEFAULT_TENANT, NewSchedule
 from tocsin.errors import ConflictError, NotFoundError, TocsinError, ValidationError
 from tocsin.intake import Problem, ScheduleCheck, read_change, reason_of, registered
-from tocsin.pipelines.keys import schedule_id_for_key
+from tocsin.pipelines.writes import create_many, schedule_id_for_key
 
 __all__ = ["Answer", "CommandApplier", "Message", "Op", "Outcome"]
 
@@ -100,7 +101,6 @@ class CommandApplier:
     def __init__(self, store: Store, settings: Settings) -> None:
         self.store = store
         self.settings = settings
-        self._known: dict[tuple[str, str], bool] = {}
 
     def apply(self, messages: Sequence[Message]) -> list[Answer]:
         """Apply ``messages`` in order; one answer each."""
@@ -136,7 +136,8 @@ class CommandApplier:
             return op, body
         if "key" not in body and "uniqueness_key" not in body:
             body["key"] = f"kafka:{m.topic}:{m.partition}:{m.offset}"
-        check = ScheduleCheck(self.settings, now_ms=m.timestamp_ms, known=self._is_known)
+        check = ScheduleCheck(self.settings, now_ms=m.timestamp_ms,
+                              known=partial(registered, self.store))
         value = check.check(body)
         if isinstance(value, list):
             return self._invalid(m, op, value)
@@ -146,7 +147,8 @@ class CommandApplier:
         if not creates:
             return []
         try:
-            results = self.store.create([c[1] for c in creates], now_ms=creates[0][0].timestamp_ms)
+            results = create_many(self.store, [c[1] for c in creates],
+                                  now_ms=creates[0][0].timestamp_ms)
         except ConflictError:
             if len(creates) == 1:
                 m = creates[0][0]
@@ -159,7 +161,8 @@ class CommandApplier:
     def _change(self, m: Message, op: Op, body: dict[str, Any]) -> Answer:
         """A cancel or a reschedule, by ``id`` or by ``key`` and ``tenant``."""
         ident, key = body.pop("id", None), body.pop("key", None)
-        tenant = body.pop("tenant", DEFAULT_TENANT)
+        named = body.pop("tenant", None)
+        scope = None if named is None else str(named)
         if (ident is None) == (key is None) or not isinstance(ident or key, str):
             return Answer(m, op, Outcome.INVALID, field="id", reason="give id or key (a string)")
         try:
@@ -176,11 +179,13 @@ class CommandApplier:
             return self._invalid(m, op, [Problem(exc.field, exc.reason)])
         try:
             if ident is None:
-                ident = schedule_id_for_key(self.store, tenant=str(tenant), key=str(key))
+                ident = schedule_id_for_key(self.store, tenant=str(named or DEFAULT_TENANT),
+                                            key=str(key))
             if op is Op.CANCEL:
-                done = self.store.cancel(ident, now_ms=m.timestamp_ms)
+                done = self.store.cancel(ident, now_ms=m.timestamp_ms, tenant=scope)
             else:
-                done = self.store.reschedule(ident, now_ms=m.timestamp_ms, **change._asdict())
+                done = self.store.reschedule(ident, now_ms=m.timestamp_ms, tenant=scope,
+                                             **change._asdict())
         except ConflictError as exc:
             if op is Op.CANCEL and exc.status == "CANCELLED":
                 return Answer(m, op, Outcome.APPLIED, id=ident, status="CANCELLED")
@@ -198,8 +203,3 @@ class CommandApplier:
     @staticmethod
     def _invalid(m: Message, op: Op, problems: list[Problem]) -> Answer:
         return Answer(m, op, Outcome.INVALID, field=problems[0].field, reason=problems[0].reason)
-
-    def _is_known(self, kind: str, name: str) -> bool:
-        if (kind, name) not in self._known:
-            self._known[(kind, name)] = registered(self.store, kind, name)
-        return self._known[(kind, name)]

@@ -11,16 +11,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from tocsin.abc import Store
 from tocsin.api.parsing import SURROGATE_ESCAPE
 from tocsin.config import Settings
-from tocsin.dispatcher.runtime import retrying
 from tocsin.domain import NewSchedule
 from tocsin.errors import ConflictError
 from tocsin.intake import Problem, ScheduleCheck, registered
 from tocsin.pipelines.rows import RowShape, SourceFormat
+from tocsin.pipelines.writes import create_many
 
 __all__ = ["REJECT_FIELDS", "ImportJob", "Loader", "Tally"]
 
@@ -70,12 +71,12 @@ class Loader:
     def __init__(self, job: ImportJob, store: Store) -> None:
         self.job = job
         self.store = store
-        self._known: dict[tuple[str, str], bool] = {}
 
     def load(self, rows: Sequence[tuple[Any, str]]) -> Tally:
         """Check and write ``rows`` (each the raw row and its file's URI)."""
         job, tally = self.job, Tally()
-        check = ScheduleCheck(job.settings, now_ms=job.now_ms, known=self._is_known)
+        check = ScheduleCheck(job.settings, now_ms=job.now_ms,
+                              known=partial(registered, self.store))
         good: list[tuple[NewSchedule, Any, str]] = []
         for index, (raw, uri) in enumerate(rows):
             if raw == "" and job.shape.format is SourceFormat.JSON:
@@ -118,9 +119,8 @@ class Loader:
         self._count(results, tally)
 
     def _create(self, items: list[NewSchedule]) -> list[tuple[Any, bool]]:
-        """``create``, retried while the store is unavailable (safe: every item has a key)."""
-        return retrying(lambda: self.store.create(items, now_ms=self.job.now_ms),
-                        what="import")
+        """``create`` by the bulk path (see :func:`~tocsin.pipelines.writes.create_many`)."""
+        return create_many(self.store, items, now_ms=self.job.now_ms)
 
     @staticmethod
     def _count(results: Sequence[tuple[Any, bool]], tally: Tally) -> None:
@@ -134,8 +134,3 @@ class Loader:
             "source": source, "row": self.job.shape.text(raw), "field": problems[0].field,
             "reason": problems[0].reason,
             "errors": json.dumps([p._asdict() for p in problems])})
-
-    def _is_known(self, kind: str, name: str) -> bool:
-        if (kind, name) not in self._known:
-            self._known[(kind, name)] = registered(self.store, kind, name)
-        return self._known[(kind, name)]

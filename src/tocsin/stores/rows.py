@@ -24,6 +24,7 @@ from tocsin.errors import ConflictError
 from tocsin.ids import bucket_of, new_schedule_id
 
 __all__ = [
+    "CHANNEL_COLUMNS",
     "CLAIM_COLUMNS",
     "COUNTS_SQL",
     "DELIVERY_COLUMNS",
@@ -67,6 +68,7 @@ CLAIM_COLUMNS = (
     "id, tenant, channel, payload, payload_kind, headers, due_ms, attempts + 1, key, "
     "ordering_key, claim_epoch"
 )
+CHANNEL_COLUMNS = "name, kind, config, tenant"
 DELIVERY_COLUMNS = (
     "delivery_id, schedule_id, attempt, epoch, started_ms, ended_ms, outcome, error, lateness_ms"
 )
@@ -142,10 +144,11 @@ def list_filters(
     due_from_ms: int | None,
     due_to_ms: int | None,
     after_id: str | None,
+    tenant: str | None = None,
 ) -> tuple[str, list[Any]]:
     """The WHERE clause (``mark`` is the driver's placeholder) and arguments of ``list``."""
     where, args = ["1 = 1"], []
-    for clause, value in (("status = ?", status.value if status else None),
+    for clause, value in (("tenant = ?", tenant), ("status = ?", status.value if status else None),
                           ("channel = ?", channel), ("due_ms >= ?", due_from_ms),
                           ("due_ms < ?", due_to_ms), ("id > ?", after_id)):
         if value is not None:
@@ -200,9 +203,9 @@ def delivery_from_row(row: Sequence[Any]) -> Delivery:
 
 
 def channel_from_row(row: Sequence[Any]) -> ChannelSpec:
-    """A ``(name, kind, config)`` row as a :class:`ChannelSpec`."""
+    """A ``CHANNEL_COLUMNS`` row as a :class:`ChannelSpec`."""
     config = row[2] if isinstance(row[2], dict) else json.loads(row[2])
-    return ChannelSpec(name=row[0], kind=ChannelKind(row[1]), config=config)
+    return ChannelSpec(name=row[0], kind=ChannelKind(row[1]), config=config, tenant=row[3])
 
 
 def head_of_key(seq: str) -> str:

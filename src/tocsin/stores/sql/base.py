@@ -1,0 +1,110 @@
+"""What every SQL role module builds on: the :class:`Dialect` and :class:`SqlBase`.
+
+The statements are plain SQL that SQLite and PostgreSQL both read, written with ``?``
+placeholders; a :class:`Dialect` supplies what the two spell differently. A backend provides
+``_work(fn, write=...)``: run ``fn(conn)`` in one write transaction (or on a plain connection
+to read), turning every driver error into :class:`~tocsin.errors.StoreError`.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, TypeVar
+
+from tocsin.stores.rows import head_of_key
+
+__all__ = ["POSTGRES", "SQLITE", "Dialect", "SqlBase", "executemany", "tenant_is"]
+
+T = TypeVar("T")
+
+
+class Dialect(NamedTuple):
+    """What the two SQL dialects spell differently."""
+
+    mark: str
+    """The driver's placeholder."""
+    head: str
+    """The ordering-key predicate (:func:`~tocsin.stores.rows.head_of_key`)."""
+    skip_locked: str
+    """Appended to a sub-select of candidate schedules (aliased ``s``) to be claimed."""
+    lock_policy: str
+    """Appended to the select of the policies (aliased ``p``) a claim takes tokens from."""
+    lock_row: str
+    """Appended to a select of one row about to be changed in the same transaction."""
+    blob: str
+    """The type of a byte string (for a ``CAST`` of a parameter that may be NULL)."""
+
+    def q(self, sql: str) -> str:
+        """``sql`` written with ``?`` placeholders, in this dialect."""
+        return sql if self.mark == "?" else sql.replace("?", self.mark)
+
+
+SQLITE = Dialect("?", head_of_key("rowid"), "", "", "", "BLOB")
+"""SQLite: one writer at a time, so no row locks are needed."""
+POSTGRES = Dialect("%s", head_of_key("seq"), " FOR UPDATE OF s SKIP LOCKED", " FOR UPDATE OF p",
+                   " FOR UPDATE", "BYTEA")
+"""PostgreSQL: a claim locks the policies it takes tokens from, so concurrent claims in other
+bucket ranges or other dispatchers wait and then count the tokens just taken."""
+
+
+def tenant_is(column: str = "tenant") -> str:
+    """A predicate true for any row when its two parameters (both the tenant) are NULL, else
+    for rows of that tenant: the ``tenant=`` filter of reads and changes."""
+    return f"(CAST(? AS TEXT) IS NULL OR {column} = ?)"
+
+
+def executemany(conn: Any, sql: str, rows: Sequence[Sequence[Any]]) -> int:
+    """``executemany`` on a sqlite3 or a psycopg connection; how many rows it changed."""
+    if not rows:
+        return 0
+    if hasattr(conn, "executemany"):
+        return int(conn.executemany(sql, rows).rowcount)
+    with conn.cursor() as cur:
+        cur.executemany(sql, rows)
+        return int(cur.rowcount)
+
+
+class SqlBase:
+    """The plumbing every role mixin uses; a backend overrides :meth:`_work`,
+    :meth:`_tenant_work` and :meth:`_insert_many`."""
+
+    _dialect: Dialect
+    buckets: int
+
+    def _work(self, fn: Callable[[Any], T], *, write: bool = True,
+              idempotent: bool = False) -> T:
+        """Run ``fn(conn)`` in one write transaction (``write``) or on a reading connection.
+        ``idempotent``: ``fn`` is safe to run twice (a backend may retry it after a lost
+        connection)."""
+        raise NotImplementedError
+
+    def _tenant_work(self, fn: Callable[[Any], T], *, tenants: frozenset[str]) -> T:
+        """Run ``fn(conn)`` in one write transaction made on tenants' behalf: committed
+        without waiting for the flush when every tenant in ``tenants`` is configured
+        ``relaxed``, strictly otherwise (an empty set: strictly)."""
+        raise NotImplementedError
+
+    def _insert_many(self, conn: Any, target: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Insert ``rows`` into ``target`` (``table (columns)``) inside ``conn``'s
+        transaction: the bulk path."""
+        raise NotImplementedError
+
+    def _rows(self, sql: str, args: Sequence[Any] = ()) -> builtins.list[tuple[Any, ...]]:
+        """The rows of one read."""
+        sql = self._dialect.q(sql)
+        return self._work(lambda conn: [tuple(r) for r in conn.execute(sql, args).fetchall()],
+                          write=False)
+
+    def _write(self, sql: str, args: Sequence[Any] = (), *,
+               idempotent: bool = False) -> builtins.list[tuple[Any, ...]]:
+        """The rows one write statement returns (``RETURNING``), in its own transaction."""
+        sql = self._dialect.q(sql)
+        return self._work(lambda conn: [tuple(r) for r in conn.execute(sql, args).fetchall()],
+                          idempotent=idempotent)
+
+    def _changed(self, sql: str, args: Sequence[Any] = (), *, idempotent: bool = False) -> int:
+        """How many rows one write statement changed, in its own transaction."""
+        sql = self._dialect.q(sql)
+        return self._work(lambda conn: int(conn.execute(sql, args).rowcount),
+                          idempotent=idempotent)

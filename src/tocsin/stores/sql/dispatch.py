@@ -1,0 +1,152 @@
+"""What the dispatcher claims and acknowledges (:class:`~tocsin.abc.DispatchStore`), written
+once. The backend supplies the two hot statements with no common form: returning claimed rows
+earliest first (``_claim_sorted``) and marking a batch delivered (``_mark_delivered``)."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import Any
+
+from tocsin.abc import ClaimedRow, DispatchStore
+from tocsin.domain import Ack, Status
+from tocsin.stores.rows import (
+    CLAIM_COLUMNS,
+    DELIVERY_COLUMNS,
+    claimed_from_row,
+    dead_letter_item,
+    delivery_values,
+    earliest,
+    insert_values,
+)
+from tocsin.stores.sql.base import SqlBase, executemany
+from tocsin.stores.sql.policies import claim_throttled, return_tokens, throttled_next_ms
+from tocsin.stores.sql.schedules import INSERT
+
+__all__ = ["SqlDispatch"]
+
+_RETRY = ("UPDATE schedules SET status = 'PENDING', attempts = attempts + 1, next_ms = ?, "
+          "last_error = ?, claim_epoch = NULL, claimed_ms = NULL "
+          "WHERE id = ? AND claim_epoch = ? AND status = 'CLAIMED'")
+_DEAD = ("UPDATE schedules SET status = 'DEAD', attempts = attempts + 1, last_error = ? "
+         "WHERE id = ? AND claim_epoch = ? AND status = 'CLAIMED' "
+         "RETURNING tenant, payload, payload_kind, headers, ordering_key")
+
+
+class SqlDispatch(SqlBase, DispatchStore):
+    """The :class:`~tocsin.abc.DispatchStore` role over a backend's ``_work``."""
+
+    def _claim_sorted(self, conn: Any, update: str,
+                      args: Sequence[Any]) -> builtins.list[tuple[Any, ...]]:
+        """Run ``update`` (an UPDATE of schedules, in this dialect, without RETURNING) and
+        return its rows as ``CLAIM_COLUMNS`` plus ``next_ms``, ordered by (next_ms, id)."""
+        raise NotImplementedError
+
+    def _mark_delivered(self, conn: Any, ids: Sequence[str], *, epoch: int, now_ms: int) -> int:
+        """Mark the schedules ``ids`` still CLAIMED by ``epoch`` DELIVERED; how many were."""
+        raise NotImplementedError
+
+    def next_epoch(self) -> int:
+        # A transactional counter, not a SEQUENCE: a sequence's increments are not durable
+        # until some later commit flushes them, so after a crash it could hand out an epoch twice.
+        rows = self._write("UPDATE meta SET v = CAST(CAST(v AS BIGINT) + 1 AS TEXT) "
+                           "WHERE k = 'epoch' RETURNING v", idempotent=True)
+        return int(rows[0][0])
+
+    def next_due_ms(self, *, now_ms: int, lease_ms: int) -> int | None:
+        d = self._dialect
+
+        def work(conn: Any) -> tuple[Any, Any, int | None]:
+            row = conn.execute(
+                "SELECT (SELECT min(next_ms) FROM schedules WHERE status = 'PENDING' "
+                "AND policy IS NULL), "
+                "(SELECT min(claimed_ms) FROM schedules WHERE status = 'CLAIMED')").fetchone()
+            return row[0], row[1], throttled_next_ms(conn, d, now_ms=now_ms)
+
+        pending, claimed, throttled = self._work(work, write=False)
+        return earliest(pending if throttled is None else min(throttled, pending or throttled),
+                        claimed, lease_ms)
+
+    def claim(
+        self,
+        *,
+        epoch: int,
+        bucket_lo: int,
+        bucket_hi: int,
+        until_ms: int,
+        now_ms: int,
+        lease_ms: int,
+        limit: int,
+    ) -> builtins.list[ClaimedRow]:
+        d = self._dialect
+
+        def work(conn: Any) -> builtins.list[tuple[Any, ...]]:
+            # The marker first: a concurrent replay of this (epoch, range) waits on it.
+            marked = conn.execute(d.q("INSERT INTO claims VALUES (?, ?, ?, ?) "
+                                      "ON CONFLICT DO NOTHING"),
+                                  (epoch, bucket_lo, bucket_hi, now_ms)).rowcount
+            if not marked:
+                return list(conn.execute(d.q(
+                    f"SELECT {CLAIM_COLUMNS} FROM schedules WHERE status = 'CLAIMED' "
+                    "AND claim_epoch = ? AND bucket BETWEEN ? AND ? ORDER BY next_ms, id"),
+                    (epoch, bucket_lo, bucket_hi)).fetchall())
+            rows = self._claim_sorted(conn, d.q(
+                "UPDATE schedules SET claim_epoch = ?, claimed_ms = ? WHERE id IN ("
+                "SELECT s.id FROM schedules s WHERE s.status = 'CLAIMED' AND s.claimed_ms < ? "
+                f"AND s.bucket BETWEEN ? AND ? ORDER BY s.claimed_ms LIMIT ?{d.skip_locked})"),
+                (epoch, now_ms, now_ms - lease_ms, bucket_lo, bucket_hi, limit))
+            if len(rows) < limit:
+                rows += self._claim_sorted(conn, d.q(
+                    "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
+                    "WHERE id IN (SELECT s.id FROM schedules s WHERE s.status = 'PENDING' "
+                    "AND s.policy IS NULL AND s.bucket BETWEEN ? AND ? AND s.next_ms <= ? "
+                    f"AND {d.head} ORDER BY s.next_ms LIMIT ?{d.skip_locked})"),
+                    (epoch, now_ms, bucket_lo, bucket_hi, until_ms, limit - len(rows)))
+            if len(rows) < limit:
+                rows += claim_throttled(conn, d, epoch=epoch, bucket_lo=bucket_lo,
+                                        bucket_hi=bucket_hi, until_ms=until_ms, now_ms=now_ms,
+                                        limit=limit - len(rows))
+            return rows
+
+        # Repeating a claim is a replay: it returns what the first run claimed.
+        return [claimed_from_row(r) for r in self._work(work, idempotent=True)]
+
+    def acknowledge(self, *, epoch: int, acks: Sequence[Ack], now_ms: int) -> int:
+        if not acks:
+            return 0
+        d, buckets = self._dialect, self.buckets
+        delivered = [a.schedule_id for a in acks if a.status is Status.DELIVERED]
+        retries = [(a.next_ms, a.error, a.schedule_id, epoch) for a in acks
+                   if a.status is Status.PENDING]
+        dead = [a for a in acks if a.status is Status.DEAD]
+
+        def work(conn: Any) -> int:
+            applied = 0
+            if delivered:
+                applied += self._mark_delivered(conn, delivered, epoch=epoch, now_ms=now_ms)
+            if retries:
+                applied += executemany(conn, d.q(_RETRY), retries)
+            for ack in dead:
+                row = conn.execute(d.q(_DEAD), (ack.error, ack.schedule_id, epoch)).fetchone()
+                if row is None:
+                    continue
+                applied += 1
+                if ack.halt and row[4]:
+                    conn.execute(d.q("INSERT INTO halted_keys VALUES (?, ?, ?, ?, ?) "
+                                     "ON CONFLICT DO NOTHING"),
+                                 (row[0], row[4], ack.schedule_id, now_ms, ack.error))
+                if ack.dead_letter:  # a channel of the dead schedule's own tenant
+                    item = dead_letter_item(ack, row, now_ms=now_ms)
+                    conn.execute(d.q(INSERT), insert_values(item, buckets=buckets, now_ms=now_ms))
+            self._insert_many(conn, f"deliveries ({DELIVERY_COLUMNS})",
+                              delivery_values(acks, epoch))
+            if retries or dead:
+                return_tokens(conn, d, [a.delivery_id for a in acks
+                                        if a.status is not Status.DELIVERED])
+            return applied
+
+        return self._work(work)
+
+    def forget_claims(self, *, before_ms: int) -> int:
+        return self._changed("DELETE FROM claims WHERE claimed_ms < ?", (before_ms,),
+                             idempotent=True)

@@ -1,0 +1,52 @@
+"""API keys, found by the digest of their secret (:class:`~tocsin.abc.KeyStore`)."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import Any
+
+from tocsin.abc import KeyStore
+from tocsin.domain import ApiKey, Role
+from tocsin.errors import ConflictError, NotFoundError
+from tocsin.stores.sql.base import SqlBase, tenant_is
+
+__all__ = ["KEY_COLUMNS", "SqlKeys"]
+
+KEY_COLUMNS = "id, role, tenant, read_only, name, digest, created_ms, revoked_ms"
+
+
+def key_from_row(row: Sequence[Any]) -> ApiKey:
+    """A ``KEY_COLUMNS`` row as an :class:`ApiKey`."""
+    return ApiKey(id=row[0], role=Role(row[1]), tenant=row[2], read_only=bool(row[3]),
+                  name=row[4], digest=row[5], created_ms=int(row[6]),
+                  revoked_ms=None if row[7] is None else int(row[7]))
+
+
+class SqlKeys(SqlBase, KeyStore):
+    """The :class:`~tocsin.abc.KeyStore` role over a backend's ``_work``."""
+
+    def put_key(self, key: ApiKey) -> ApiKey:
+        if not self._changed(
+                f"INSERT INTO api_keys ({KEY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
+                (key.id, key.role.value, key.tenant, int(key.read_only), key.name, key.digest,
+                 key.created_ms, key.revoked_ms)):
+            raise ConflictError(f"API key {key.id} (or its secret) exists already", ident=key.id)
+        return key
+
+    def key_by_digest(self, digest: str) -> ApiKey | None:
+        rows = self._rows(f"SELECT {KEY_COLUMNS} FROM api_keys WHERE digest = ?", (digest,))
+        return key_from_row(rows[0]) if rows else None
+
+    def list_keys(self, *, tenant: str | None = None) -> builtins.list[ApiKey]:
+        rows = self._rows(f"SELECT {KEY_COLUMNS} FROM api_keys WHERE {tenant_is()} "
+                          "ORDER BY created_ms, id", (tenant, tenant))
+        return [key_from_row(r) for r in rows]
+
+    def revoke_key(self, key_id: str, *, now_ms: int) -> ApiKey:
+        rows = self._write("UPDATE api_keys SET revoked_ms = coalesce(revoked_ms, ?) "
+                           f"WHERE id = ? RETURNING {KEY_COLUMNS}", (now_ms, key_id))
+        if not rows:
+            raise NotFoundError("API key", key_id)
+        return key_from_row(rows[0])

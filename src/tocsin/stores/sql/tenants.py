@@ -1,0 +1,43 @@
+"""Tenant settings (:class:`~tocsin.abc.TenantStore`)."""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+from tocsin.abc import TenantStore
+from tocsin.domain import Tenant
+from tocsin.domain.tenant import Durability
+from tocsin.stores.sql.base import Dialect, SqlBase
+
+__all__ = ["SqlTenants", "all_relaxed"]
+
+
+class SqlTenants(SqlBase, TenantStore):
+    """The :class:`~tocsin.abc.TenantStore` role over a backend's ``_work``."""
+
+    def put_tenant(self, tenant: Tenant, *, now_ms: int) -> Tenant:
+        self._changed("INSERT INTO tenants VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE "
+                      "SET durability = excluded.durability, updated_ms = excluded.updated_ms",
+                      (tenant.name, tenant.durability.value, now_ms))
+        return tenant._replace(configured=True)
+
+    def get_tenant(self, name: str) -> Tenant:
+        rows = self._rows("SELECT name, durability FROM tenants WHERE name = ?", (name,))
+        return Tenant(rows[0][0], Durability(rows[0][1])) if rows else Tenant(name,
+                                                                              configured=False)
+
+    def list_tenants(self) -> builtins.list[Tenant]:
+        return [Tenant(n, Durability(v))
+                for n, v in self._rows("SELECT name, durability FROM tenants ORDER BY name")]
+
+
+def all_relaxed(conn: Any, d: Dialect, tenants: frozenset[str]) -> bool:
+    """True when every tenant in ``tenants`` is configured ``relaxed`` (a write that touches
+    any strict tenant is committed strictly)."""
+    if not tenants:
+        return False
+    marks = ", ".join("?" * len(tenants))
+    row = conn.execute(d.q(f"SELECT count(*) FROM tenants WHERE durability = 'relaxed' "
+                           f"AND name IN ({marks})"), tuple(tenants)).fetchone()
+    return int(row[0]) == len(tenants)
