@@ -123,6 +123,53 @@ def dispatcher(store: StoreOpt = None, spark_master: MasterOpt = None) -> None:
     run_dispatcher(_settings(store, spark_master))
 
 
+@app.command("import")
+def import_(
+    path: Annotated[str, typer.Argument(help="A file, a folder, or any path Spark reads.")],
+    fmt: Annotated[str | None, typer.Option("--format", help="json, csv or parquet "
+                                            "(default: from the file names).")] = None,
+    mapping: Annotated[list[str] | None, typer.Option("--map", help="FIELD=COLUMN: take a "
+                                                      "field from a column (repeatable).")] = None,
+    tenant: Annotated[str | None, typer.Option(help="Write every row to this tenant.")] = None,
+    rejects: Annotated[str | None, typer.Option(help="Folder for rejected rows.")] = None,
+    partitions: Annotated[int | None, typer.Option(help="Most concurrent writers.")] = None,
+    store: StoreOpt = None, spark_master: MasterOpt = None,
+) -> None:
+    """Import schedules from files as a Spark batch job (docs/pipelines.md)."""
+    from tocsin.dispatcher.query import spark_session
+    from tocsin.errors import TocsinError
+    from tocsin.pipelines.bulk_import import run_import
+    from tocsin.pipelines.rows import RowShape, SourceFormat, parse_mapping
+
+    settings = _settings(store, spark_master)
+    try:
+        source = SourceFormat(fmt) if fmt else SourceFormat.of(path)
+        shape = RowShape(format=source, mapping=parse_mapping(mapping or []), tenant=tenant)
+        summary = run_import(spark_session(settings.spark_master, app_name="tocsin-import"),
+                             path, settings=settings, fmt=source, shape=shape, rejects=rejects,
+                             partitions=partitions, show_progress=sys.stdout.isatty())
+    except (TocsinError, ValueError) as exc:
+        _fail(exc)
+    _print(summary.to_dict())
+
+
+@app.command()
+def ingest(
+    topic: Annotated[str | None, typer.Option(help="The commands topic.")] = None,
+    bootstrap: Annotated[str | None, typer.Option(help="Kafka brokers host:port.")] = None,
+    store: StoreOpt = None, spark_master: MasterOpt = None,
+) -> None:
+    """Apply the Kafka commands topic to the store (a Spark streaming query)."""
+    from tocsin.pipelines.ingest import run_ingest
+
+    base = _settings(store, spark_master)
+    changes = {k: v for k, v in (("ingest_topic", topic), ("ingest_bootstrap", bootstrap)) if v}
+    settings = base.model_copy(update=changes)
+    if not settings.ingest_topic:
+        _fail(ValueError("no commands topic: give --topic or set TOCSIN_INGEST_TOPIC"))
+    run_ingest(settings)
+
+
 @app.command()
 def config() -> None:
     """Print the effective configuration."""

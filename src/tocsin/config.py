@@ -116,6 +116,16 @@ class Settings(BaseSettings):
     task_key_retention_seconds: float = Field(
         KEY_RETENTION_MS / 1000, ge=0, description="How long a completed task key answers repeats."
     )
+    ingest_topic: str = Field("", description="Kafka commands topic read by `tocsin ingest` "
+                                               "(and by up/dispatcher when set); empty = off.")
+    ingest_bootstrap: str = Field("127.0.0.1:9092", description="Kafka brokers of the commands "
+                                                                "topic.")
+    ingest_rejects_topic: str = Field("", description="Topic for bad commands; empty = "
+                                                      "<ingest_topic>.rejects.")
+    ingest_reply_topic: str = Field("", description="Topic for every command's answer; "
+                                                    "empty = no answers.")
+    ingest_max_per_batch: int = Field(100_000, ge=1, description="Most commands per "
+                                                                 "micro-batch.")
 
     file_roots: Annotated[list[Path], NoDecode] = Field(
         default_factory=list,

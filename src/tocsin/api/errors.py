@@ -29,6 +29,7 @@ from tocsin.errors import (
     error_body,
     status_of,
 )
+from tocsin.intake import reason_of
 
 __all__ = ["STATUS", "error_body", "headers_of", "install_error_handlers", "reason_of",
            "status_of"]
@@ -50,11 +51,6 @@ def headers_of(exc: TocsinError) -> dict[str, str] | None:
 def _field(loc: tuple[Any, ...]) -> str:
     parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
     return ".".join(parts) or "body"
-
-
-def reason_of(error: Any) -> str:
-    """A pydantic error's message, without pydantic's "Value error, " prefix."""
-    return str(error.get("msg", "invalid")).removeprefix("Value error, ")
 
 
 def _problem(error: Any) -> dict[str, str]:

@@ -14,10 +14,10 @@ from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
 from tocsin.api.intake import read_schedules
 from tocsin.api.models import ScheduleBatchIn, ScheduleChange, ScheduleIn
-from tocsin.api.parsing import check_message_size, due_of, parse_instant, payload_of
+from tocsin.api.parsing import check_message_size, parse_instant
 from tocsin.api.views import delivery_out, schedule_out
 from tocsin.domain import Status
-from tocsin.errors import ValidationError
+from tocsin.intake import read_change
 
 __all__ = ["openapi_schemas", "router"]
 
@@ -93,18 +93,11 @@ def deliveries(schedule_id: str, request: Request) -> dict[str, Any]:
 def reschedule(schedule_id: str, body: ScheduleChange, request: Request) -> dict[str, Any]:
     deps = Deps.of(request)
     now = deps.clock.now_ms()
-    payload = payload_of(body, max_payload=deps.settings.max_payload_bytes)
-    due_ms = due_of(body.due_at, body.delay, now_ms=now,
-                    grace_ms=deps.settings.grace_ms)
-    if payload is None and due_ms is None and body.headers is None:
-        raise ValidationError("body", "give a new due_at or delay, payload, or headers")
-    kind, data = payload if payload else (None, None)
-    if data is not None or body.headers is not None:
-        _check_size(deps, schedule_id, data, body.headers, tenant=scope(request))
-    return schedule_out(deps.store.reschedule(schedule_id, now_ms=now, due_ms=due_ms,
-                                              payload=data, payload_kind=kind,
-                                              headers=body.headers,
-                                              tenant=scope(request)))
+    change = read_change(body, settings=deps.settings, now_ms=now)
+    if change.payload is not None or change.headers is not None:
+        _check_size(deps, schedule_id, change.payload, change.headers, tenant=scope(request))
+    return schedule_out(deps.store.reschedule(schedule_id, now_ms=now, tenant=scope(request),
+                                              **change._asdict()))
 
 
 def _check_size(deps: Deps, schedule_id: str, payload: bytes | None,

@@ -88,8 +88,8 @@ def start_expander(spark: SparkSession, options: DispatchOptions, *, checkpoint:
 
 
 def run_dispatcher(settings: Settings) -> None:
-    """Run the dispatcher and the recurring expansion in this process until either stops
-    (``tocsin dispatcher``)."""
+    """Run the dispatcher, the recurring expansion and, when ``ingest_topic`` is set, the
+    Kafka ingestion in this process until one stops (``tocsin dispatcher``)."""
     spark = spark_session(settings.spark_master)
     options = DispatchOptions.from_settings(settings)
     checkpoint = settings.checkpoint_dir
@@ -100,6 +100,10 @@ def run_dispatcher(settings: Settings) -> None:
                                                                        "-expander"),
                        trigger_seconds=settings.trigger_seconds),
     ]
+    if settings.ingest_topic:  # the Kafka commands topic (docs/pipelines.md)
+        from tocsin.pipelines.ingest import start_ingest
+
+        queries.append(start_ingest(spark, settings))
     try:
         spark.streams.awaitAnyTermination()
     finally:

@@ -19,7 +19,7 @@ from tocsin.dispatcher.expansion import ExpansionCore
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.stores import open_store
 
-__all__ = ["GC_THRESHOLDS", "Worker", "worker"]
+__all__ = ["GC_THRESHOLDS", "Worker", "store_for", "worker"]
 
 GC_THRESHOLDS = (50_000, 50, 1_000)
 """The cyclic collector's thresholds in dispatcher processes. A claim or a delivery makes tens
@@ -39,12 +39,14 @@ class Worker:
 
     def store(self, options: DispatchOptions) -> Store:
         """The store ``options`` name (opened once)."""
-        key = (options.store_url, options.buckets)
+        return self.open(options.store_url, options.buckets)
+
+    def open(self, url: str, buckets: int) -> Store:
+        """The store at ``url`` (opened once per process)."""
         with self._lock:
-            store = self._stores.get(key)
+            store = self._stores.get((url, buckets))
             if store is None:
-                store = self._stores[key] = open_store(options.store_url,
-                                                       buckets=options.buckets)
+                store = self._stores[(url, buckets)] = open_store(url, buckets=buckets)
             return store
 
     def dispatch(self, options: DispatchOptions) -> DispatchCore:
@@ -79,3 +81,9 @@ def worker() -> Worker:
             gc.set_threshold(*GC_THRESHOLDS)
             _WORKER.append(Worker(SystemClock()))
         return _WORKER[0]
+
+
+def store_for(url: str, buckets: int) -> Store:
+    """This process's store at ``url``, through its :class:`Worker` (for the pipeline jobs,
+    whose executors open the store the same way the dispatcher's do)."""
+    return worker().open(url, buckets)
