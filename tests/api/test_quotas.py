@@ -88,6 +88,10 @@ def test_pending_schedules_are_capped(capped: Capped) -> None:
     assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0
     assert "holds 3 pending schedules and the cap is 3" in refused.json()["error"]["message"]
     assert api.delete(f"/v1/schedules/{made[0]}").json()["status"] == Status.CANCELLED.value
+    clock.advance(10_000)
+    never = api.post("/v1/schedules", json={"schedules": [_one(n) for n in range(4)]})
+    assert never.status_code == 422 and never.json()["error"]["field"] == "schedules"
+    assert "over its pending cap of 3" in never.json()["error"]["reason"]
     assert api.post("/v1/schedules", json=_one(4)).status_code == 201, "room again"
 
 

@@ -20,7 +20,7 @@ from collections import Counter
 
 from tocsin.abc import Store
 from tocsin.config import Settings
-from tocsin.errors import QuotaExceededError
+from tocsin.errors import QuotaExceededError, ValidationError
 
 __all__ = ["CreateRate", "Quotas"]
 
@@ -73,9 +73,13 @@ class Quotas:
 
     def admit(self, store: Store, adding: Counter[str], *, now_ms: int) -> None:
         """Let a request that creates ``adding[tenant]`` schedules per tenant through, or
-        raise :class:`QuotaExceededError`."""
+        raise :class:`QuotaExceededError` (:class:`ValidationError` for a request that could
+        never fit: waiting would not help)."""
         if self.max_pending:
             for tenant, n in adding.items():
+                if n > self.max_pending:
+                    raise ValidationError("schedules", f"{n} schedules for tenant {tenant!r} "
+                                          f"are over its pending cap of {self.max_pending}")
                 held = store.pending_count(tenant=tenant)
                 if held + n > self.max_pending:
                     raise QuotaExceededError(
