@@ -34,8 +34,10 @@ def phases(target: Any, args: argparse.Namespace, prefix: str, log: Log,
         return wait_for_quiet(args.quiet_below, args.quiet_wait_s, log)
 
     out: dict[str, Any] = {}
+    # the first batches after a start can take minutes on a busy machine; a warm-up left
+    # unfinished would be counted in the drain
     out["warmup"] = run_phase(target, f"{prefix}-warmup", n=args.warmup, window_ms=0,
-                              wait_s=args.wait_s, ingest_rate_hint=None, log=log)
+                              wait_s=max(600.0, args.wait_s), ingest_rate_hint=None, log=log)
     out["drain"] = run_phase(target, f"{prefix}-drain", n=args.drain, window_ms=0,
                              wait_s=args.wait_s, log=log, gate=gate,
                              ingest_rate_hint=out["warmup"]["ingest"]["per_s"])
@@ -46,19 +48,22 @@ def phases(target: Any, args: argparse.Namespace, prefix: str, log: Log,
                                 window_ms=int(args.half_s * 1000), wait_s=args.wait_s, log=log,
                                 gate=gate, ingest_rate_hint=out["drain"]["ingest"]["per_s"])
         out["half"]["rate_per_s"] = round(rate, 1)
-    out["light"] = light(target, args, f"{prefix}-light", log, gate, before_light)
+    last = out.get("half") or out["drain"]
+    hint = min(HTTP_RATE_HINT, last["ingest"]["per_s"])
+    out["light"] = light(target, args, f"{prefix}-light", log, gate, before_light, hint)
     return out
 
 
 def light(target: Any, args: argparse.Namespace, phase: str, log: Log,
-          gate: Callable[[], dict[str, Any]], before: Callable[[str], None] | None
-          ) -> dict[str, Any]:
-    """``--light-rate`` per second for ``--light-s``, created ahead of time."""
+          gate: Callable[[], dict[str, Any]], before: Callable[[str], None] | None,
+          ingest_rate_hint: float = HTTP_RATE_HINT) -> dict[str, Any]:
+    """``--light-rate`` per second for ``--light-s``, created ahead of time (the first due a
+    few seconds after the last is expected to be created, at ``ingest_rate_hint``)."""
     if before:
         before(phase)
     result = run_phase(target, phase, n=int(args.light_rate * args.light_s),
                        window_ms=int(args.light_s * 1000), wait_s=args.wait_s, log=log,
-                       gate=gate, ingest_rate_hint=HTTP_RATE_HINT)
+                       gate=gate, ingest_rate_hint=ingest_rate_hint)
     result["rate_per_s"] = args.light_rate
     return result
 

@@ -93,7 +93,8 @@ class Tansu(Broker):
         proc = self._spawn([str(binary), "broker", "--listener-url", url,
                             "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"])
         self.bootstrap = f"127.0.0.1:{self.port}"
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        # quiet: refused connections are expected until it listens
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
         wait_until(lambda: bool(admin.list_topics(timeout=2)), proc, "tansu")
         return self
 

@@ -1,6 +1,7 @@
 """Peer "apscheduler": APScheduler 3 as its users run it — a ``BackgroundScheduler`` in the
 application's process, its jobs in the SQLAlchemy job store on a SQLite file (so they survive
-a restart), a thread pool of ``--apscheduler-threads`` running them. Each message is a one-shot
+a restart; WAL with ``synchronous=NORMAL``, as Tocsin's own SQLite store runs, which adds jobs
+ten times faster than SQLite's defaults), a thread pool of ``--apscheduler-threads`` running them. Each message is a one-shot
 ``date`` job that POSTs Tocsin's webhook body and headers to the receiver (one kept-alive
 ``httpx.Client`` shared by the pool). ``misfire_grace_time=None``: a late job still runs
 (APScheduler's default of 1 s would drop it, and a dropped message is not a late one).
@@ -30,6 +31,11 @@ def post(phase: str, n: int, due_ms: int) -> None:
     _http.post(path, content=body, headers=headers).raise_for_status()
 
 
+def _wal(conn: Any, _record: Any) -> None:
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+
+
 class ApschedulerTarget:
     """The scheduler, started here (in the bench's process, as an application would)."""
 
@@ -42,18 +48,21 @@ class ApschedulerTarget:
         from apscheduler.executors.pool import ThreadPoolExecutor
         from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
         from apscheduler.schedulers.background import BackgroundScheduler
+        from sqlalchemy import create_engine, event
 
         self.receiver = receiver
         _http = httpx.Client(base_url=receiver.url, timeout=10,
                              limits=httpx.Limits(max_connections=threads,
                                                  max_keepalive_connections=threads))
         self.db = tmp / "apscheduler.sqlite"
+        engine = create_engine(f"sqlite:///{self.db}")
+        event.listen(engine, "connect", _wal)
         self.scheduler = BackgroundScheduler(
-            jobstores={"default": SQLAlchemyJobStore(url=f"sqlite:///{self.db}")},
+            jobstores={"default": SQLAlchemyJobStore(engine=engine)},
             executors={"default": ThreadPoolExecutor(max_workers=threads)},
             job_defaults={"misfire_grace_time": None, "coalesce": False}, timezone=UTC)
         self.scheduler.start()
-        self.options = {"threads": threads, "jobstore": "sqlalchemy on sqlite",
+        self.options = {"threads": threads, "jobstore": "sqlalchemy on sqlite (WAL, NORMAL)",
                         "misfire_grace_time": None}
         log(f"[apscheduler] scheduler started, jobs in {self.db}")
 
