@@ -1,10 +1,13 @@
 """Peer "apscheduler": APScheduler 3 as its users run it — a ``BackgroundScheduler`` in the
-application's process, its jobs in the SQLAlchemy job store on a SQLite file (so they survive
-a restart; WAL with ``synchronous=NORMAL``, as Tocsin's own SQLite store runs, which adds jobs
-ten times faster than SQLite's defaults), a thread pool of ``--apscheduler-threads`` running
-them. Each message is a one-shot ``date`` job that POSTs Tocsin's webhook body and headers to
-the receiver (one kept-alive ``httpx.Client`` shared by the pool). ``misfire_grace_time=None``: a late job still runs
-(APScheduler's default of 1 s would drop it, and a dropped message is not a late one).
+application's process, its jobs in the SQLAlchemy job store on a SQLite file (they survive a
+restart), a thread pool of ``--apscheduler-threads`` running them. Each message is a one-shot
+``date`` job that POSTs Tocsin's webhook body and headers to the receiver (one kept-alive
+``httpx.Client`` shared by the pool).
+
+The SQLite file runs in WAL mode with ``synchronous=NORMAL``, as Tocsin's own store does (with
+SQLite's defaults jobs are added ten times slower). ``misfire_grace_time=None``: a late job
+still runs (APScheduler's default of 1 s would drop it, and a dropped message is not a late
+one).
 """
 
 from __future__ import annotations
