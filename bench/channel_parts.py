@@ -132,7 +132,14 @@ def tocsin_part(args: argparse.Namespace, tmp: Any, stack: ExitStack, log: Log) 
             return kind, {"url": rabbit.url, "routing_key": "bench"}
         return "file", {"path": str(tmp / f"{phase}.jsonl")}
 
-    up = TocsinUp(tmp, store_url=args.store_url, env={}, log=log)
+    store_url = None
+    if args.store == "postgres":
+        from bench.services import postgres_schema
+        from bench.store_target import _attribute_server
+
+        store_url = stack.enter_context(postgres_schema(args.store_url))
+        _attribute_server(store_url)  # the server's CPU is the store's work, counted as ours
+    up = TocsinUp(tmp, store_url=store_url, env={}, log=log)
     stack.callback(up.stop)
     out: dict[str, Any] = {"ready_s": round(up.start(), 1), "store": up.store_url}
     store = open_store(up.store_url)

@@ -4,7 +4,8 @@ APScheduler 3 with its SQLAlchemy job store on SQLite), all POSTing to one fast 
 
 ``bench/run channels [--quick] [--only webhook,celery] [--pending N]``
 
-Tocsin runs as a user runs it, ``tocsin up`` over a fresh SQLite store (or ``--store-url``), its
+Tocsin runs as a user runs it, ``tocsin up`` over a fresh SQLite store (``--store postgres``: a
+new schema in the database at ``--store-url``), its
 channels registered over HTTP. The webhook receiver is nginx (``bench/receiver.py``); a webhook
 delivery's time is its arrival in nginx's access log, any other channel's is the
 acknowledgement in the store (after the file write, Kafka ack or RabbitMQ publisher confirm).
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -58,7 +60,12 @@ def _args(argv: list[str]) -> argparse.Namespace:
                         "0: skip)")
     p.add_argument("--pending-on", default="webhook",
                    help="channels whose light run is repeated with the pending schedules")
-    p.add_argument("--store-url", help="an empty PostgreSQL schema; default a new SQLite file")
+    p.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite",
+                   help="Tocsin's store: a new SQLite file, or a new schema (dropped after) in "
+                        "the PostgreSQL database at --store-url")
+    p.add_argument("--store-url", default=os.environ.get("TOCSIN_TEST_POSTGRES_URL"),
+                   help="PostgreSQL database for --store postgres (default "
+                        "$TOCSIN_TEST_POSTGRES_URL)")
     p.add_argument("--webhook-config", default="{}",
                    help="extra webhook channel config, JSON (e.g. '{\"concurrency\": 64}')")
     p.add_argument("--kafka-partitions", type=int, default=4)
@@ -80,6 +87,9 @@ def _args(argv: list[str]) -> argparse.Namespace:
     for key, value in (QUICK if a.quick else full).items():
         if getattr(a, key) is None:
             setattr(a, key, value)
+    if a.store == "postgres" and not a.store_url:
+        p.error("--store postgres needs --store-url postgresql://... "
+                "(or $TOCSIN_TEST_POSTGRES_URL)")
     a.targets = [t for t in a.only.split(",") if t]
     unknown = set(a.targets) - set(KINDS + PEERS)
     if unknown:
@@ -126,6 +136,7 @@ def report(args: argparse.Namespace, argv: list[str], results: dict[str, Any],
         "celery_webhook_per_s": cd,
         "apscheduler_webhook_per_s": _fig(peer["apscheduler"], "drain", "per_s"),
         "webhook_vs_celery": round(wd / cd, 2) if wd and cd else None,
+        "store": args.store,
         "quick": args.quick,
     }
     out["targets"] = {
@@ -166,8 +177,9 @@ def main(argv: list[str] | None = None) -> None:
     results = {name: _run_part(name, args, argv, scratch, module="bench.channels")
                for name in parts}
     doc = report(args, argv, results, started, code)
+    name = "channels" + ("" if args.store == "sqlite" else f"-{args.store}")
     out = args.out or REPO / "bench" / "results" / (
-        "channels-quick.json" if args.quick else "channels.json")
+        f"{name}-quick.json" if args.quick else f"{name}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
     log(f"wrote {out}")

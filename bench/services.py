@@ -11,12 +11,14 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from bench.common import free_port, stop_group
 
-__all__ = ["Broker", "RabbitMQ", "Redis", "Tansu", "wait_until"]
+__all__ = ["Broker", "RabbitMQ", "Redis", "Tansu", "postgres_schema", "wait_until"]
 
 
 def wait_until(ready: Callable[[], bool], proc: subprocess.Popen[bytes], what: str,
@@ -35,6 +37,22 @@ def wait_until(ready: Callable[[], bool], proc: subprocess.Popen[bytes], what: s
             stop_group(proc, grace_s=5)
             raise RuntimeError(f"{what} did not answer within {timeout_s:.0f}s")
         time.sleep(0.2)
+
+
+@contextmanager
+def postgres_schema(server_url: str) -> Iterator[str]:
+    """A new, empty schema in the database at ``server_url``, dropped afterwards: the URL of a
+    store that lives in it (its sessions' ``search_path``)."""
+    import psycopg
+
+    name = f"tocsin_bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{name}"')
+    try:
+        yield f"{server_url}{'&' if '?' in server_url else '?'}options=-csearch_path%3D{name}"
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 class Broker:
