@@ -33,25 +33,51 @@ def phases(target: Any, args: argparse.Namespace, prefix: str, log: Log,
             return {"skipped": True}
         return wait_for_quiet(args.quiet_below, args.quiet_wait_s, log)
 
+    def phase(name: str, **kw: Any) -> dict[str, Any]:
+        base = target.delivered_total()
+        result = run_phase(target, f"{prefix}-{name}", log=log, **kw)
+        if result["delivered"] < result["schedules"]:
+            result["leftover"] = settle(target, base + result["schedules"], args, log)
+        return result
+
     out: dict[str, Any] = {}
-    # the first batches after a start can take minutes on a busy machine; a warm-up left
-    # unfinished would be counted in the drain
-    out["warmup"] = run_phase(target, f"{prefix}-warmup", n=args.warmup, window_ms=0,
-                              wait_s=max(600.0, args.wait_s), ingest_rate_hint=None, log=log)
-    out["drain"] = run_phase(target, f"{prefix}-drain", n=args.drain, window_ms=0,
-                             wait_s=args.wait_s, log=log, gate=gate,
-                             ingest_rate_hint=out["warmup"]["ingest"]["per_s"])
+    # the first batches after a start can take minutes on a busy machine
+    out["warmup"] = phase("warmup", n=args.warmup, window_ms=0,
+                          wait_s=max(600.0, args.wait_s), ingest_rate_hint=None)
+    out["drain"] = phase("drain", n=args.drain, window_ms=0, wait_s=args.wait_s, gate=gate,
+                         ingest_rate_hint=out["warmup"]["ingest"]["per_s"])
     capacity = out["drain"]["deliveries_per_s"]
     if capacity:
         rate = capacity / 2
-        out["half"] = run_phase(target, f"{prefix}-half", n=max(1, int(rate * args.half_s)),
-                                window_ms=int(args.half_s * 1000), wait_s=args.wait_s, log=log,
-                                gate=gate, ingest_rate_hint=out["drain"]["ingest"]["per_s"])
+        out["half"] = phase("half", n=max(1, int(rate * args.half_s)),
+                            window_ms=int(args.half_s * 1000), wait_s=args.wait_s, gate=gate,
+                            ingest_rate_hint=out["drain"]["ingest"]["per_s"])
         out["half"]["rate_per_s"] = round(rate, 1)
     last = out.get("half") or out["drain"]
     hint = min(HTTP_RATE_HINT, last["ingest"]["per_s"])
     out["light"] = light(target, args, f"{prefix}-light", log, gate, before_light, hint)
     return out
+
+
+def settle(target: Any, expected: int, args: argparse.Namespace, log: Log) -> dict[str, Any]:
+    """After a phase that ended before all was delivered: empty the queue when the target can
+    (the peers), else wait for the rest (at most ``--settle-s``, or until nothing moved for a
+    minute), so that the next phase does not measure this one's backlog."""
+    if hasattr(target, "reset"):
+        target.reset()
+        return {"reset": True}
+    started = time.monotonic()
+    last, last_moved = target.delivered_total(), time.monotonic()
+    while last < expected and time.monotonic() - started < args.settle_s:
+        time.sleep(2)
+        now = target.delivered_total()
+        if now != last:
+            last, last_moved = now, time.monotonic()
+        elif time.monotonic() - last_moved > 60:
+            break
+    waited = round(time.monotonic() - started, 1)
+    log(f"[{target.name}] waited {waited}s for the rest of the phase: {expected - last} left")
+    return {"waited_s": waited, "still_undelivered": max(0, expected - last)}
 
 
 def light(target: Any, args: argparse.Namespace, phase: str, log: Log,
@@ -61,10 +87,13 @@ def light(target: Any, args: argparse.Namespace, phase: str, log: Log,
     few seconds after the last is expected to be created, at ``ingest_rate_hint``)."""
     if before:
         before(phase)
+    base = target.delivered_total()
     result = run_phase(target, phase, n=int(args.light_rate * args.light_s),
                        window_ms=int(args.light_s * 1000), wait_s=args.wait_s, log=log,
                        gate=gate, ingest_rate_hint=ingest_rate_hint)
     result["rate_per_s"] = args.light_rate
+    if result["delivered"] < result["schedules"]:
+        result["leftover"] = settle(target, base + result["schedules"], args, log)
     return result
 
 

@@ -73,6 +73,9 @@ def _args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--celery-concurrency", type=int, default=2)
     p.add_argument("--apscheduler-threads", type=int, default=16)
     p.add_argument("--wait-s", type=float, help="wait this long after the last due (default 300)")
+    p.add_argument("--settle-s", type=float, default=3600.0,
+                   help="after a phase that ended undelivered, wait at most this for the rest "
+                        "(Tocsin; the peers' queues are emptied instead)")
     p.add_argument("--quiet-below", type=float,
                    help="before each phase, wait until other processes use less than this %% "
                         "of one core (default 30; 0: do not wait)")

@@ -81,6 +81,18 @@ class ApschedulerTarget:
     def outcomes(self, phase: str) -> Outcomes:
         return self.receiver.outcomes(phase)
 
+    def reset(self) -> None:
+        """Drop every job not yet run (after a phase that did not finish), then let the ones
+        already handed to the thread pool finish: until nothing arrived for 3 s."""
+        import time
+
+        self.scheduler.remove_all_jobs()
+        seen, quiet_since = self.receiver.delivered_total(), time.monotonic()
+        while time.monotonic() - quiet_since < 3:
+            time.sleep(0.5)
+            if (now := self.receiver.delivered_total()) != seen:
+                seen, quiet_since = now, time.monotonic()
+
     def stop(self) -> None:
         self.scheduler.shutdown(wait=False)
         if _http is not None:
