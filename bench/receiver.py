@@ -98,10 +98,11 @@ class Receiver:
             data = f.read()
         complete = data.rfind(b"\n") + 1
         self._offset += complete
-        for line in data[:complete].decode().splitlines():
-            msec, uri, sid, did, wid, due = line.split(" ")
-            if sid == "-":
+        for line in data[:complete].decode(errors="replace").splitlines():
+            fields = line.split(" ")
+            if len(fields) != 6 or fields[2] == "-" or fields[5] == "-":
                 continue  # not a delivery (the start-up probe)
+            msec, uri, sid, did, wid, due = fields
             arrived = int(float(msec) * 1000)
             did = did if did != "-" else wid
             if sid in self._first:

@@ -60,6 +60,15 @@ class TocsinUp:
         self.log(f"[tocsin] up, pid {self.proc.pid}, ready in {took:.1f}s on {self.api}")
         return took
 
+    def auth_headers(self) -> dict[str, str]:
+        """``Authorization`` with the local admin key (``TOCSIN_API_KEY``, else the key file
+        ``tocsin up`` writes in its home), when there is one: an API that checks keys gets it,
+        one that does not ignores it."""
+        key = os.environ.get("TOCSIN_API_KEY")
+        if not key and (self.home / "admin.key").exists():
+            key = (self.home / "admin.key").read_text().strip()
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
     def stop(self) -> None:
         if self.proc is not None:
             stop_group(self.proc, grace_s=60)
@@ -73,7 +82,7 @@ class UpTarget(StoreTarget):
                  channel_config: Callable[[str], tuple[str, dict[str, Any]]]) -> None:
         super().__init__("tocsin", store, out_dir)
         self.up, self.receiver, self.channel_config = up, receiver, channel_config
-        self.http = httpx.Client(base_url=up.api, timeout=120)
+        self.http = httpx.Client(base_url=up.api, timeout=120, headers=up.auth_headers())
         self.http_phases: set[str] = set()
         self.webhook_phases: set[str] = set()
         self.by_receiver = False
