@@ -325,10 +325,13 @@ def _part(args: argparse.Namespace) -> None:
     args.part_out.write_text(json.dumps(result, indent=1))
 
 
-def _run_part(name: str, args: argparse.Namespace, argv: list[str], scratch: Path) -> Any:
+def _run_part(name: str, args: argparse.Namespace, argv: list[str], scratch: Path,
+              module: str = "bench.dispatch") -> Any:
+    """Run part ``name`` of benchmark ``module`` in a child process of its own (its own process
+    tree, so CPU and idle figures count that part only); its JSON result."""
     out = scratch / f"{name}.json"
     log(f"=== {name} ===")
-    proc = subprocess.Popen([sys.executable, "-m", "bench.dispatch", *argv, "--part", name,
+    proc = subprocess.Popen([sys.executable, "-m", module, *argv, "--part", name,
                              "--part-out", str(out)], cwd=REPO, start_new_session=True)
     try:
         proc.wait(timeout=args.part_timeout_s)
