@@ -171,8 +171,12 @@ def keys_halted(api: ApiOpt = None) -> None:
 
 
 @keys_app.command("resume")
-def keys_resume(ordering_key: str, tenant: str = "default", api: ApiOpt = None) -> None:
-    """Resume a halted ordering key."""
+def keys_resume(
+    ordering_key: str,
+    tenant: Annotated[str | None, typer.Option(help="Admin keys: the key's tenant.")] = None,
+    api: ApiOpt = None,
+) -> None:
+    """Resume a halted ordering key (of your key's tenant)."""
     from tocsin.errors import TocsinError
 
     try:

@@ -76,8 +76,11 @@ def run_api(settings: Settings, *, expect_dispatcher: bool,
     import uvicorn
 
     from tocsin.api.app import create_app
+    from tocsin.keyfile import no_admin_hint
 
     app = create_app(settings, expect_dispatcher=expect_dispatcher)
+    if hint := no_admin_hint(app.state.deps.store):
+        print(hint, file=sys.stderr, flush=True)
     if on_shutdown is not None:
         app.router.add_event_handler("shutdown", on_shutdown)
     print(f"tocsin: API listening on http://{settings.api_host}:{settings.api_port} "

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.api_server import ApiServer
 from tocsin.abc import Store
-from tocsin.api.quotas import CreateRate
+from tocsin.api.quotas import CreateRate, Quotas
 from tocsin.apikeys import issue_key
 from tocsin.clock import ManualClock
 from tocsin.config import Settings
@@ -94,3 +94,5 @@ def test_pending_schedules_are_capped(capped: Capped) -> None:
 def test_no_caps_by_default() -> None:
     settings = Settings()
     assert settings.tenant_max_pending == 0 and settings.tenant_creates_per_second == 0
+    assert not Quotas.of(settings).active
+    assert Quotas(max_pending=1).active and Quotas(creates_per_second=0.5).active

@@ -70,3 +70,8 @@ def test_a_write_answers_store_error_too(broken: Store) -> None:
     with pytest.raises(StoreError):
         broken.claim(epoch=broken.next_epoch(), bucket_lo=0, bucket_hi=3, until_ms=NOW,
                      now_ms=NOW, lease_ms=1, limit=10)
+
+
+def test_a_file_that_cannot_be_opened_answers_store_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="sqlite"):
+        SQLiteStore(tmp_path)  # a directory, not a database file

@@ -60,6 +60,11 @@ class Quotas:
         self.max_pending = max_pending
         self.rate = CreateRate(creates_per_second) if creates_per_second > 0 else None
 
+    @property
+    def active(self) -> bool:
+        """Whether any cap is set (none is, by default)."""
+        return bool(self.max_pending) or self.rate is not None
+
     @classmethod
     def of(cls, settings: Settings) -> Quotas:
         """The caps ``settings`` ask for."""

@@ -10,13 +10,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tocsin.api.auth import principal, require_admin, scope
 from tocsin.api.deps import Deps
+from tocsin.api.models import TENANT_PATTERN
 from tocsin.domain import Durability, Tenant
 from tocsin.errors import NotFoundError
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
-_NAME = Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+_NAME = Path(min_length=1, max_length=64, pattern=TENANT_PATTERN)
 
 
 class TenantIn(BaseModel):

@@ -162,10 +162,11 @@ def halted_keys(tenant: str | None = None) -> Call[builtins.list[HaltedKey]]:
     return Call("GET", "/v1/ordering-keys", params=params, pick="items")
 
 
-def resume_key(ordering_key: str, tenant: str = "default") -> Call[HaltedKey]:
-    """Resume a halted ordering key."""
+def resume_key(ordering_key: str, tenant: str | None = None) -> Call[HaltedKey]:
+    """Resume a halted ordering key of the key's tenant (an admin key: of ``tenant``, default
+    ``default``)."""
     return Call("POST", _path("/v1/ordering-keys", ordering_key, "resume"),
-                params={"tenant": tenant})
+                params={"tenant": tenant} if tenant else None)
 
 
 # Channels

@@ -1,7 +1,9 @@
 """PostgreSQL store: the system of record when many machines dispatch.
 
-Semantics mirror :mod:`tocsin.stores.sqlite` statement for statement; what differs is how
-concurrency is decided. Claims take rows with ``FOR UPDATE SKIP LOCKED``, so two epochs
+The statements are :mod:`tocsin.stores.sql`'s, the same as SQLite's; what differs is how
+concurrency is decided (the :data:`~tocsin.stores.sql.POSTGRES` dialect's row locks), the
+connection pool, ``COPY`` for bulk inserts, and the two claim-path statements PostgreSQL spells
+its own way. Claims take rows with ``FOR UPDATE SKIP LOCKED``, so two epochs
 claiming one bucket range at once get disjoint sets; the replay marker is inserted first, so a
 concurrent replay of the same (epoch, range) waits for the claim and then re-reads it.
 

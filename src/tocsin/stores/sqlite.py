@@ -65,11 +65,14 @@ class SQLiteStore(SqlStore):
     # -- plumbing --------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self._target, uri=self._uri, timeout=60, isolation_level=None,
-                               check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout = 60000")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
+        try:
+            conn = sqlite3.connect(self._target, uri=self._uri, timeout=60,
+                                   isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA busy_timeout = 60000")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite {self.path}: {exc}") from exc
         return conn
 
     def _enable_wal(self, conn: sqlite3.Connection) -> None:
@@ -105,10 +108,14 @@ class SQLiteStore(SqlStore):
             yield
             return
         with self._thread_lock:
-            if self._lock_fd is None or self._lock_pid != os.getpid():
-                self._lock_fd = os.open(f"{self.path}.writer-lock", os.O_RDWR | os.O_CREAT, 0o644)
-                self._lock_pid = os.getpid()
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            try:
+                if self._lock_fd is None or self._lock_pid != os.getpid():
+                    self._lock_fd = os.open(f"{self.path}.writer-lock",
+                                            os.O_RDWR | os.O_CREAT, 0o644)
+                    self._lock_pid = os.getpid()
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            except OSError as exc:
+                raise StoreError(f"sqlite {self.path}: writer lock: {exc}") from exc
             try:
                 yield
             finally:
