@@ -51,7 +51,7 @@ def test_cli_channel_output_is_redacted(tmp_path: Path) -> None:
     server = ApiServer(SQLiteStore(tmp_path / "t.db", buckets=8)).start()
     try:
         config = json.dumps({"headers": {"Authorization": "Bearer tok-1"}})
-        runner = CliRunner()
+        runner = CliRunner(env={"TOCSIN_API_KEY": server.admin_key})
         added = runner.invoke(app, ["channels", "add", "h", "--kind", "webhook", "--url",
                                     "http://127.0.0.1:9/", "--config", config,
                                     "--api", server.url])
