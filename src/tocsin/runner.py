@@ -90,6 +90,21 @@ def run_api(settings: Settings, *, expect_dispatcher: bool,
                 **uvicorn_kw)
 
 
+LOOPBACK = ["127.0.0.0/8", "::1"]
+"""What ``tocsin up`` lets webhooks reach when nobody set ``webhook_allow``."""
+
+
+def embedded_defaults(settings: Settings) -> Settings:
+    """``settings`` for the embedded single-machine mode: when the API listens on loopback only
+    and nobody set ``webhook_allow``, webhooks may reach receivers on this machine too (whoever
+    can call such an API is on this machine and can reach them already). ``tocsin api``, the
+    server deployment, keeps the strict default: public addresses only (docs/security.md)."""
+    local_api = settings.api_host in ("127.0.0.1", "localhost", "::1")
+    if "webhook_allow" in settings.model_fields_set or not local_api:
+        return settings
+    return settings.model_copy(update={"webhook_allow": LOOPBACK})
+
+
 def run_up(settings: Settings) -> None:
     """Store, API and dispatcher on one machine, in one command; on first start it writes the
     local admin key (see :mod:`tocsin.keyfile`)."""
@@ -97,6 +112,7 @@ def run_up(settings: Settings) -> None:
     from tocsin.keyfile import ensure_admin_key
     from tocsin.stores import open_store
 
+    settings = embedded_defaults(settings)
     store = open_store(settings.store_url, buckets=settings.buckets)  # create and migrate
     try:
         written = ensure_admin_key(settings, store, now_ms=SystemClock().now_ms())
