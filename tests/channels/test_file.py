@@ -12,7 +12,7 @@ import pytest
 from tests.channels.envelopes import envelopes
 from tocsin.channels import build_channel, validate_channel_config
 from tocsin.channels.file import default_path
-from tocsin.domain import ChannelKind, ChannelSpec, Envelope, Outcome, PayloadKind
+from tocsin.domain import ChannelKind, ChannelSpec, Envelope, NewSchedule, Outcome, PayloadKind
 
 
 def _channel(path: Path) -> ChannelSpec:
@@ -126,3 +126,27 @@ def test_throughput_order_of_200k_a_second(tmp_path: Path) -> None:
 def test_registration_stores_the_path_as_given() -> None:
     config = validate_channel_config(ChannelKind.FILE, {"path": "rel/out.jsonl"})
     assert config == {"path": "rel/out.jsonl"}  # nothing resolved on the caller's behalf
+
+
+def test_two_tenants_channels_of_one_name_write_two_files(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Channels are per tenant: ``out`` of acme and ``out`` of globex never share a file."""
+    from tocsin.testing import LocalDispatcher, ManualClock, memory_store
+
+    monkeypatch.setenv("TOCSIN_FILE_ROOTS", str(tmp_path))
+    clock = ManualClock(1_900_000_000_000)
+    store = memory_store()
+    for tenant in ("default", "acme", "globex"):
+        store.put_channel(ChannelSpec(name="out", kind=ChannelKind.FILE, tenant=tenant,
+                                      config={"path": "out.jsonl"}))
+        store.create([NewSchedule(channel="out", payload=tenant.encode(), tenant=tenant,
+                                  payload_kind=PayloadKind.TEXT, due_ms=clock.now_ms())],
+                     now_ms=clock.now_ms())
+    local = LocalDispatcher(store, clock=clock)
+    assert local.run_until_idle().delivered == 3
+    local.close()
+    files = {p.relative_to(tmp_path).as_posix(): p.read_text() for p in tmp_path.rglob("*.jsonl")}
+    assert set(files) == {"out.jsonl", "tenants/acme/out.jsonl", "tenants/globex/out.jsonl"}
+    for name, text in files.items():
+        tenant = name.split("/")[1] if "/" in name else "default"
+        assert len(text.splitlines()) == 1 and f'"{tenant}"' in text

@@ -30,9 +30,9 @@ def put(body: ChannelIn, request: Request) -> dict[str, Any]:
     from tocsin.channels.policy import DestinationPolicy
 
     policy = DestinationPolicy.from_settings(Deps.of(request).settings)
-    config = validate_channel_config(kind, body.config, policy)
-    spec = ChannelSpec(name=body.name, kind=kind, config=config,
-                       tenant=tenant_for(request, body.tenant))
+    tenant = tenant_for(request, body.tenant)
+    config = validate_channel_config(kind, body.config, policy, tenant=tenant)
+    spec = ChannelSpec(name=body.name, kind=kind, config=config, tenant=tenant)
     return channel_out(Deps.of(request).store.put_channel(spec))
 
 
