@@ -60,7 +60,9 @@ def _args(argv: list[str]) -> argparse.Namespace:
                    help="far-future schedules pending for the second light run (default 10 M; "
                         "0: skip)")
     p.add_argument("--pending-on", default="webhook",
-                   help="channels whose light run is repeated with the pending schedules")
+                   help="channels whose light run is repeated with the pending schedules (not "
+                        "the webhook: deliveries are counted with the store's counts(), slow "
+                        "over millions)")
     p.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite",
                    help="Tocsin's store: a new SQLite file, or a new schema (dropped after) in "
                         "the PostgreSQL database at --store-url")
