@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -103,7 +104,13 @@ def run_part(name: str, args: argparse.Namespace, log: Log) -> dict[str, Any]:
     from bench.store_target import scratch_dir
 
     tmp = scratch_dir(f"tocsin-bench-{name}-")
+    log(f"[{name}] scratch directory (logs, stores; removed after success unless --keep): {tmp}")
     with ExitStack() as stack:
+        def cleanup(exc_type: type[BaseException] | None, *_: object) -> None:
+            if exc_type is None and not args.keep:  # a 10 M-schedule store is gigabytes
+                shutil.rmtree(tmp, ignore_errors=True)
+
+        stack.push(cleanup)  # runs last; after a failure, the logs stay
         if name == "tocsin":
             return tocsin_part(args, tmp, stack, log)
         receiver = Receiver(tmp).start()
@@ -150,6 +157,8 @@ def tocsin_part(args: argparse.Namespace, tmp: Any, stack: ExitStack, log: Log) 
         rabbit = RabbitMQ(tmp).start()
         stack.callback(rabbit.stop)
     extra = json.loads(args.webhook_config)
+    files = tmp / "channels"  # where file channels may write by default: $TOCSIN_HOME/channels
+    files.mkdir(exist_ok=True)
 
     def config(phase: str) -> tuple[str, dict[str, Any]]:
         kind = phase.split("-", 1)[0]
@@ -159,7 +168,7 @@ def tocsin_part(args: argparse.Namespace, tmp: Any, stack: ExitStack, log: Log) 
             return kind, {"bootstrap_servers": tansu.bootstrap, "topic": "bench"}
         if kind == "rabbitmq" and rabbit is not None:
             return kind, {"url": rabbit.url, "routing_key": "bench"}
-        return "file", {"path": str(tmp / f"{phase}.jsonl")}
+        return "file", {"path": str(files / f"{phase}.jsonl")}
 
     store_url = None
     if args.store == "postgres":
@@ -168,12 +177,13 @@ def tocsin_part(args: argparse.Namespace, tmp: Any, stack: ExitStack, log: Log) 
 
         store_url = stack.enter_context(postgres_schema(args.store_url))
         _attribute_server(store_url)  # the server's CPU is the store's work, counted as ours
-    up = TocsinUp(tmp, store_url=store_url, env={}, log=log)
+    # the receiver is on loopback, which a webhook may reach only when allowed
+    up = TocsinUp(tmp, store_url=store_url, env={"TOCSIN_WEBHOOK_ALLOW": "127.0.0.1/32"}, log=log)
     stack.callback(up.stop)
     out: dict[str, Any] = {"ready_s": round(up.start(), 1), "store": up.store_url}
     store = open_store(up.store_url)
     stack.callback(store.close)
-    target = UpTarget(up, store, tmp, receiver, config)
+    target = UpTarget(up, store, files, receiver, config)
     out["channels"] = {}
     for kind in kinds:
         target.by_receiver = kind == "webhook"

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,7 +60,9 @@ def _args(argv: list[str]) -> argparse.Namespace:
                    help="far-future schedules pending for the second light run (default 10 M; "
                         "0: skip)")
     p.add_argument("--pending-on", default="webhook",
-                   help="channels whose light run is repeated with the pending schedules")
+                   help="channels whose light run is repeated with the pending schedules (not "
+                        "the webhook: deliveries are counted with the store's counts(), slow "
+                        "over millions)")
     p.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite",
                    help="Tocsin's store: a new SQLite file, or a new schema (dropped after) in "
                         "the PostgreSQL database at --store-url")
@@ -80,6 +83,8 @@ def _args(argv: list[str]) -> argparse.Namespace:
                    help="before each phase, wait until other processes use less than this %% "
                         "of one core (default 30; 0: do not wait)")
     p.add_argument("--quiet-wait-s", type=float, default=600.0)
+    p.add_argument("--keep", action="store_true",
+                   help="keep each part's scratch directory (stores, logs) after success")
     p.add_argument("--part-timeout-s", type=float, default=7200.0)
     p.add_argument("--out", type=Path)
     p.add_argument("--part", help=argparse.SUPPRESS)
@@ -186,6 +191,8 @@ def main(argv: list[str] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
     log(f"wrote {out}")
+    if not args.keep:
+        shutil.rmtree(scratch, ignore_errors=True)  # the parts' JSON, now in the report
     print(json.dumps({k: v for k, v in doc.items() if k not in ("details", "machine")}, indent=1))
 
 

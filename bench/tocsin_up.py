@@ -93,7 +93,8 @@ class UpTarget(StoreTarget):
             kind, config = self.channel_config(phase)
             r = self.http.post("/v1/channels", json={"name": channel, "kind": kind,
                                                      "config": config})
-            r.raise_for_status()
+            if r.is_error:
+                raise RuntimeError(f"registering {channel}: HTTP {r.status_code} {r.text}")
             self._channels.add(channel)
             if kind == "webhook":
                 self.webhook_phases.add(phase)
@@ -111,7 +112,8 @@ class UpTarget(StoreTarget):
                       "due_at": rfc3339(due)} for k, due in enumerate(dues[off:off + HTTP_BATCH])]
             r = self.http.post("/v1/schedules", content=json.dumps({"schedules": items}),
                                headers={"Content-Type": "application/json"})
-            r.raise_for_status()
+            if r.is_error:
+                raise RuntimeError(f"creating schedules: HTTP {r.status_code} {r.text[:500]}")
 
     def delivered_total(self) -> int:
         """Schedules received by the receiver while ``by_receiver`` (a webhook phase: the store
