@@ -25,13 +25,13 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from tests.support.postgres import create_schema, throwaway_server
 
 from bench.common import machine_info
 from tocsin.config import Settings
 from tocsin.domain import ChannelKind, ChannelSpec
 from tocsin.pipelines.bulk_import import run_import
 from tocsin.stores import open_store
+from tocsin.testing.postgres import create_schema, throwaway_server
 
 RESULTS = Path(__file__).parent / "results"
 TARGETS = {"postgres": 50_000, "sqlite": 40_000}

@@ -24,13 +24,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.support.postgres import create_schema
-from tests.support.tansu import Tansu
-
 from bench.common import machine_info
 from tocsin.config import Settings
 from tocsin.domain import ChannelKind, ChannelSpec, Status
 from tocsin.stores import open_store
+from tocsin.testing.postgres import create_schema
+from tocsin.testing.tansu import Tansu
 
 RESULTS = Path(__file__).parent / "results"
 TARGET = 20_000

