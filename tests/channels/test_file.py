@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -112,15 +113,20 @@ def test_fsync_option(tmp_path: Path) -> None:
     assert len((tmp_path / "o").read_text().splitlines()) == 3
 
 
-def test_throughput_order_of_200k_a_second(tmp_path: Path) -> None:
+def test_a_hundred_thousand_in_ten_batches_are_each_one_line(
+        tmp_path: Path, say: Callable[[str], None]) -> None:
+    """Volume, not speed (figures belong in bench/): every envelope of ten batches of 10 000 is
+    one whole JSON line; the rate is printed for the log, not asserted."""
     channel = build_channel(_channel(tmp_path / "out.jsonl"))
     batch = envelopes(10_000)
     start = time.perf_counter()
     for _ in range(10):
-        channel.send(batch)
-    rate = 100_000 / (time.perf_counter() - start)
-    # about 100-200 k/s here, nearly all of it Envelope.to_json_bytes; a wide margin for CI
-    assert rate > 30_000, f"{rate:.0f} envelopes/s"
+        assert {r.outcome for r in channel.send(batch)} == {Outcome.DELIVERED}
+    say(f"file channel: {100_000 / (time.perf_counter() - start):.0f} envelopes/s")
+    lines = (tmp_path / "out.jsonl").read_text().splitlines()
+    assert len(lines) == 100_000
+    ids = [json.loads(line)["delivery_id"] for line in lines]
+    assert sorted(set(ids)) == sorted(e.delivery_id for e in batch)
 
 
 def test_registration_stores_the_path_as_given() -> None:
