@@ -36,6 +36,20 @@ class Rows:
     good: set[int] = field(default_factory=set)
     bad: dict[int, str] = field(default_factory=dict)
     """n → the field it is rejected on."""
+    pairs: list[tuple[int, int]] = field(default_factory=list)
+    """Rows giving one key with different requests, (early, late): whichever is written
+    first is stored, the other rejected on ``key`` (listed here as the late one)."""
+
+    def settle(self, stored: set[int]) -> tuple[set[int], dict[int, str]]:
+        """The good rows and the bad ones, given which row of each pair was stored."""
+        good, bad = set(self.good), dict(self.bad)
+        for early, late in self.pairs:
+            if late in stored and early not in stored:
+                good.discard(early)
+                good.add(late)
+                del bad[late]
+                bad[early] = "key"
+        return good, bad
 
 
 def _bad(kind: str, n: int) -> str:
@@ -92,6 +106,8 @@ def make_rows(total: int, *, bad_share: float = 0.01) -> Rows:
         rows.lines.insert(i, json.dumps({"channel": "out", "payload": {"n": n}, "delay": 60,
                                          "key": f"reused-{i}"}))
         rows.good.add(n)
+    late = sorted(n for n, kind in bad_at.items() if kind == "reused_key")
+    rows.pairs = [(total + i, n) for i, n in enumerate(late)]
     return rows
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,8 @@ __all__ = ["ImportSummary", "run_import"]
 SOURCE_COLUMN = "_tocsin_source"
 REJECT_SCHEMA = pa.schema([(name, pa.string()) for name in REJECT_FIELDS])
 _GROUP = "tocsin-import"
+_SPLIT_CONF = "spark.sql.files.maxPartitionBytes"
+_SPLIT_BYTES = str(8 * 1024 * 1024)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -67,11 +70,23 @@ def _read(spark: SparkSession, path: str, fmt: SourceFormat) -> DataFrame:
     if fmt is SourceFormat.JSON:
         frame = spark.read.text(path)
     elif fmt is SourceFormat.CSV:
-        frame = (spark.read.option("header", "true").option("escape", '"')
-                 .option("multiLine", "true").csv(path))
+        frame = spark.read.option("header", "true").option("escape", '"').csv(path)
     else:
         frame = spark.read.parquet(path)
     return frame.withColumn(SOURCE_COLUMN, F.input_file_name())
+
+
+@contextmanager
+def _small_splits(spark: SparkSession) -> Iterator[None]:
+    """Files cut in small splits while the job runs: counts reach the driver as each task
+    ends, so the progress bar moves, and a retried task redoes little."""
+    before = spark.conf.get(_SPLIT_CONF)
+    spark.conf.set(_SPLIT_CONF, _SPLIT_BYTES)
+    try:
+        yield
+    finally:
+        if before is not None:
+            spark.conf.set(_SPLIT_CONF, before)
 
 
 def run_import(spark: SparkSession, path: str, *, settings: Settings,
@@ -93,6 +108,14 @@ def run_import(spark: SparkSession, path: str, *, settings: Settings,
                         now_ms=now_ms, shape=shape, root=_uri(path))
     finally:
         store.close()
+    with _small_splits(spark):
+        return _run(spark, path, job, rejects=rejects, partitions=partitions,
+                    show_progress=show_progress)
+
+
+def _run(spark: SparkSession, path: str, job: ImportJob, *, rejects: str,
+         partitions: int | None, show_progress: bool) -> ImportSummary:
+    fmt = job.shape.format
     frame = _read(spark, path, fmt)
     if partitions is not None and frame.rdd.getNumPartitions() > partitions:
         frame = frame.coalesce(partitions)

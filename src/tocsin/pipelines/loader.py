@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -20,7 +20,7 @@ from tocsin.config import Settings
 from tocsin.domain import NewSchedule
 from tocsin.errors import ConflictError
 from tocsin.intake import Problem, ScheduleCheck, registered
-from tocsin.pipelines.rows import RowShape, SourceFormat
+from tocsin.pipelines.rows import DERIVED_KEY_PREFIX, RowShape, SourceFormat
 from tocsin.pipelines.writes import create_many
 
 __all__ = ["REJECT_FIELDS", "ImportJob", "Loader", "Tally"]
@@ -83,13 +83,22 @@ class Loader:
                 continue  # a blank line is no row
             source = job.source_of(uri)
             item = job.shape.item(raw, source=source)
-            value = item if isinstance(item, Problem) else check.check(
-                item, index=index, check_text=isinstance(raw, str)
-                and TEXT_ESCAPE.search(raw.encode("utf-8", "surrogatepass")) is not None)
-            if isinstance(value, NewSchedule):
-                good.append((value, raw, source))
-            else:
-                self._reject(tally, raw, source, [value] if isinstance(value, Problem) else value)
+            if isinstance(item, Problem):
+                self._reject(tally, raw, source, [item])
+                continue
+            row, digest = item
+            value = check.check(row, index=index, check_text=isinstance(raw, str) and
+                                TEXT_ESCAPE.search(raw.encode("utf-8", "surrogatepass"))
+                                is not None)
+            if isinstance(value, list):
+                self._reject(tally, raw, source, value)
+                continue
+            if digest is not None:
+                # The derived key digests the whole row: it is the request's digest too (a
+                # different request cannot have it), so the check need not make another.
+                value = replace(value, key=DERIVED_KEY_PREFIX + digest[:40],
+                                request_digest=digest, overwrite_pending=False)
+            good.append((value, raw, source))
         for start in range(0, len(good), job.chunk):
             self._write(good[start:start + job.chunk], tally)
         return tally

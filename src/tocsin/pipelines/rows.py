@@ -18,7 +18,7 @@ from typing import Any
 from tocsin.errors import ValidationError
 from tocsin.intake import Problem
 
-__all__ = ["DERIVED_KEY_PREFIX", "RowShape", "SourceFormat", "derived_key", "parse_mapping"]
+__all__ = ["DERIVED_KEY_PREFIX", "RowShape", "SourceFormat", "parse_mapping", "row_digest"]
 
 DERIVED_KEY_PREFIX = "import:"
 """Keys made for rows that give none start with this."""
@@ -69,13 +69,13 @@ def parse_mapping(pairs: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def derived_key(source: str, item: dict[str, Any]) -> str:
-    """The key of a row that gives none: a digest of its source (the file's path within the
-    import) and its content as canonical JSON. Importing the same file again finds the same
-    keys; identical rows of one file are one schedule."""
+def row_digest(source: str, item: dict[str, Any]) -> str:
+    """A digest of a row's source (the file's path within the import) and its content as
+    canonical JSON: the key of a row that gives none is :data:`DERIVED_KEY_PREFIX` and its
+    first 40 characters. Importing the same file again finds the same keys; identical rows of
+    one file are one schedule."""
     text = json.dumps(item, sort_keys=True, separators=(",", ":"), default=str)
-    digest = hashlib.sha256(f"{source}\n{text}".encode("utf-8", "surrogatepass")).hexdigest()
-    return DERIVED_KEY_PREFIX + digest[:40]
+    return hashlib.sha256(f"{source}\n{text}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _no_constant(name: str) -> Any:
@@ -91,8 +91,9 @@ class RowShape:
     mapping: tuple[tuple[str, str], ...] = ()
     tenant: str | None = None
 
-    def item(self, raw: Any, *, source: str) -> dict[str, Any] | Problem:
-        """The item for ``raw`` (a JSON line, or a CSV/Parquet row as a dict), or why not."""
+    def item(self, raw: Any, *, source: str) -> tuple[dict[str, Any], str | None] | Problem:
+        """The item for ``raw`` (a JSON line, or a CSV/Parquet row as a dict) and, when it
+        gives no key, its :func:`row_digest`; or why not."""
         if self.format is SourceFormat.JSON:
             try:
                 row = json.loads(raw, parse_constant=_no_constant)
@@ -107,12 +108,12 @@ class RowShape:
                 row[field] = row.pop(column)
         if self.format is not SourceFormat.JSON and (problem := self._typed(row)) is not None:
             return problem
-        if "key" not in row and "uniqueness_key" not in row:
-            row["key"] = derived_key(source, row)
+        digest = (row_digest(source, row) if "key" not in row and "uniqueness_key" not in row
+                  else None)
         if self.tenant is not None and row.setdefault("tenant", self.tenant) != self.tenant:
             return Problem("tenant", f"this import writes to tenant {self.tenant!r}, "
                                      f"not {row['tenant']!r}")
-        return row
+        return row, digest
 
     def _typed(self, row: dict[str, Any]) -> Problem | None:
         """Turn text cells into the JSON values they stand for."""
