@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from tocsin.cli_apikeys import apikeys_app
+from tocsin.cli_ops import register as register_ops
 from tocsin.config import Settings
 
 __all__ = ["app", "main"]
@@ -34,6 +35,7 @@ app.add_typer(recurring_app, name="recurring")
 policies_app = typer.Typer(no_args_is_help=True, help="Throttling policies.")
 app.add_typer(policies_app, name="policies")
 app.add_typer(apikeys_app, name="apikeys")
+register_ops(app, channels_app)
 
 StoreOpt = Annotated[
     str | None, typer.Option("--store", help="Store URL (sqlite:///… or postgresql://…).")

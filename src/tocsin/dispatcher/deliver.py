@@ -69,12 +69,13 @@ def envelope_of(row: ClaimedRow) -> Envelope:
 
 
 def _verdict(env: Envelope, result: Result, spec: ChannelSpec | None, retry: RetryPolicy,
-             started_ms: int, ended_ms: int, rng: random.Random) -> Ack:
+             started_ms: int, ended_ms: int, rng: random.Random, tries: int) -> Ack:
+    """``tries``: the attempt's number within its chain (a re-drive starts a new chain)."""
     status, next_ms = Status.DELIVERED, None
     if result.outcome is not Outcome.DELIVERED:
         limit = (spec.max_attempts if spec else None) or retry.max_attempts
-        if result.outcome is Outcome.RETRY and env.attempt < limit:
-            status, next_ms = Status.PENDING, ended_ms + retry.delay_ms(env.attempt, rng)
+        if result.outcome is Outcome.RETRY and tries < limit:
+            status, next_ms = Status.PENDING, ended_ms + retry.delay_ms(tries, rng)
         else:
             status = Status.DEAD
     return Ack(schedule_id=env.schedule_id, delivery_id=env.delivery_id, attempt=env.attempt,
@@ -90,8 +91,11 @@ def deliver(rows: Iterable[ClaimedRow], *, store: Store, channels: ChannelCache,
     """Deliver claimed rows to their channels and acknowledge every one under its epoch."""
     rng = rng or random.Random()
     by_channel: dict[tuple[str, str], list[Envelope]] = defaultdict(list)
+    re_driven: dict[str, int] = {}
     for row in rows:  # a schedule goes to the channel of its own tenant
         by_channel[(row.tenant, row.channel)].append(envelope_of(row))
+        if row.chain_base:
+            re_driven[row.id] = row.chain_base
     tally = Tally()
     by_epoch: dict[int, list[Ack]] = defaultdict(list)
     for (tenant, name), envelopes in by_channel.items():
@@ -104,7 +108,8 @@ def deliver(rows: Iterable[ClaimedRow], *, store: Store, channels: ChannelCache,
             result = by_id.get(env.delivery_id) or Result(
                 delivery_id=env.delivery_id, outcome=Outcome.RETRY,
                 error=f"channel {name} gave no answer for this delivery")
-            ack = _verdict(env, result, spec, retry, started, ended, rng)
+            ack = _verdict(env, result, spec, retry, started, ended, rng,
+                           env.attempt - re_driven.get(env.schedule_id, 0))
             by_epoch[env.epoch].append(ack)
             if ack.status is Status.DELIVERED:
                 tally.delivered += 1
