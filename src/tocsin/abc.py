@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import builtins
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from tocsin.domain import (
@@ -38,6 +38,7 @@ __all__ = [
     "HaltedKey",
     "HealthStore",
     "KeyStore",
+    "MetricsStore",
     "OperationsStore",
     "PausedChannel",
     "PolicyStore",
@@ -398,6 +399,35 @@ class OperationsStore(ABC):
         """The paused channels (of ``tenant``), by tenant and name."""
 
 
+class MetricsStore(ABC):
+    """Counters that add up across any number of dispatchers and API replicas (rows the store
+    adds to atomically, summed when read), and the gauges read at scrape time."""
+
+    @abstractmethod
+    def add_counts(self, counts: Mapping[tuple[str, str], int]) -> None:
+        """Add to the counters ``(name, labels as canonical JSON)``, in one transaction.
+        (:meth:`DispatchStore.acknowledge` adds the delivery counters in its own.)"""
+
+    @abstractmethod
+    def counter_totals(self) -> dict[tuple[str, str], int]:
+        """Every counter's value, by ``(name, labels)``."""
+
+    @abstractmethod
+    def due_between(self, *, from_ms: int, to_ms: int, tenant: str | None = None) -> int:
+        """How many PENDING schedules are next due in ``[from_ms, to_ms)``."""
+
+    @abstractmethod
+    def pending_by_slot(self, *, from_ms: int, to_ms: int, slot_ms: int,
+                        tenant: str | None = None) -> builtins.list[tuple[int, int]]:
+        """PENDING schedules next due in ``[from_ms, to_ms)`` counted per ``slot_ms``:
+        ``(slot start, count)`` of the non-empty slots, in time order."""
+
+    @abstractmethod
+    def tokens_held(self, *, now_ms: int,
+                    tenant: str | None = None) -> dict[tuple[str, str], int]:
+        """Live policy tokens by ``(tenant, policy)``."""
+
+
 class HealthStore(ABC):
     """Heartbeats, figures for metrics, and the connection itself."""
 
@@ -429,7 +459,7 @@ class HealthStore(ABC):
 
 
 class Store(ScheduleStore, DispatchStore, ChannelStore, RecurringStore, PolicyStore,
-            TenantStore, KeyStore, OperationsStore, HealthStore):
+            TenantStore, KeyStore, OperationsStore, MetricsStore, HealthStore):
     """The system of record: every role in one object. Every state change is one atomic
     statement or transaction, and every error is a :mod:`tocsin.errors` error
     (:class:`~tocsin.errors.StoreError` when the database fails). Callers may annotate the

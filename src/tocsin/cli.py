@@ -42,15 +42,21 @@ StoreOpt = Annotated[
 ]
 MasterOpt = Annotated[str | None, typer.Option("--spark-master", help="Spark master URL.")]
 PortOpt = Annotated[int | None, typer.Option("--port", help="API port.")]
+LogOpt = Annotated[
+    str | None, typer.Option("--log-format", help="text (people) or json (collectors).")
+]
 ApiOpt = Annotated[
     str | None, typer.Option("--api", envvar="TOCSIN_API_URL", help="URL of a running Tocsin API.")
 ]
 
 
 def _settings(
-    store: str | None = None, master: str | None = None, port: int | None = None
+    store: str | None = None, master: str | None = None, port: int | None = None,
+    log_format: str | None = None,
 ) -> Settings:
     overrides: dict[str, Any] = {}
+    if log_format:
+        overrides["log_format"] = log_format
     if store:
         overrides["store"] = store
     if master:
@@ -77,27 +83,29 @@ def _fail(exc: Exception) -> None:
 
 
 @app.command()
-def up(store: StoreOpt = None, spark_master: MasterOpt = None, port: PortOpt = None) -> None:
+def up(store: StoreOpt = None, spark_master: MasterOpt = None, port: PortOpt = None,
+       log_format: LogOpt = None) -> None:
     """Run store, API and dispatcher on this machine (the embedded default: SQLite, local Spark)."""
     from tocsin.runner import run_up
 
-    run_up(_settings(store, spark_master, port))
+    run_up(_settings(store, spark_master, port, log_format))
 
 
 @app.command()
-def api(store: StoreOpt = None, port: PortOpt = None) -> None:
+def api(store: StoreOpt = None, port: PortOpt = None, log_format: LogOpt = None) -> None:
     """Run only the HTTP API (run as many replicas as you like)."""
     from tocsin.runner import run_api
 
-    run_api(_settings(store, None, port), expect_dispatcher=True)
+    run_api(_settings(store, None, port, log_format), expect_dispatcher=True)
 
 
 @app.command()
-def dispatcher(store: StoreOpt = None, spark_master: MasterOpt = None) -> None:
+def dispatcher(store: StoreOpt = None, spark_master: MasterOpt = None,
+               log_format: LogOpt = None) -> None:
     """Run only the dispatcher (one Spark Structured Streaming query)."""
     from tocsin.dispatcher.query import run_dispatcher
 
-    run_dispatcher(_settings(store, spark_master))
+    run_dispatcher(_settings(store, spark_master, None, log_format))
 
 
 @app.command()

@@ -17,14 +17,12 @@ from tocsin.abc import ClaimedRow, Store
 from tocsin.clock import Clock
 from tocsin.dispatcher.runtime import ChannelCache, retrying
 from tocsin.domain import Ack, ChannelSpec, Envelope, Outcome, Result, RetryPolicy, Status
-from tocsin.domain.delivery import NO_HEADERS
+from tocsin.domain.delivery import LATENESS_BOUNDS_MS, NO_HEADERS
 from tocsin.domain.schedule import PayloadKind
 from tocsin.ids import delivery_id
 
 __all__ = ["LATENESS_BOUNDS_MS", "Tally", "deliver", "envelope_of"]
 
-LATENESS_BOUNDS_MS = (50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000)
-"""Upper bounds of the lateness histogram's buckets (the last bucket is unbounded)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -83,7 +81,7 @@ def _verdict(env: Envelope, result: Result, spec: ChannelSpec | None, retry: Ret
                ended_ms=ended_ms, due_ms=env.due_ms, status=status, next_ms=next_ms,
                dead_letter=spec.dead_letter if spec and status is Status.DEAD else None,
                halt=bool(spec and spec.halts_on_dead and status is Status.DEAD
-                         and env.ordering_key))
+                         and env.ordering_key), tenant=env.tenant, channel=env.channel)
 
 
 def deliver(rows: Iterable[ClaimedRow], *, store: Store, channels: ChannelCache,

@@ -17,7 +17,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 
 from tocsin.abc import ClaimedRow
 from tocsin.clock import SystemClock
-from tocsin.dispatcher.beat import DISPATCHER, beat_info
+from tocsin.dispatcher.beat import DISPATCHER, batch_counts, beat_info
 from tocsin.dispatcher.deliver import Tally, deliver
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runtime import channels_for, log, store_for
@@ -65,10 +65,9 @@ class DeliveryStreamWriter(DataSourceStreamArrowWriter):
                 started = min(started, message.started_ms)
         store = store_for(opts.store_url, opts.buckets)
         try:
-            last = store.last_beat(DISPATCHER)
             store.beat(DISPATCHER, now_ms=ended,
-                       info=beat_info(batch_id=batchId, batch_ms=ended - started, tally=total,
-                                      previous=last[1] if last else None))
+                       info=beat_info(batch_id=batchId, batch_ms=ended - started, tally=total))
+            store.add_counts(batch_counts(ended - started))
         except StoreError as exc:  # the batch is done; only its figures are lost
             log.warning("dispatcher: could not record batch %d: %s", batchId, exc)
 

@@ -2,7 +2,7 @@
 
 One mixin per role (:mod:`.schedules`, :mod:`.dispatch`, :mod:`.channels`, :mod:`.recurring`,
 :mod:`.policies`, :mod:`.tenants`, :mod:`.keys`, :mod:`.operations`,
-:mod:`.health`) over :class:`.base.SqlBase`;
+:mod:`.metrics`, :mod:`.health`) over :class:`.base.SqlBase`;
 :class:`SqlStore` is all of them. A backend (``tocsin.stores.sqlite``, ``tocsin.stores.postgres``)
 subclasses it and supplies only what differs: connections and transactions (``_work``),
 locking, bulk inserts, and the few statements with no common form.
@@ -16,6 +16,7 @@ from tocsin.stores.sql.channels import SqlChannels
 from tocsin.stores.sql.dispatch import SqlDispatch
 from tocsin.stores.sql.health import SqlHealth
 from tocsin.stores.sql.keys import SqlKeys
+from tocsin.stores.sql.metrics import SqlMetrics
 from tocsin.stores.sql.operations import SqlOperations
 from tocsin.stores.sql.policies import SqlPolicies
 from tocsin.stores.sql.recurring import SqlRecurring
@@ -26,5 +27,5 @@ __all__ = ["POSTGRES", "SQLITE", "Dialect", "SqlBase", "SqlStore"]
 
 
 class SqlStore(SqlSchedules, SqlDispatch, SqlChannels, SqlRecurring, SqlPolicies, SqlTenants,
-               SqlKeys, SqlOperations, SqlHealth, Store):
+               SqlKeys, SqlOperations, SqlMetrics, SqlHealth, Store):
     """Every role of a SQL :class:`~tocsin.abc.Store`, over the backend's ``_work``."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from tocsin.abc import ClaimedRow, DispatchStore
 from tocsin.domain import Ack, Status
+from tocsin.domain.delivery import LATENESS_BOUNDS_MS
 from tocsin.stores.rows import (
     CLAIM_COLUMNS,
     DELIVERY_COLUMNS,
@@ -20,6 +21,7 @@ from tocsin.stores.rows import (
     insert_values,
 )
 from tocsin.stores.sql.base import SqlBase, executemany
+from tocsin.stores.sql.metrics import FENCED, add_counts, delivery_counts
 from tocsin.stores.sql.operations import NOT_PAUSED
 from tocsin.stores.sql.policies import claim_throttled, return_tokens, throttled_next_ms
 from tocsin.stores.sql.schedules import INSERT
@@ -152,6 +154,9 @@ class SqlDispatch(SqlBase, DispatchStore):
             if retries or dead:
                 return_tokens(conn, d, [a.delivery_id for a in acks
                                         if a.status is not Status.DELIVERED])
+            counts = delivery_counts(acks, LATENESS_BOUNDS_MS)
+            counts[(FENCED, "{}")] += len(acks) - applied
+            add_counts(conn, d, counts)  # in this transaction: counted exactly when applied
             return applied
 
         return self._work(work)
