@@ -77,7 +77,8 @@ def _kind(pid: int, root: int) -> str:
     for needle, kind in ((b"py-spy", "profiler"), (b"java", "jvm"),
                          (b"pyspark.daemon", "python-workers"), (b"pyspark", "python-driver-side"),
                          (b"celery", "celery-worker"), (b"redis-server", "redis"),
-                         (b"poller_dispatch", "poller")):
+                         (b"poller_dispatch", "poller"), (b"nginx", "receiver"),
+                         (b"tansu", "kafka-broker"), (b"rabbit", "rabbitmq-broker")):
         if needle in cmd:
             return kind
     return "other"
@@ -443,5 +444,14 @@ def machine_info() -> dict[str, Any]:
         "kernel": platform.release(), "python": platform.python_version(),
         "pyspark": _version("pyspark"), "pyarrow": _version("pyarrow"), "java": java,
         "sqlite": sqlite3.sqlite_version, "celery": _version("celery"),
-        "redis_py": _version("redis"),
+        "redis_py": _version("redis"), "apscheduler": _version("apscheduler"),
+        "httpx": _version("httpx"), "nginx": _nginx_version(),
     }
+
+
+def _nginx_version() -> str | None:
+    try:
+        return subprocess.run(["nginx", "-v"], capture_output=True, text=True,
+                              timeout=10).stderr.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None

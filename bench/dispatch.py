@@ -46,6 +46,7 @@ from bench.common import (
     tree_sample,
     wait_for_quiet,
 )
+from tocsin.domain.defaults import BUCKETS
 
 __all__ = ["main"]
 
@@ -63,7 +64,7 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--master", default="local[*]",
                    help="Spark master, e.g. local-cluster[2,1,1024] for separate executor JVMs")
     p.add_argument("--store-url", help="an empty PostgreSQL database, for --store postgres")
-    p.add_argument("--buckets", type=int, default=64)
+    p.add_argument("--buckets", type=int, default=BUCKETS)
     p.add_argument("--partitions", type=int, default=4, help="bucket-range tasks per micro-batch")
     p.add_argument("--batch-cap", type=int, default=100_000, help="most rows per micro-batch")
     p.add_argument("--trigger-s", type=float, default=1.0, help="micro-batch trigger interval")
@@ -324,10 +325,13 @@ def _part(args: argparse.Namespace) -> None:
     args.part_out.write_text(json.dumps(result, indent=1))
 
 
-def _run_part(name: str, args: argparse.Namespace, argv: list[str], scratch: Path) -> Any:
+def _run_part(name: str, args: argparse.Namespace, argv: list[str], scratch: Path,
+              module: str = "bench.dispatch") -> Any:
+    """Run part ``name`` of benchmark ``module`` in a child process of its own (its own process
+    tree, so CPU and idle figures count that part only); its JSON result."""
     out = scratch / f"{name}.json"
     log(f"=== {name} ===")
-    proc = subprocess.Popen([sys.executable, "-m", "bench.dispatch", *argv, "--part", name,
+    proc = subprocess.Popen([sys.executable, "-m", module, *argv, "--part", name,
                              "--part-out", str(out)], cwd=REPO, start_new_session=True)
     try:
         proc.wait(timeout=args.part_timeout_s)

@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from tests.support.postgres import create_schema, throwaway_server
-from tests.support.processes import start_tocsin
 
 from bench.common import free_port, machine_info, stop_group
 from tocsin.domain import NewSchedule
 from tocsin.stores import open_store
+from tocsin.testing.postgres import create_schema, throwaway_server
+from tocsin.testing.processes import start_tocsin
 
 RESULTS = Path(__file__).parent / "results"
 

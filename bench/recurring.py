@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from cronsim import CronSim
-from tests.support.dispatch import running_dispatcher, running_expander, wait_until
 
 from bench.common import lateness_summary, machine_info
-from tocsin.dispatcher.expander import expand_due
+from tocsin.dispatcher.expansion import expand_due
 from tocsin.domain import ChannelKind, ChannelSpec, CronTrigger, Recurring, Status
 from tocsin.stores.sqlite import SQLiteStore
+from tocsin.testing.dispatch import running_dispatcher, running_expander, wait_until
 
 MIN = 60_000
 HORIZON = 10 * MIN

@@ -23,7 +23,7 @@ def open_bench_store(kind: str, url: str | None, tmp: Path, *, buckets: int) -> 
     elif not url:
         raise SystemExit("--store postgres needs --store-url postgresql://... (an empty database)")
     else:  # a schema of its own in that database: each part (Tocsin, a peer) starts empty
-        from tests.support.postgres import create_schema
+        from tocsin.testing.postgres import create_schema
 
         url = create_schema(url)
         _attribute_server(url)

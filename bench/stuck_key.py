@@ -15,12 +15,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.support.dispatch import running_dispatcher, wait_until
-from tests.support.receiver import Receiver
-
 from tocsin.dispatcher.query import spark_session
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
 from tocsin.stores.sqlite import SQLiteStore
+from tocsin.testing.dispatch import running_dispatcher, wait_until
+from tocsin.testing.receiver import Receiver
 
 KEYS, PER_KEY = 1_000, 20
 

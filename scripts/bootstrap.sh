@@ -12,6 +12,8 @@ if [ "${1:-}" = "--dev" ]; then
     extras="dev"
     [ -x /usr/lib/postgresql/15/bin/initdb ] || command -v initdb >/dev/null 2>&1 || apt_pkgs+=(postgresql)
     command -v rabbitmq-server >/dev/null 2>&1 || [ -x /usr/sbin/rabbitmq-server ] || apt_pkgs+=(rabbitmq-server)
+    # the benchmarks' webhook receiver (bench/webhook_clients.py)
+    command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_pkgs+=(nginx)
 fi
 if [ ${#apt_pkgs[@]} -gt 0 ]; then
     sudo=""

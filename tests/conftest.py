@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +16,12 @@ if TYPE_CHECKING:
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# The tests' destination policy, explicitly (a server's default refuses both): webhooks may
+# reach the loopback receivers the tests start, and file channels may write under the
+# temporary directory, where every test's tmp_path lies. Spark workers and the `tocsin`
+# processes the tests start inherit it.
+os.environ.setdefault("TOCSIN_WEBHOOK_ALLOW", "127.0.0.0/8,::1")
+os.environ.setdefault("TOCSIN_FILE_ROOTS", tempfile.gettempdir())
 
 _SUPPORT = Path(__file__).parent / "support"
 pytest_plugins = [

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from tests.support.api_server import ApiServer
 from tocsin.cli import app
 from tocsin.keyfile import write_key
+from tocsin.redact import MASK
 from tocsin.stores.sqlite import SQLiteStore
 
 runner = CliRunner()
@@ -78,7 +79,7 @@ def test_config_never_prints_the_api_key(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("TOCSIN_API_KEY", "tsk_key_0123456789abcdef_" + "7" * 64)
     shown = runner.invoke(app, ["config"])
     assert shown.exit_code == 0 and "7777" not in shown.output
-    assert json.loads(shown.output)["api_key"] == "**********"
+    assert json.loads(shown.output)["api_key"] == MASK
 
 
 def test_recurring_and_policies(api_url: str, tmp_path: Path) -> None:

@@ -15,8 +15,11 @@ import pytest
 from tests.support.api_server import ApiServer
 from tocsin.client import AsyncClient, Client
 from tocsin.errors import (
+    AuthenticationError,
     ConflictError,
+    ForbiddenError,
     NotFoundError,
+    QuotaExceededError,
     StoreError,
     TocsinError,
     ValidationError,
@@ -263,3 +266,48 @@ def test_the_api_table_read_backwards_gives_the_same_error(error: TocsinError) -
     back = error_from(status_of(error), error_body(error), path="/v1/x")
     assert type(back) is type(error) and str(back) == str(error)
     assert vars(back) == vars(error)
+
+
+def test_the_clients_send_the_key_and_read_refusals_back(url: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    with Client(url, api_key="") as keyless, pytest.raises(AuthenticationError):
+        keyless.channels()
+    with Client(url, api_key="tsk_key_0000000000000000_" + "0" * 64) as forged, \
+            pytest.raises(AuthenticationError, match="unknown or revoked"):
+        forged.channels()
+    with Client(url) as admin:
+        key = admin.create_key("tenant", tenant="acme", read_only=True, name="ro")
+        assert key["token"].startswith("tsk_") and key["role"] == "tenant"
+        assert [k["id"] for k in admin.keys(tenant="acme")] == [key["id"]]
+    with Client(url, api_key=key["token"]) as reader:
+        assert reader.channels() == []
+        with pytest.raises(ForbiddenError) as refused:
+            reader.add_channel("nope", "file", {"path": str(tmp_path / "n.jsonl")})
+        assert refused.value.field == "method"
+
+    async def scenario() -> None:
+        async with AsyncClient(url, api_key=key["token"]) as reader:
+            assert await reader.channels() == []
+            with pytest.raises(ForbiddenError):
+                await reader.set_tenant("acme", durability="relaxed")
+
+    asyncio.run(scenario())
+    with Client(url) as admin:
+        assert admin.revoke_key(key["id"])["revoked_at"] is not None
+    monkeypatch.delenv("TOCSIN_API_KEY")
+    monkeypatch.setenv("TOCSIN_HOME", str(tmp_path))
+    with Client(url) as nobody, pytest.raises(AuthenticationError, match="no API key"):
+        nobody.channels()
+
+
+def test_a_cap_comes_back_as_quota_exceeded_with_its_wait() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.headers["authorization"] == "Bearer tsk_given"
+        return httpx.Response(429, headers={"retry-after": "7"}, json={"error": {
+            "type": "QuotaExceededError", "message": "slow down", "retry_after": 7}})
+
+    with Client("http://tocsin.test", api_key="tsk_given",
+                transport=httpx.MockTransport(handler)) as client, \
+            pytest.raises(QuotaExceededError) as raised:
+        client.schedule("out", 1, delay=5)
+    assert raised.value.retry_after_s == 7

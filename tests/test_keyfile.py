@@ -14,7 +14,15 @@ from tocsin.abc import Store
 from tocsin.apikeys import TOKEN, digest_of, find_key, issue_key
 from tocsin.config import Settings
 from tocsin.domain import Role
-from tocsin.keyfile import ensure_admin_key, is_loopback, key_for, key_path, read_key, write_key
+from tocsin.keyfile import (
+    ensure_admin_key,
+    is_loopback,
+    key_for,
+    key_path,
+    no_admin_hint,
+    read_key,
+    write_key,
+)
 from tocsin.stores.sqlite import SQLiteStore
 
 
@@ -91,3 +99,14 @@ def test_a_key_the_store_does_not_know_is_replaced(store: Store, tmp_path: Path)
     assert ensure_admin_key(settings, store, now_ms=2) == key_path(settings)
     fresh = read_key(settings)
     assert fresh is not None and find_key(store, fresh) is not None
+
+
+def test_an_api_over_a_store_without_an_admin_key_says_how_to_make_one(store: Store) -> None:
+    hint = no_admin_hint(store)
+    assert hint is not None and "tocsin apikeys create --local --role admin" in hint
+    issue_key(store, role=Role.TENANT, tenant="acme", now_ms=1)
+    assert no_admin_hint(store) == hint, "a tenant key cannot create others"
+    admin, _ = issue_key(store, role=Role.ADMIN, now_ms=2)
+    assert no_admin_hint(store) is None
+    store.revoke_key(admin.id, now_ms=3)
+    assert no_admin_hint(store) == hint

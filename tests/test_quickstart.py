@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -21,14 +21,18 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 def test_readme_quickstart(tmp_path: Path) -> None:
     port = free_port()
     api = f"http://127.0.0.1:{port}"
-    env = {"TOCSIN_HOME": str(tmp_path / "home"), "TOCSIN_API_PORT": str(port),
-           "TOCSIN_SPARK_MASTER": "local[2]", "TOCSIN_API_URL": api}
+    # TOCSIN_HOME as run.sh leaves it (.tocsin beside the commands), and the default file
+    # roots (home/channels), not the tests' wider ones
+    env = {"TOCSIN_HOME": str(tmp_path / ".tocsin"), "TOCSIN_API_PORT": str(port),
+           "TOCSIN_SPARK_MASTER": "local[2]", "TOCSIN_API_URL": api, "TOCSIN_FILE_ROOTS": ""}
     up = start_tocsin("up", env=env, log=tmp_path / "up.log")
 
     def tocsin(*args: str) -> str:
+        # PYTHONPATH: the tocsin under test, not one installed in the environment
+        cli_env = {**env, "PATH": "", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
         done = subprocess.run([sys.executable, "-m", "tocsin", *args], cwd=tmp_path,
-                              env={**env, "PATH": ""}, capture_output=True, text=True,
-                              timeout=60, check=True)
+                              env=cli_env, capture_output=True, text=True, timeout=60,
+                              check=True)
         return done.stdout
 
     try:
@@ -38,9 +42,14 @@ def test_readme_quickstart(tmp_path: Path) -> None:
             tocsin("schedule", "greetings", "--payload", json.dumps({"n": n}), "--delay", "5")
         first = json.loads(tocsin("ls", "--status", "PENDING"))[0]["id"]
         assert json.loads(tocsin("cancel", first))["status"] == "CANCELLED"
-        out = tmp_path / "greetings.jsonl"
+        out = tmp_path / ".tocsin" / "channels" / "greetings.jsonl"  # the README's last line
         wait_until(lambda: len(read_lines(out)) == 2, timeout_s=60, what="two lines")
-        time.sleep(3)
+        # nothing is left to deliver: the two acknowledged, the cancelled one stays cancelled
+        wait_until(lambda: len(json.loads(tocsin("ls", "--status", "DELIVERED"))) == 2,
+                   timeout_s=60, what="two acknowledged")
+        assert json.loads(tocsin("get", first))["schedule"]["status"] == "CANCELLED"
+        assert json.loads(tocsin("ls", "--status", "PENDING")) == []
+        assert json.loads(tocsin("ls", "--status", "CLAIMED")) == []
         lines = read_lines(out)
         assert len(lines) == 2 and first not in {line["schedule_id"] for line in lines}
     finally:

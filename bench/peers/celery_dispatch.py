@@ -27,8 +27,9 @@ from typing import IO, Any
 from celery import Celery
 
 from bench.common import REPO, Outcomes, free_port, stop_group
+from bench.receiver import Receiver
 
-__all__ = ["app", "deliver", "run"]
+__all__ = ["CeleryWebhookTarget", "app", "deliver", "post", "run"]
 
 app = Celery("tocsin_bench_peer",
              broker=os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/0"))
@@ -39,6 +40,7 @@ app.conf.update(
 )
 
 _out: IO[bytes] | None = None
+_http: Any = None
 
 
 @app.task(name="bench.deliver", ignore_result=True)  # type: ignore[untyped-decorator]
@@ -53,14 +55,31 @@ def deliver(phase: str, n: int, due_ms: int) -> None:
                           separators=(",", ":")).encode() + b"\n")
 
 
+@app.task(name="bench.post", ignore_result=True)  # type: ignore[untyped-decorator]
+def post(phase: str, n: int, due_ms: int) -> None:
+    """POST the message to the receiver at ``BENCH_POST_URL``, as Tocsin's webhook channel
+    would (same body, same headers), on a kept-alive connection of this pool process."""
+    global _http
+    import httpx
+
+    from bench.receiver import peer_request
+
+    if _http is None:
+        _http = httpx.Client(base_url=os.environ["BENCH_POST_URL"], timeout=10)
+    path, body, headers = peer_request(phase, n, due_ms)
+    _http.post(path, content=body, headers=headers).raise_for_status()
+
+
 class CeleryTarget:
     """Redis and a Celery worker, started here and stopped by PID."""
 
     name = "celery"
     lead_factor = 0.75  # the worker takes in the ETA messages while they are being published
 
-    def __init__(self, tmp: Path, *, concurrency: int, log: Callable[[str], None]) -> None:
-        self.tmp, self.concurrency, self.log = tmp, concurrency, log
+    def __init__(self, tmp: Path, *, concurrency: int, log: Callable[[str], None],
+                 pool: str = "prefork", env: dict[str, str] | None = None) -> None:
+        self.tmp, self.concurrency, self.log, self.pool = tmp, concurrency, log, pool
+        self.env = env or {}
         self.out = tmp / "celery.jsonl"
         self._seen_bytes = self._seen_lines = 0
         self.redis: subprocess.Popen[bytes] | None = None
@@ -95,11 +114,11 @@ class CeleryTarget:
         self._start_worker()
 
     def _start_worker(self) -> None:
-        env = {**os.environ, "BENCH_BROKER_URL": self.url, "BENCH_OUT": str(self.out)}
+        env = {**os.environ, "BENCH_BROKER_URL": self.url, "BENCH_OUT": str(self.out), **self.env}
         with (self.tmp / "worker.log").open("ab") as sink:
             self.worker = subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", "bench.peers.celery_dispatch", "worker",
-                 "--pool", "prefork", "--concurrency", str(self.concurrency),
+                 "--pool", self.pool, "--concurrency", str(self.concurrency),
                  "--loglevel", "WARNING", "--without-gossip", "--without-mingle",
                  "--without-heartbeat", "--hostname", "bench@127.0.0.1"],
                 cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
@@ -156,6 +175,29 @@ class CeleryTarget:
                 due.append(m["due_ms"])
                 done.append(m["ran_ms"])
         return Outcomes(due_ms=due, done_ms=done, extra={"repeated_deliveries": repeats})
+
+
+class CeleryWebhookTarget(CeleryTarget):
+    """The same worker running :func:`post`: each message is POSTed to ``receiver``, whose
+    access log says when it arrived."""
+
+    def __init__(self, tmp: Path, receiver: Receiver, *, concurrency: int, pool: str,
+                 log: Callable[[str], None]) -> None:
+        self.receiver = receiver
+        super().__init__(tmp, concurrency=concurrency, log=log, pool=pool,
+                         env={"BENCH_POST_URL": receiver.url})
+
+    def submit(self, phase: str, first: int, dues: Sequence[int]) -> None:
+        with app.producer_or_acquire() as producer:
+            for k, due in enumerate(dues):
+                post.apply_async((phase, first + k, due), producer=producer,
+                                 eta=datetime.fromtimestamp(due / 1000, UTC))
+
+    def delivered_total(self) -> int:
+        return self.receiver.delivered_total()
+
+    def outcomes(self, phase: str) -> Outcomes:
+        return self.receiver.outcomes(phase)
 
 
 def run(args: argparse.Namespace, *, procedure: Callable[[Any, argparse.Namespace], dict[str, Any]],

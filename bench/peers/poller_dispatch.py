@@ -2,9 +2,10 @@
 
 The loop is what the Spark query does, minus Spark: when something is due, take an epoch, claim
 the due rows of every bucket (``store.claim``), deliver them to their channels and acknowledge
-them (``tocsin.dispatcher.deliver.deliver``); otherwise sleep ``--interval-s``. It runs over the
-same SQLite schema, so its figures are the floor the store and the channel set, and the gap to
-Tocsin's is what Spark costs (or buys, once there are many machines).
+them (``DispatchCore.deliver``, :mod:`tocsin.dispatcher.core`); otherwise sleep
+``--interval-s``. It runs over the same SQLite schema, so its figures are the floor the store
+and the channel set, and the gap to Tocsin's is what Spark costs (or buys, once there are
+many machines).
 
 ``python -m bench.peers.poller_dispatch --store-url URL`` runs the loop until SIGTERM;
 ``run()`` is the benchmark part (``bench/run dispatch --peer poller``).
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.common import REPO, stop_group
+from tocsin.domain.defaults import BUCKETS
 
 __all__ = ["run", "serve"]
 
@@ -29,9 +31,8 @@ def serve(store_url: str, *, buckets: int, interval_s: float, limit: int,
           lease_ms: int = 120_000) -> None:
     """Claim, deliver and acknowledge due schedules until SIGTERM."""
     from tocsin.clock import SystemClock
-    from tocsin.dispatcher.deliver import deliver
-    from tocsin.dispatcher.runtime import ChannelCache
-    from tocsin.domain import RetryPolicy
+    from tocsin.dispatcher.core import DispatchCore
+    from tocsin.dispatcher.options import DispatchOptions
     from tocsin.stores import open_store
 
     stopping = False
@@ -42,8 +43,9 @@ def serve(store_url: str, *, buckets: int, interval_s: float, limit: int,
 
     signal.signal(signal.SIGTERM, _stop)
     store = open_store(store_url, buckets=buckets)
-    channels = ChannelCache(store)
-    clock, retry = SystemClock(), RetryPolicy(base_ms=1_000, cap_ms=300_000, max_attempts=8)
+    clock = SystemClock()
+    core = DispatchCore(store, clock=clock, options=DispatchOptions(
+        store_url=store_url, buckets=buckets, lease_ms=lease_ms))
     while not stopping:
         now = clock.now_ms()
         due = store.next_due_ms(now_ms=now, lease_ms=lease_ms)
@@ -53,8 +55,8 @@ def serve(store_url: str, *, buckets: int, interval_s: float, limit: int,
         rows = store.claim(epoch=store.next_epoch(), bucket_lo=0, bucket_hi=store.buckets - 1,
                            until_ms=now, now_ms=now, lease_ms=lease_ms, limit=limit)
         if rows:
-            deliver(rows, store=store, channels=channels, retry=retry, clock=clock)
-    channels.close()
+            core.deliver(rows)
+    core.close()
     store.close()
 
 
@@ -86,7 +88,7 @@ def run(args: argparse.Namespace, *, procedure: Callable[[Any, argparse.Namespac
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--store-url", required=True)
-    p.add_argument("--buckets", type=int, default=64)
+    p.add_argument("--buckets", type=int, default=BUCKETS)
     p.add_argument("--interval-s", type=float, default=0.2)
     p.add_argument("--limit", type=int, default=20_000)
     a = p.parse_args()

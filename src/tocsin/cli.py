@@ -8,15 +8,17 @@ thin shell over :class:`tocsin.client.Client`.
 from __future__ import annotations
 
 import json
-import os
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from tocsin.cli_apikeys import apikeys_app
 from tocsin.cli_ops import register as register_ops
 from tocsin.config import Settings
+
+if TYPE_CHECKING:
+    from tocsin.client import Client
 
 __all__ = ["app", "main"]
 
@@ -66,7 +68,7 @@ def _settings(
     return Settings(**overrides)
 
 
-def _client(api: str | None) -> Any:
+def _client(api: str | None) -> Client:
     from tocsin.client import Client
 
     settings = Settings()
@@ -77,9 +79,32 @@ def _print(value: Any) -> None:
     typer.echo(json.dumps(value, indent=2, default=str))
 
 
-def _fail(exc: Exception) -> None:
+def _fail(exc: Exception) -> NoReturn:
     typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(1)
+
+
+def _call(fn: Any, *args: Any, **kwargs: Any) -> None:
+    """Print what a client call answers; a Tocsin error is printed and exits 1."""
+    from tocsin.errors import TocsinError
+
+    try:
+        _print(fn(*args, **kwargs))
+    except TocsinError as exc:
+        _fail(exc)
+
+
+def _span(value: str) -> float | str:
+    """A duration option: seconds as a number, anything else (``PT5M``) as given."""
+    return float(value) if value.replace(".", "", 1).isdigit() else value
+
+
+def _json(value: str, option: str) -> Any:
+    """``value`` parsed as JSON, or exit 1 naming ``option``."""
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        _fail(ValueError(f"{option} is not JSON: {exc}"))
 
 
 @app.command()
@@ -108,6 +133,53 @@ def dispatcher(store: StoreOpt = None, spark_master: MasterOpt = None,
     run_dispatcher(_settings(store, spark_master, None, log_format))
 
 
+@app.command("import")
+def import_(
+    path: Annotated[str, typer.Argument(help="A file, a folder, or any path Spark reads.")],
+    fmt: Annotated[str | None, typer.Option("--format", help="json, csv or parquet "
+                                            "(default: from the file names).")] = None,
+    mapping: Annotated[list[str] | None, typer.Option("--map", help="FIELD=COLUMN: take a "
+                                                      "field from a column (repeatable).")] = None,
+    tenant: Annotated[str | None, typer.Option(help="Write every row to this tenant.")] = None,
+    rejects: Annotated[str | None, typer.Option(help="Folder for rejected rows.")] = None,
+    partitions: Annotated[int | None, typer.Option(help="Most concurrent writers.")] = None,
+    store: StoreOpt = None, spark_master: MasterOpt = None,
+) -> None:
+    """Import schedules from files as a Spark batch job (docs/pipelines.md)."""
+    from tocsin.dispatcher.query import spark_session
+    from tocsin.errors import TocsinError
+    from tocsin.pipelines.bulk_import import run_import
+    from tocsin.pipelines.rows import RowShape, SourceFormat, parse_mapping
+
+    settings = _settings(store, spark_master)
+    try:
+        source = SourceFormat(fmt) if fmt else SourceFormat.of(path)
+        shape = RowShape(format=source, mapping=parse_mapping(mapping or []), tenant=tenant)
+        summary = run_import(spark_session(settings.spark_master, app_name="tocsin-import"),
+                             path, settings=settings, fmt=source, shape=shape, rejects=rejects,
+                             partitions=partitions, show_progress=sys.stdout.isatty())
+    except (TocsinError, ValueError) as exc:
+        _fail(exc)
+    _print(summary.to_dict())
+
+
+@app.command()
+def ingest(
+    topic: Annotated[str | None, typer.Option(help="The commands topic.")] = None,
+    bootstrap: Annotated[str | None, typer.Option(help="Kafka brokers host:port.")] = None,
+    store: StoreOpt = None, spark_master: MasterOpt = None,
+) -> None:
+    """Apply the Kafka commands topic to the store (a Spark streaming query)."""
+    from tocsin.pipelines.ingest import run_ingest
+
+    base = _settings(store, spark_master)
+    changes = {k: v for k, v in (("ingest_topic", topic), ("ingest_bootstrap", bootstrap)) if v}
+    settings = base.model_copy(update=changes)
+    if not settings.ingest_topic:
+        _fail(ValueError("no commands topic: give --topic or set TOCSIN_INGEST_TOPIC"))
+    run_ingest(settings)
+
+
 @app.command()
 def config() -> None:
     """Print the effective configuration."""
@@ -130,26 +202,18 @@ def schedule(
     api: ApiOpt = None,
 ) -> None:
     """Schedule one message."""
-    from tocsin.errors import TocsinError
-
     headers = dict(h.split("=", 1) for h in header or [])
     body: dict[str, Any] = {"headers": headers, "key": key, "ordering_key": ordering_key,
                             "policy": policy}
     if payload is not None:
-        try:
-            body["payload"] = json.loads(payload)
-        except json.JSONDecodeError as exc:
-            _fail(ValueError(f"--payload is not JSON: {exc}"))
+        body["payload"] = _json(payload, "--payload")
     if text is not None:
         body["payload_text"] = text
     if delay is not None:
-        body["delay"] = float(delay) if delay.replace(".", "", 1).isdigit() else delay
+        body["delay"] = _span(delay)
     if at is not None:
         body["due_at"] = at
-    try:
-        _print(_client(api).schedule(channel, **body))
-    except TocsinError as exc:
-        _fail(exc)
+    _call(_client(api).schedule, channel, **body)
 
 
 @app.command()
@@ -161,57 +225,42 @@ def reschedule(
     api: ApiOpt = None,
 ) -> None:
     """Change a pending schedule's due time or payload (refused once it fires)."""
-    from tocsin.errors import TocsinError
-
     changes: dict[str, Any] = {"due_at": at}
     if delay is not None:
-        changes["delay"] = float(delay) if delay.replace(".", "", 1).isdigit() else delay
-    try:
-        if payload is not None:
-            changes["payload"] = json.loads(payload)
-        _print(_client(api).reschedule(schedule_id, **changes))
-    except (TocsinError, json.JSONDecodeError) as exc:
-        _fail(exc)
+        changes["delay"] = _span(delay)
+    if payload is not None:
+        changes["payload"] = _json(payload, "--payload")
+    _call(_client(api).reschedule, schedule_id, **changes)
 
 
 @keys_app.command("halted")
 def keys_halted(api: ApiOpt = None) -> None:
     """List ordering keys halted by a dead schedule."""
-    _call(lambda: _client(api).halted_keys())
+    _call(_client(api).halted_keys)
 
 
 @keys_app.command("resume")
-def keys_resume(ordering_key: str, tenant: str = "default", api: ApiOpt = None) -> None:
-    """Resume a halted ordering key."""
-    from tocsin.errors import TocsinError
-
-    try:
-        _print(_client(api).resume_key(ordering_key, tenant))
-    except TocsinError as exc:
-        _fail(exc)
+def keys_resume(
+    ordering_key: str,
+    tenant: Annotated[str | None, typer.Option(help="Admin keys: the key's tenant.")] = None,
+    api: ApiOpt = None,
+) -> None:
+    """Resume a halted ordering key (of your key's tenant)."""
+    _call(_client(api).resume_key, ordering_key, tenant)
 
 
 @app.command()
 def cancel(schedule_id: str, api: ApiOpt = None) -> None:
     """Cancel a schedule (refused when it is already firing or done)."""
-    from tocsin.errors import TocsinError
-
-    try:
-        _print(_client(api).cancel(schedule_id))
-    except TocsinError as exc:
-        _fail(exc)
+    _call(_client(api).cancel, schedule_id)
 
 
 @app.command()
 def get(schedule_id: str, api: ApiOpt = None) -> None:
     """Show one schedule and its deliveries."""
-    from tocsin.errors import TocsinError
-
-    try:
-        client = _client(api)
-        _print({"schedule": client.get(schedule_id), "deliveries": client.deliveries(schedule_id)})
-    except TocsinError as exc:
-        _fail(exc)
+    client = _client(api)
+    _call(lambda: {"schedule": client.get(schedule_id),
+                   "deliveries": client.deliveries(schedule_id)})
 
 
 @app.command("ls")
@@ -232,38 +281,24 @@ def channels_add(
     name: str,
     kind: Annotated[str, typer.Option(help="file, webhook, kafka or rabbitmq.")] = "file",
     config_json: Annotated[str | None, typer.Option("--config", help="Config as JSON.")] = None,
-    path: Annotated[str | None, typer.Option(help="file: the JSON-lines file.")] = None,
+    path: Annotated[str | None, typer.Option(
+        help="file: the JSON-lines file, relative to the server's file root.")] = None,
     url: Annotated[str | None, typer.Option(help="webhook: the URL to POST to.")] = None,
     api: ApiOpt = None,
 ) -> None:
     """Register (or replace) a channel."""
-    from tocsin.errors import TocsinError
-
-    cfg: dict[str, Any] = json.loads(config_json) if config_json else {}
-    if path:
-        cfg["path"] = os.path.abspath(path)
+    cfg: dict[str, Any] = _json(config_json, "--config") if config_json else {}
+    if path:  # as given: a relative path lands under the server's first file root
+        cfg["path"] = path
     if url:
         cfg["url"] = url
-    try:
-        _print(_client(api).add_channel(name, kind, cfg))
-    except TocsinError as exc:
-        _fail(exc)
+    _call(_client(api).add_channel, name, kind, cfg)
 
 
 @channels_app.command("ls")
 def channels_ls(api: ApiOpt = None) -> None:
     """List registered channels."""
-    _call(lambda: _client(api).channels())
-
-
-def _call(fn: Any, *args: Any, **kwargs: Any) -> None:
-    """Print what a client call answers; a Tocsin error is printed and exits 1."""
-    from tocsin.errors import TocsinError
-
-    try:
-        _print(fn(*args, **kwargs))
-    except TocsinError as exc:
-        _fail(exc)
+    _call(_client(api).channels)
 
 
 @recurring_app.command("add")
@@ -279,12 +314,8 @@ def recurring_add(
     api: ApiOpt = None,
 ) -> None:
     """Create a recurring schedule."""
-    try:
-        value = json.loads(payload)
-    except json.JSONDecodeError as exc:
-        _fail(ValueError(f"--payload is not JSON: {exc}"))
-    _call(_client(api).add_recurring, cron, channel, value, timezone=timezone, count=count,
-          stagger=stagger, misfire=misfire, policy=policy)
+    _call(_client(api).add_recurring, cron, channel, _json(payload, "--payload"),
+          timezone=timezone, count=count, stagger=stagger, misfire=misfire, policy=policy)
 
 
 @recurring_app.command("ls")

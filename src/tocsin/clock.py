@@ -8,8 +8,10 @@ from __future__ import annotations
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+from typing import Literal
 
-__all__ = ["Clock", "ManualClock", "SystemClock", "from_ms", "to_ms"]
+__all__ = ["Clock", "ManualClock", "SystemClock", "from_ms", "iso_ms", "to_ms"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -67,3 +69,10 @@ def to_ms(instant: datetime) -> int:
 def from_ms(ms: int) -> datetime:
     """UTC milliseconds as an aware UTC datetime."""
     return _EPOCH + timedelta(milliseconds=ms)
+
+
+@lru_cache(maxsize=4096)
+def iso_ms(ms: int, timespec: Literal["milliseconds", "seconds"] = "milliseconds") -> str:
+    """UTC milliseconds as RFC 3339 with a ``Z``: the one form Tocsin writes instants in
+    (cached: a burst shares few due times)."""
+    return from_ms(ms).isoformat(timespec=timespec).replace("+00:00", "Z")

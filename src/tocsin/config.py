@@ -10,17 +10,27 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
 
+from tocsin.domain.defaults import (
+    BUCKETS,
+    KEY_RETENTION_MS,
+    MAX_ATTEMPTS,
+    RETRY_BASE_MS,
+    RETRY_CAP_MS,
+    ms,
+)
 from tocsin.logs import LogFormat, SparkLogLevel
+from tocsin.redact import redact
 
 __all__ = ["Settings"]
 
@@ -38,7 +48,7 @@ class Settings(BaseSettings):
         description="Store URL: sqlite:///path.db or postgresql://...; empty = SQLite under home.",
     )
     buckets: int = Field(
-        64, ge=1, le=4096, description="Buckets B, fixed when the store is created."
+        BUCKETS, ge=1, le=4096, description="Buckets B, fixed when the store is created."
     )
 
     api_host: str = Field("127.0.0.1", description="Address the HTTP API binds to.")
@@ -103,15 +113,51 @@ class Settings(BaseSettings):
         "(firings a minute x count).",
     )
 
-    retry_base_seconds: float = Field(1.0, gt=0, description="First retry delay.")
-    retry_cap_seconds: float = Field(300.0, gt=0, description="Longest retry delay.")
-    max_attempts: int = Field(8, ge=1, description="Attempts before a schedule is dead.")
+    retry_base_seconds: float = Field(RETRY_BASE_MS / 1000, gt=0,
+                                      description="First retry delay.")
+    retry_cap_seconds: float = Field(RETRY_CAP_MS / 1000, gt=0, description="Longest retry delay.")
+    max_attempts: int = Field(MAX_ATTEMPTS, ge=1, description="Attempts before a schedule is dead.")
     recurring_horizon_seconds: float = Field(
         600.0, ge=1, description="Recurring firings this far ahead are expanded into schedules."
     )
     task_key_retention_seconds: float = Field(
-        7 * 86400.0, ge=0, description="How long a completed task key answers repeats."
+        KEY_RETENTION_MS / 1000, ge=0, description="How long a completed task key answers repeats."
     )
+    ingest_topic: str = Field("", description="Kafka commands topic read by `tocsin ingest` "
+                                               "(and by up/dispatcher when set); empty = off.")
+    ingest_bootstrap: str = Field("127.0.0.1:9092", description="Kafka brokers of the commands "
+                                                                "topic.")
+    ingest_rejects_topic: str = Field("", description="Topic for bad commands; empty = "
+                                                      "<ingest_topic>.rejects.")
+    ingest_reply_topic: str = Field("", description="Topic for every command's answer; "
+                                                    "empty = no answers.")
+    ingest_max_per_batch: int = Field(100_000, ge=1, description="Most commands per "
+                                                                 "micro-batch.")
+
+    file_roots: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description="Directories file channels may write under (comma-separated); a relative "
+        "path lands under the first. Empty = home/channels.",
+    )
+    credential_roots: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description="Directories Kafka/RabbitMQ TLS files may be read from (comma-separated). "
+        "Empty = home/credentials.",
+    )
+    webhook_allow: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="CIDRs and host names webhooks may reach although loopback, private, "
+        "link-local or reserved (comma-separated; e.g. 127.0.0.0/8,::1 for local receivers). "
+        "Empty = public addresses only.",
+    )
+
+    @field_validator("file_roots", "credential_roots", "webhook_allow", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        """A list from the environment is comma-separated."""
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     @classmethod
     def settings_customise_sources(
@@ -137,13 +183,47 @@ class Settings(BaseSettings):
         )  # 4 slashes: absolute
 
     @property
+    def grace_ms(self) -> int:
+        """``grace_seconds`` in milliseconds."""
+        return ms(self.grace_seconds)
+
+    @property
+    def key_retention_ms(self) -> int:
+        """``task_key_retention_seconds`` in milliseconds."""
+        return ms(self.task_key_retention_seconds)
+
+    @property
     def checkpoint_dir(self) -> Path:
         """Where the dispatcher's Spark checkpoint lives."""
         return self.checkpoint or self.home / "checkpoint"
 
-    def summary(self) -> dict[str, Any]:
-        """The effective settings as plain values, for ``tocsin config``."""
+    @property
+    def channel_roots(self) -> list[Path]:
+        """Where file channels may write: ``file_roots``, else ``home/channels``."""
+        return self.file_roots or [self.home / "channels"]
+
+    @property
+    def tls_roots(self) -> list[Path]:
+        """Where channel TLS files may be read: ``credential_roots``, else
+        ``home/credentials``."""
+        return self.credential_roots or [self.home / "credentials"]
+
+    def _effective(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         data["store"] = self.store_url
         data["checkpoint"] = str(self.checkpoint_dir)
+        data["file_roots"] = [str(p) for p in self.channel_roots]
+        data["credential_roots"] = [str(p) for p in self.tls_roots]
         return data
+
+    def summary(self) -> dict[str, Any]:
+        """The effective settings as plain values, secrets redacted: for ``tocsin config``,
+        the startup line and logs."""
+        redacted: dict[str, Any] = redact(self._effective())
+        return redacted
+
+    def environment(self) -> dict[str, str]:
+        """The effective settings as ``TOCSIN_*`` environment variables (secrets included),
+        for a child process such as the dispatcher."""
+        return {f"TOCSIN_{k.upper()}": ",".join(v) if isinstance(v, list) else str(v)
+                for k, v in self._effective().items() if v is not None and k != "api_key"}

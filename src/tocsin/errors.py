@@ -173,7 +173,7 @@ def error_from(status: int, body: Any, *, path: str, text: str = "") -> TocsinEr
     cls = next((c for c, s in HTTP_STATUS.items() if s == status), None)
     if cls is not None and issubclass(cls, ValidationError):
         return cls(error.get("field", "body"), error.get("reason", message),
-                               errors=error.get("errors"))
+                   errors=error.get("errors"))
     if cls is NotFoundError:
         return NotFoundError(error.get("kind", "path"), error.get("id", path))
     if cls is ConflictError:

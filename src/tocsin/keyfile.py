@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 from tocsin.abc import Store
 from tocsin.config import Settings
 
-__all__ = ["FILE_NAME", "ensure_admin_key", "is_loopback", "key_for", "key_path", "read_key",
-           "write_key"]
+__all__ = ["FILE_NAME", "ensure_admin_key", "is_loopback", "key_for", "key_path", "no_admin_hint",
+           "read_key", "write_key"]
 
 FILE_NAME = "admin.key"
 
@@ -79,6 +79,17 @@ def ensure_admin_key(settings: Settings, store: Store, *, now_ms: int) -> Path |
     _, token = issue_key(store, role=Role.ADMIN, name="local admin (tocsin up)", now_ms=now_ms)
     write_key(path, token)
     return path
+
+
+def no_admin_hint(store: Store) -> str | None:
+    """What to tell an operator starting ``tocsin api`` over a store with no active admin key
+    (nobody could call it yet), or None."""
+    from tocsin.domain import Role
+
+    if any(k.active and k.role is Role.ADMIN for k in store.list_keys()):
+        return None
+    return ("tocsin: this store has no admin API key yet, so every /v1 request will answer "
+            "401: create one with `tocsin apikeys create --local --role admin`")
 
 
 def write_key(path: Path, token: str) -> None:

@@ -13,7 +13,7 @@ from enum import StrEnum
 from importlib import resources
 from typing import Any
 
-__all__ = ["LogFormat", "SparkLogLevel", "redacted_store", "setup_logging", "spark_java_options"]
+__all__ = ["LogFormat", "SparkLogLevel", "setup_logging", "spark_java_options"]
 
 _CONTEXT_SKIP = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
     "message", "asctime"}
@@ -89,13 +89,3 @@ def spark_java_options(level: SparkLogLevel) -> str:
     path = resources.files("tocsin.dispatcher") / "log4j2.properties"
     return (f"-Dlog4j2.configurationFile=file:{path} -Dtocsin.spark.level={level.value}")
 
-
-def redacted_store(settings: Any) -> str:
-    """The store URL of ``settings`` without a password, for log lines."""
-    from urllib.parse import urlsplit
-
-    url: str = settings.store_url
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    return url.replace(f":{parts.password}@", ":***@", 1)

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tocsin.config import Settings
-from tocsin.logs import redacted_store, setup_logging
+from tocsin.logs import setup_logging
+from tocsin.redact import redact_url
 
 __all__ = ["DispatcherSupervisor", "run_api", "run_up"]
 
@@ -94,17 +95,35 @@ def run_api(settings: Settings, *, expect_dispatcher: bool,
     import uvicorn
 
     from tocsin.api.app import create_app
+    from tocsin.keyfile import no_admin_hint
 
     setup_logging(settings.log_format, settings.spark_log_level)
     app = create_app(settings, expect_dispatcher=expect_dispatcher)
+    if hint := no_admin_hint(app.state.deps.store):
+        log.warning(hint)
     if on_shutdown is not None:
         app.router.add_event_handler("shutdown", on_shutdown)
     url = f"http://{settings.api_host}:{settings.api_port}"
     app.router.add_event_handler("startup", lambda: log.info(
         "API ready", extra={"url": url, "docs": f"{url}/docs", "ui": f"{url}/ui",
-                            "store": redacted_store(settings)}))
+                            "store": redact_url(settings.store_url)}))
     uvicorn.run(app, host=settings.api_host, port=settings.api_port, log_level="warning",
                 **uvicorn_kw)
+
+
+LOOPBACK = ["127.0.0.0/8", "::1"]
+"""What ``tocsin up`` lets webhooks reach when nobody set ``webhook_allow``."""
+
+
+def embedded_defaults(settings: Settings) -> Settings:
+    """``settings`` for the embedded single-machine mode: when the API listens on loopback only
+    and nobody set ``webhook_allow``, webhooks may reach receivers on this machine too (whoever
+    can call such an API is on this machine and can reach them already). ``tocsin api``, the
+    server deployment, keeps the strict default: public addresses only (docs/security.md)."""
+    local_api = settings.api_host in ("127.0.0.1", "localhost", "::1")
+    if "webhook_allow" in settings.model_fields_set or not local_api:
+        return settings
+    return settings.model_copy(update={"webhook_allow": LOOPBACK})
 
 
 def run_up(settings: Settings) -> None:
@@ -114,8 +133,9 @@ def run_up(settings: Settings) -> None:
     from tocsin.keyfile import ensure_admin_key
     from tocsin.stores import open_store
 
+    settings = embedded_defaults(settings)
     setup_logging(settings.log_format, settings.spark_log_level)
-    log.info("starting", extra={"store": redacted_store(settings)})
+    log.info("starting", extra={"store": redact_url(settings.store_url)})
     store = open_store(settings.store_url, buckets=settings.buckets)  # create and migrate
     try:
         written = ensure_admin_key(settings, store, now_ms=SystemClock().now_ms())
@@ -124,9 +144,7 @@ def run_up(settings: Settings) -> None:
     if written is not None:
         log.info("admin API key written (mode 0600); the CLI and the Python client on this "
                  "machine use it", extra={"path": str(written)})
-    env = {f"TOCSIN_{k.upper()}": str(v) for k, v in settings.summary().items()
-           if v is not None and k != "api_key"}
-    supervisor = DispatcherSupervisor(env)
+    supervisor = DispatcherSupervisor(settings.environment())
     supervisor.start()
     try:
         run_api(settings, expect_dispatcher=True, on_shutdown=supervisor.stop)

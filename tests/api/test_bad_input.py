@@ -60,14 +60,14 @@ def test_malformed_json(api: httpx.Client, api_store: Store, content: bytes) -> 
              headers={"content-type": "application/json"})
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("payload_text", '"\\ud800"'), ("payload", '{"a": "\\udfff"}'), ("headers", '{"h": "\\ud800"}'),
-    ("key", '"\\ud800"'),
+@pytest.mark.parametrize(("name", "value", "field"), [
+    ("payload_text", '"\\ud800"', "payload_text"), ("payload", '{"a": "\\udfff"}', "payload"),
+    ("headers", '{"h": "\\ud800"}', "headers.h"), ("key", '"\\ud800"', "key"),
 ])
-def test_text_that_is_not_unicode(api: httpx.Client, api_store: Store, field: str,
-                                  value: str) -> None:
-    other = "" if field.startswith("payload") else '"payload": 1, '
-    content = f'{{"channel": "out", {other}"{field}": {value}, "delay": 5}}'.encode()
+def test_text_that_is_not_unicode(api: httpx.Client, api_store: Store, name: str, value: str,
+                                  field: str) -> None:
+    other = "" if name.startswith("payload") else '"payload": 1, '
+    content = f'{{"channel": "out", {other}"{name}": {value}, "delay": 5}}'.encode()
     _refused(api, api_store, None, field, "Unicode", content=content,
              headers={"content-type": "application/json"})
 

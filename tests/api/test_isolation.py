@@ -11,9 +11,10 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from tests.api.tenancy import A, B, Tenants, two_tenants
 from tests.support.api_server import ApiServer
+from tests.support.tenants import A, B, Tenants, two_tenants
 from tocsin.abc import Store
+from tocsin.client import Client
 
 
 @pytest.fixture(scope="module")
@@ -143,3 +144,12 @@ def test_a_revoked_key_is_refused_at_once(tenants: Tenants) -> None:
 def test_bad_keys_name_the_field(tenants: Tenants, body: dict[str, str], field: str) -> None:
     r = tenants.admin.post("/v1/apikeys", json=body)
     assert r.status_code == 422 and r.json()["error"]["field"] == field
+
+
+def test_the_client_resumes_its_own_tenants_key_without_naming_it(tenants: Tenants) -> None:
+    halted = tenants.halted_key()
+    token = tenants.a.headers["authorization"].removeprefix("Bearer ")
+    with Client(str(tenants.a.base_url), api_key=token) as client:
+        assert [k["ordering_key"] for k in client.halted_keys()] == [halted]
+        assert client.resume_key(halted)["halted"] is False
+        assert client.halted_keys() == []

@@ -4,13 +4,18 @@ request is refused with a 4xx naming the field, and nothing is stored."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.api.conftest import BUCKETS
 from tocsin.abc import Store
+from tocsin.api.parsing import MAX_DUE_MS
+from tocsin.dispatcher.expansion import expand_due
+from tocsin.domain import CronTrigger, Recurring
 
 JSON = {"content-type": "application/json"}
 
@@ -171,10 +176,24 @@ def test_a_nul_in_a_field(api: httpx.Client, api_store: Store, extra: dict[str, 
              words="must not contain NUL", json=body)
 
 
+def test_a_nul_in_any_body_is_refused_by_one_check(api: httpx.Client) -> None:
+    """Every route's body passes the same check, even one written without it in mind."""
+    r = api.post("/v1/apikeys", json={"role": "tenant", "tenant": "t", "name": "a\x00"})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "name", r.text
+    items = [{"channel": "out", "payload": 1, "delay": 60}] * 3
+    items[2] = {**items[2], "headers": {"h\x00": "v"}}
+    r = api.post("/v1/schedules", json={"schedules": items})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["field"] == "schedules.2.headers.h\\u0000"
+
+
 def test_a_nul_in_a_payload_is_data(api: httpx.Client) -> None:
     r = api.post("/v1/schedules", json={"channel": "out", "payload_text": "a\x00b", "delay": 60})
     assert r.status_code == 201, r.text
     assert api.get(f"/v1/schedules/{r.json()['id']}").json()["payload_text"] == "a\x00b"
+    r = api.post("/v1/schedules", json={"schedules": [
+        {"channel": "out", "payload": {"nul": "\x00"}, "delay": 60}]})
+    assert r.status_code == 201, r.text
 
 
 def test_a_nul_in_a_channel_path(api: httpx.Client) -> None:
@@ -182,3 +201,72 @@ def test_a_nul_in_a_channel_path(api: httpx.Client) -> None:
                                        "config": {"path": "/tmp/a\x00b"}})
     assert r.status_code == 422 and r.json()["error"]["field"] == "config.path", r.text
     assert api.get("/v1/channels/nul").status_code == 404
+
+
+# -- rules stored before these checks existed (or by another writer) ----------------------
+
+
+def _stored_rule(store: Store, rid: str, expr: str, *, count: int = 1,
+                 start_ms: int | None = None) -> None:
+    """A rule written straight to the store, as a version without the edge's checks did."""
+    trigger = CronTrigger.parse(expr, "UTC", start_ms=start_ms)
+    store.create_recurring(Recurring(id=rid, trigger=trigger, channel="out", payload=b"1",
+                                     count=count), now_ms=_now())
+
+
+def _now() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _expand(store: Store) -> Any:
+    return expand_due(store, bucket_lo=0, bucket_hi=BUCKETS - 1, now_ms=_now(),
+                      horizon_ms=60_000, max_per_minute=100_000)
+
+
+def test_a_flooding_rule_is_failed_with_its_reason_and_blocks_no_other(
+        api: httpx.Client, api_store: Store) -> None:
+    flood, fine = f"rec-flood-{_now()}", f"rec-fine-{_now()}"
+    _stored_rule(api_store, flood, "* * * * * *", count=100_000)
+    _stored_rule(api_store, fine, "* * * * *")
+    tally = _expand(api_store)
+    assert tally.failed == 1 and tally.messages >= 1
+    assert api_store.get_recurring(flood).failed_reason == (
+        "count: 60 firings a minute x count 100000 = 6000000 messages a minute; the limit is "
+        "100000 (setting recurring_max_per_minute)")
+    assert api.get(f"/v1/recurring/{fine}/firings").json()["items"], "the fine rule did not fire"
+    listed = api.get("/v1/recurring", params={"limit": 1000})
+    assert listed.status_code == 200, listed.text
+    shown = {r["id"]: r for r in listed.json()["items"]}
+    assert shown[flood]["state"] == "FAILED" and "6000000" in shown[flood]["failed_reason"]
+    assert shown[fine]["state"] == "ACTIVE" and shown[fine]["failed_reason"] is None
+    assert _expand(api_store).failed == 0, "a failed rule is not tried again"
+    fixed = api.patch(f"/v1/recurring/{flood}", json={"count": 10})
+    assert fixed.status_code == 200 and fixed.json()["state"] == "ACTIVE", fixed.text
+    for rid in (flood, fine):
+        api.delete(f"/v1/recurring/{rid}")
+
+
+def test_a_rule_stored_near_year_9999_blocks_nothing(api: httpx.Client,
+                                                     api_store: Store) -> None:
+    late, fine = f"rec-late-{_now()}", f"rec-fine2-{_now()}"
+    _stored_rule(api_store, late, "0 9 * * *", start_ms=MAX_DUE_MS - 3_600_000)
+    _stored_rule(api_store, fine, "* * * * *")
+    tally = _expand(api_store)
+    assert tally.failed == 0
+    assert api.get(f"/v1/recurring/{fine}/firings").json()["items"], "the fine rule did not fire"
+    listed = api.get("/v1/recurring", params={"limit": 1000})
+    assert listed.status_code == 200, listed.text
+    assert {r["id"]: r for r in listed.json()["items"]}[late]["state"] == "ENDED"
+    for rid in (late, fine):
+        api.delete(f"/v1/recurring/{rid}")
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("end", "9999-12-31T23:59:59-01:00"), ("start", "0001-01-01T00:00:00+01:00"),
+])
+def test_an_instant_past_either_end_of_time_in_utc(api: httpx.Client, api_store: Store,
+                                                   field: str, value: str) -> None:
+    """Year 9999 at -01:00 is year 10000 in UTC: stored, it made every listing answer 500."""
+    _refused(api, api_store, "POST", "/v1/recurring", status=422, field=field,
+             words="outside years 1 to 9999", json=_rule(**{field: value}))
+    assert api.get("/v1/recurring").status_code == 200

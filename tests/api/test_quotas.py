@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.api_server import ApiServer
 from tocsin.abc import Store
-from tocsin.api.quotas import CreateRate
+from tocsin.api.quotas import CreateRate, Quotas
 from tocsin.apikeys import issue_key
 from tocsin.clock import ManualClock
 from tocsin.config import Settings
@@ -88,9 +88,15 @@ def test_pending_schedules_are_capped(capped: Capped) -> None:
     assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0
     assert "holds 3 pending schedules and the cap is 3" in refused.json()["error"]["message"]
     assert api.delete(f"/v1/schedules/{made[0]}").json()["status"] == Status.CANCELLED.value
+    clock.advance(10_000)
+    never = api.post("/v1/schedules", json={"schedules": [_one(n) for n in range(4)]})
+    assert never.status_code == 422 and never.json()["error"]["field"] == "schedules"
+    assert "over its pending cap of 3" in never.json()["error"]["reason"]
     assert api.post("/v1/schedules", json=_one(4)).status_code == 201, "room again"
 
 
 def test_no_caps_by_default() -> None:
     settings = Settings()
     assert settings.tenant_max_pending == 0 and settings.tenant_creates_per_second == 0
+    assert not Quotas.of(settings).active
+    assert Quotas(max_pending=1).active and Quotas(creates_per_second=0.5).active

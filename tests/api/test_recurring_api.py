@@ -124,3 +124,12 @@ def test_tenants(api: httpx.Client) -> None:
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "durability"
     assert api.put("/v1/tenants/a b", json={"durability": "strict"}).status_code == 422
     assert api.get("/v1/tenants/acme").json()["durability"] == "relaxed"
+
+
+def test_the_schema_lists_the_misfire_policies_from_their_enum() -> None:
+    from tocsin.api.models import RecurringIn
+    from tocsin.domain import MisfirePolicy
+
+    schema = RecurringIn.model_json_schema()
+    misfire = schema["$defs"]["MisfirePolicy"]["enum"]
+    assert misfire == [m.value for m in MisfirePolicy]

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.tenancy import A, Tenants, two_tenants
 from tests.support.api_server import ApiServer
+from tests.support.tenants import A, Tenants, two_tenants
 from tocsin.abc import Store
 
 

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+
 from tocsin.domain import Envelope, PayloadKind
+
+SECRET = "whsec_" + base64.b64encode(bytes(range(32))).decode()
+"""A Standard Webhooks secret for tests."""
+SECRET_2 = "whsec_" + base64.b64encode(bytes(range(100, 132))).decode()
+"""A second one, for rotation."""
 
 
 def envelopes(n: int, *, ordering_key: str | None = None, key: str | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.channels.envelopes import SECRET
 from tocsin.channels import validate_channel_config
 from tocsin.domain import ChannelKind
 from tocsin.errors import ValidationError
@@ -53,7 +54,7 @@ def test_bad_config_names_the_field(kind: ChannelKind, config: dict[str, object]
 
 def test_good_configs_pass_unchanged() -> None:
     good: list[tuple[ChannelKind, dict[str, object]]] = [
-        (ChannelKind.WEBHOOK, {"url": "https://h/x", "secret": "s", "timeout": 2,
+        (ChannelKind.WEBHOOK, {"url": "https://h/x", "secret": SECRET, "timeout": 2,
                                "headers": {"a": "b"}, "concurrency": 4}),
         (ChannelKind.KAFKA, {"bootstrap_servers": "h:1", "topic": "t",
                              "producer": {"linger.ms": 20}, "dead_letter": "dlq"}),
@@ -76,7 +77,7 @@ def test_importing_tocsin_imports_no_transport() -> None:
     import sys
 
     code = ("import sys, tocsin, tocsin.channels, tocsin.abc, tocsin.domain; "
-            "print(sorted(m for m in ('confluent_kafka', 'pika', 'httpx', 'pyspark')"
+            "print(sorted(m for m in ('confluent_kafka', 'pika', 'httpx', 'aiohttp', 'pyspark')"
             " if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout

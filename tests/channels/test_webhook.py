@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-
 import pytest
+from standardwebhooks import Webhook
 
-from tests.channels.envelopes import envelopes
+from tests.channels.envelopes import SECRET, envelopes
 from tests.support.api_server import free_port
 from tests.support.receiver import Receiver
 from tocsin.channels import build_channel
@@ -19,7 +17,7 @@ def _channel(url: str, **config: object) -> ChannelSpec:
 
 
 def test_posts_the_envelope_with_tocsin_headers_and_signature(receiver: Receiver) -> None:
-    channel = build_channel(_channel(receiver.url + "/in", secret="s3cret"))
+    channel = build_channel(_channel(receiver.url + "/in", secret=SECRET))
     results = channel.send(envelopes(5, headers={"x-tenant-trace": "abc"}))
     assert {r.outcome for r in results} == {Outcome.DELIVERED}
     got = sorted(receiver.received(), key=lambda r: r.headers["tocsin-schedule-id"])
@@ -31,8 +29,8 @@ def test_posts_the_envelope_with_tocsin_headers_and_signature(receiver: Receiver
     assert first.headers["tocsin-due-at"] == "2027-01-15T08:00:00.000Z"
     assert first.headers["x-tenant-trace"] == "abc"
     assert first.json()["payload"] == {"n": 0}
-    expected = "sha256=" + hmac.new(b"s3cret", first.body, hashlib.sha256).hexdigest()
-    assert first.headers["tocsin-signature"] == expected
+    assert first.headers["webhook-id"] == "S00000-1"
+    assert Webhook(SECRET).verify(first.body, first.headers)["delivery_id"] == "S00000-1"
     assert first.headers["content-type"] == "application/json"
     channel.close()
 
@@ -43,7 +41,7 @@ def test_no_secret_no_signature_and_schedule_headers_win(receiver: Receiver) -> 
     [result] = channel.send(envelopes(1, headers={"x-trace": "schedule", "x-name": "Zoë"}))
     assert result.outcome is Outcome.DELIVERED
     [got] = receiver.received()
-    assert "tocsin-signature" not in got.headers
+    assert "webhook-signature" not in got.headers and got.headers["webhook-id"] == "S00000-1"
     assert got.headers["authorization"] == "Bearer t"
     assert got.headers["x-trace"] == "schedule"
     assert got.headers["x-name"].encode("latin-1").decode() == "Zoë"  # sent as UTF-8
@@ -77,6 +75,8 @@ def test_status_mapping(receiver: Receiver, status: int, outcome: Outcome) -> No
     [result] = build_channel(_channel(receiver.url)).send(envelopes(1))
     assert result.outcome is outcome
     assert (result.error is None) == (outcome is Outcome.DELIVERED)
+    if result.error is not None:
+        assert result.error.startswith(f"HTTP {status} ")
 
 
 def test_timeout_is_retried(receiver: Receiver) -> None:
@@ -136,4 +136,59 @@ def test_a_large_batch_at_hundreds_per_second(receiver: Receiver) -> None:
     assert len({r.json()["delivery_id"] for r in receiver.received()}) == 2000
     # both ends share one GIL on a busy 2-core machine: about 300-500/s here
     assert 2000 / elapsed > 200, f"{2000 / elapsed:.0f} requests/s"
+    channel.close()
+
+
+def test_an_error_answer_is_reported_by_its_status_line_only(receiver: Receiver) -> None:
+    receiver.reset(status=500, body=b"db password is hunter2; internal host 10.1.2.3")
+    [result] = build_channel(_channel(receiver.url)).send(envelopes(1))
+    assert result.outcome is Outcome.RETRY
+    assert result.error == "HTTP 500 Internal Server Error"
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_retry_after_becomes_the_retry_time_and_pauses_the_channel(receiver: Receiver,
+                                                                   status: int) -> None:
+    receiver.reset(status=status, headers={"Retry-After": "120"})
+    channel = build_channel(_channel(receiver.url, concurrency=1))
+    first, second = channel.send(envelopes(2))
+    assert first.outcome is Outcome.RETRY and first.retry_after_ms == 120_000
+    # the receiver asked for a pause: the rest waits without another request
+    assert second.outcome is Outcome.RETRY and 0 < (second.retry_after_ms or 0) <= 120_000
+    assert len(receiver.received(None)) == 1
+    channel.close()
+
+
+def test_retry_after_as_an_http_date(receiver: Receiver) -> None:
+    from email.utils import format_datetime
+
+    from tocsin.channels.webhook import WebhookChannel
+    from tocsin.clock import ManualClock, from_ms
+
+    clock = ManualClock(1_900_000_000_000)
+    receiver.reset(status=429, headers={"Retry-After": format_datetime(
+        from_ms(clock.now_ms() + 30_000), usegmt=True)})
+    channel = WebhookChannel(_channel(receiver.url), clock=clock)
+    [result] = channel.send(envelopes(1))
+    assert result.retry_after_ms == 30_000
+    channel.close()
+
+
+def test_a_503_without_retry_after_leaves_the_back_off_to_the_dispatcher(
+        receiver: Receiver) -> None:
+    receiver.reset(status=503)
+    [result] = build_channel(_channel(receiver.url)).send(envelopes(1))
+    assert result.outcome is Outcome.RETRY and result.retry_after_ms is None
+
+
+def test_many_requests_are_in_flight_at_once(receiver: Receiver) -> None:
+    receiver.reset(hold=20)
+    channel = build_channel(_channel(receiver.url, concurrency=20))
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(channel.send, envelopes(40))
+        receiver.wait_held(20)  # twenty requests wait at the receiver together
+        receiver.release()
+        assert {r.outcome for r in future.result(30)} == {Outcome.DELIVERED}
     channel.close()

@@ -61,6 +61,7 @@ def test_a_backlog_drains_in_capped_batches_in_due_order(spark, backend_url: str
     store.close()
 
 
+@pytest.mark.slow
 def test_two_dispatchers_on_one_store_claim_each_schedule_once(spark, backend_url: str,  # type: ignore[no-untyped-def]
                                                                tmp_path: Path, say) -> None:
     store = open_store(backend_url, buckets=BUCKETS)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.dispatch import read_lines, running_dispatcher, wait_until
+from tests.support.dispatch import read_lines, running_dispatcher, wait_for_polls, wait_until
 from tocsin.abc import Store
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
 from tocsin.errors import ConflictError
@@ -62,9 +62,9 @@ def test_a_row_committed_after_its_window_was_scanned_still_fires(spark, env, tm
     """DESIGN.md §3: claim ``due <= until`` with no lower bound."""
     store, url, out = env
     _schedule(store, 1, due_ms=_now())
-    with running_dispatcher(spark, url, tmp_path / "ck", buckets=16):
+    with running_dispatcher(spark, url, tmp_path / "ck", buckets=16, idle_beat_ms=50):
         wait_until(lambda: len(read_lines(out)) == 1, timeout_s=90, what="first delivery")
-        time.sleep(1.5)  # more scans go by with nothing due
+        wait_for_polls(store)  # more scans go by with nothing due
         late = _schedule(store, 1, due_ms=_now() - 5_000)[0]  # due before the last scan
         wait_until(lambda: any(r["schedule_id"] == late for r in read_lines(out)),
                    timeout_s=30, what="the late-committed schedule")
@@ -74,11 +74,12 @@ def test_a_row_committed_after_its_window_was_scanned_still_fires(spark, env, tm
 def test_nothing_due_runs_no_batch(spark, env, tmp_path):
     store, url, _ = env
     _schedule(store, 1, due_ms=_now())
-    with running_dispatcher(spark, url, tmp_path / "ck", buckets=16) as query:
+    with running_dispatcher(spark, url, tmp_path / "ck", buckets=16,
+                            idle_beat_ms=50) as query:
         wait_until(lambda: store.counts()[Status.DELIVERED] == 1, timeout_s=90, what="delivery")
         progress = wait_until(lambda: query.lastProgress, timeout_s=30, what="progress")
         batches_before = progress["batchId"]
-        time.sleep(3.0)
+        wait_for_polls(store, polls=3)  # three triggers asked, and found nothing due
         assert query.lastProgress["batchId"] == batches_before
         _schedule(store, 1, due_ms=_now())
         wait_until(lambda: store.counts()[Status.DELIVERED] == 2, timeout_s=30, what="delivery")
@@ -136,6 +137,7 @@ def test_cancels_around_due_time_never_lose_a_race(spark, env, tmp_path):
     assert delivered == set(ids) - cancelled
 
 
+@pytest.mark.slow
 def test_a_hot_second_is_claimed_by_every_partition(spark, env, tmp_path):
     """20 000 schedules due in the same second: the batch that claims them spreads them over
     every bucket range (ids hash evenly over the buckets), so every Spark task takes a share

@@ -12,10 +12,23 @@ import pytest
 
 from tests.support.api_server import ApiServer
 from tests.support.consumer import ReleasingConsumer
-from tests.support.dispatch import read_lines, running_dispatcher, running_expander, wait_until
+from tests.support.dispatch import (
+    read_lines,
+    running_dispatcher,
+    running_expander,
+    wait_for_polls,
+    wait_until,
+)
 from tocsin.abc import Store
 from tocsin.api.views import iso
-from tocsin.domain import ChannelKind, ChannelSpec, CronTrigger, Recurring, firing_schedule_id
+from tocsin.domain import (
+    ChannelKind,
+    ChannelSpec,
+    CronTrigger,
+    Recurring,
+    Status,
+    firing_schedule_id,
+)
 from tocsin.stores import open_store
 from tocsin.stores.sqlite import SQLiteStore
 
@@ -40,9 +53,12 @@ def test_firings_are_expanded_and_delivered_once(spark, backend_url: str,  # typ
     expected = {firing_schedule_id("rec-e2e", first + s * 1000, i)
                 for s in range(3) for i in range(2)}
     with running_expander(spark, backend_url, tmp_path / "ck-x", buckets=16, partitions=2), \
-            running_dispatcher(spark, backend_url, tmp_path / "ck", buckets=16, partitions=2):
+            running_dispatcher(spark, backend_url, tmp_path / "ck", buckets=16, partitions=2,
+                               idle_beat_ms=50):
         wait_until(lambda: len(read_lines(out)) >= 6, timeout_s=90, what="six deliveries")
-        time.sleep(1.5)  # a repeat, if any, would show up now
+        wait_for_polls(store)  # the dispatcher looked again: nothing left to claim
+    assert store.counts()[Status.DELIVERED] == 6
+    assert store.counts()[Status.PENDING] + store.counts()[Status.CLAIMED] == 0
     lines = read_lines(out)
     assert sorted(line["schedule_id"] for line in lines) == sorted(expected)
     assert all(line["headers"]["Tocsin-Recurring-Id"] == "rec-e2e" for line in lines)

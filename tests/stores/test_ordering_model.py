@@ -38,6 +38,7 @@ class OrderingRules(RuleBasedStateMachine):
         super().__init__()
         self.store = SQLiteStore(":memory:", buckets=4)
         self.rows: dict[str, Row] = {}
+        self.made = 0
 
     def teardown(self) -> None:
         self.store.close()
@@ -62,8 +63,11 @@ class OrderingRules(RuleBasedStateMachine):
     def create(self, key: str | None, unique: str | None, due: int, payload: bytes) -> None:
         due_ms = NOW - 100 + due
         task = None if unique is None else f"{key}:{due_ms}:{unique}"
-        item = NewSchedule(channel="c", payload=payload, due_ms=due_ms, ordering_key=key,
+        # Ids in creation order, not random: a run must replay exactly for hypothesis.
+        item = NewSchedule(id=f"S{self.made:06d}", channel="c",
+                           payload=payload, due_ms=due_ms, ordering_key=key,
                            key=task, overwrite_pending=task is not None)
+        self.made += 1
         holder = next((i for i, r in self.rows.items() if task and r.task == task), None)
         if holder and self.rows[holder].status is Status.CLAIMED:
             try:

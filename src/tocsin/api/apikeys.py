@@ -10,8 +10,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from tocsin.api.auth import TENANT_PATTERN, require_admin, scope
+from tocsin.api.auth import require_admin, scope
 from tocsin.api.deps import Deps
+from tocsin.api.models import TENANT_PATTERN
 from tocsin.apikeys import describe, issue_key
 from tocsin.domain import Role
 

@@ -63,8 +63,8 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None,
 
 
 def _describe_request_bodies(app: FastAPI) -> None:
-    """Add the schemas of bodies a route reads itself, and of the error body, to the OpenAPI
-    document."""
+    """Add the schemas of bodies a route reads itself, and every operation's error answers
+    (:func:`~tocsin.api.responses.document_errors`), to the OpenAPI document."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:

@@ -23,14 +23,14 @@ from typing import Annotated
 from fastapi import Query, Request
 
 from tocsin.api.deps import Deps
+from tocsin.api.models import TENANT_PATTERN
 from tocsin.apikeys import find_key
 from tocsin.domain import DEFAULT_TENANT, Role
 from tocsin.errors import AuthenticationError, ForbiddenError
 
-__all__ = ["TENANT_PATTERN", "Principal", "authenticate", "principal", "require_admin",
+__all__ = ["Principal", "authenticate", "principal", "require_admin",
            "scope", "tenant_for"]
 
-TENANT_PATTERN = r"^[A-Za-z0-9._-]+$"
 _READS = frozenset({"GET", "HEAD"})
 
 

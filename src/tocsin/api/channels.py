@@ -9,7 +9,6 @@ from fastapi import APIRouter, Request, Response
 from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
 from tocsin.api.models import ChannelIn
-from tocsin.api.text import check_text
 from tocsin.api.views import channel_out
 from tocsin.domain import ChannelKind, ChannelSpec
 from tocsin.errors import ValidationError
@@ -22,15 +21,16 @@ router = APIRouter(prefix="/v1/channels", tags=["channels"])
 @router.post("", status_code=201, summary="Register or replace a channel (of the key's "
              "tenant: the same name in two tenants is two channels)")
 def put(body: ChannelIn, request: Request) -> dict[str, Any]:
-    check_text(body.config, prefix="config", free=())
     try:
         kind = ChannelKind(body.kind)
     except ValueError:
         raise ValidationError("kind", f"{body.kind!r} is not one of "
                                       f"{', '.join(k.value for k in ChannelKind)}") from None
     from tocsin.channels import validate_channel_config
+    from tocsin.channels.policy import DestinationPolicy
 
-    config = validate_channel_config(kind, body.config)
+    policy = DestinationPolicy.from_settings(Deps.of(request).settings)
+    config = validate_channel_config(kind, body.config, policy)
     spec = ChannelSpec(name=body.name, kind=kind, config=config,
                        tenant=tenant_for(request, body.tenant))
     return channel_out(Deps.of(request).store.put_channel(spec))

@@ -10,7 +10,7 @@ from tocsin.abc import Store
 from tocsin.api.quotas import Quotas
 from tocsin.clock import Clock
 from tocsin.config import Settings
-from tocsin.errors import NotFoundError
+from tocsin.intake import registered
 
 __all__ = ["Deps", "registered"]
 
@@ -30,12 +30,3 @@ class Deps:
         """The dependencies of the application serving ``request``."""
         deps: Deps = request.app.state.deps
         return deps
-
-
-def registered(store: Store, kind: str, name: str, *, tenant: str) -> bool:
-    """Whether ``tenant`` has a ``kind`` (``channel``, ``policy``) named ``name``."""
-    try:
-        getattr(store, f"get_{kind}")(name, tenant=tenant)
-    except NotFoundError:
-        return False
-    return True

@@ -1,12 +1,13 @@
 """Tocsin's errors as HTTP answers, in one place: each error class answers its status from
 :data:`tocsin.errors.HTTP_STATUS` (422 validation, 413 body too large, 415 not JSON, 404 not
 found, 409 conflict, 503 store, any other Tocsin error 500; 401 no valid key, 403 forbidden,
-429 a tenant's cap), the table the client reads back from. A 401 also names the scheme (``WWW-Authenticate: Bearer``) and a 429
-says when to come back (``Retry-After``): :func:`headers_of`.
+429 a tenant's cap), the table the client reads back from. A 401 also names the scheme
+(``WWW-Authenticate: Bearer``) and a 429 says when to come back (``Retry-After``):
+:func:`headers_of`.
 
-FastAPI's own request validation answers 422 in the same shape (so does a body FastAPI cannot
-read, which it would answer 400) (``field`` is the location,
-``errors`` lists every problem); routing errors (unknown path, wrong method) keep their status
+FastAPI's own request validation answers 422 in the same shape (``field`` is the location,
+``errors`` lists every problem), and so does a body FastAPI cannot read (which it would answer
+400); routing errors (unknown path, wrong method) keep their status
 with the same body; anything unexpected is a 500 with the same body, never a stack trace.
 """
 
@@ -28,6 +29,7 @@ from tocsin.errors import (
     error_body,
     status_of,
 )
+from tocsin.intake import reason_of
 
 __all__ = ["STATUS", "error_body", "headers_of", "install_error_handlers", "reason_of",
            "status_of"]
@@ -49,11 +51,6 @@ def headers_of(exc: TocsinError) -> dict[str, str] | None:
 def _field(loc: tuple[Any, ...]) -> str:
     parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
     return ".".join(parts) or "body"
-
-
-def reason_of(error: Any) -> str:
-    """A pydantic error's message, without pydantic's "Value error, " prefix."""
-    return str(error.get("msg", "invalid")).removeprefix("Value error, ")
 
 
 def _problem(error: Any) -> dict[str, str]:

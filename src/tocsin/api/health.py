@@ -18,6 +18,7 @@ from tocsin.api.auth import authenticate, require_admin
 from tocsin.api.deps import Deps
 from tocsin.api.metrics import StoreCollector
 from tocsin.dispatcher.beat import DISPATCHER, SOURCE
+from tocsin.domain.defaults import ms
 from tocsin.errors import StoreError
 
 __all__ = ["router"]
@@ -63,7 +64,7 @@ def readyz(request: Request) -> JSONResponse:
 def _dispatcher_problems(deps: Deps) -> list[str]:
     """Why the dispatcher looks dead: neither its batch beat nor its idle beat (written every
     few seconds even when nothing is due) is within max(10 s, 5 triggers)."""
-    window_ms = int(max(10.0, 5 * deps.settings.trigger_seconds) * 1000)
+    window_ms = ms(max(10.0, 5 * deps.settings.trigger_seconds))
     beats = [b[0] for b in (deps.store.last_beat(DISPATCHER), deps.store.last_beat(SOURCE)) if b]
     if not beats:
         return [f"dispatcher: no heartbeat yet (expected within {window_ms / 1000:g} s)"]

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-import pydantic
-
-from tocsin.api.deps import Deps, registered
-from tocsin.api.errors import reason_of
-from tocsin.api.models import ScheduleIn
-from tocsin.api.text import TEXT_ESCAPE, text_problem
+from tocsin.api.deps import Deps
 from tocsin.domain import NewSchedule
 from tocsin.errors import ValidationError
+from tocsin.intake import ScheduleCheck, registered
 
 __all__ = ["read_schedules"]
 
@@ -27,8 +24,7 @@ def read_schedules(deps: Deps, body: bytes,
     raw = _load(body)
     batch = isinstance(raw, dict) and "schedules" in raw
     items = _batch_items(raw, deps.settings.max_batch_items) if batch else [raw]
-    intake = _Intake(deps, batch=batch, check_text=TEXT_ESCAPE.search(body) is not None,
-                     tenant_of=tenant_of)
+    intake = _Intake(deps, batch=batch, tenant_of=tenant_of)
     schedules = [s for i, item in enumerate(items) if (s := intake.read(i, item)) is not None]
     intake.raise_errors()
     return schedules, batch
@@ -57,53 +53,24 @@ def _batch_items(raw: dict[str, Any], limit: int) -> list[Any]:
 
 
 class _Intake:
-    """Checks the items of one request, collecting every problem."""
+    """Checks the items of one request (by :class:`~tocsin.intake.ScheduleCheck`, the one
+    definition of a valid schedule), collecting every problem."""
 
-    def __init__(self, deps: Deps, *, batch: bool, check_text: bool,
+    def __init__(self, deps: Deps, *, batch: bool,
                  tenant_of: Callable[[str | None], str]) -> None:
-        self.deps = deps
-        self.tenant_of = tenant_of
         self.batch = batch
-        self.check_text = check_text
-        self.now_ms = deps.clock.now_ms()
         self.errors: list[dict[str, Any]] = []
-        self.registered: dict[tuple[str, str, str], bool] = {}
-        self.keys: dict[tuple[str, str], tuple[int, str]] = {}
-        """(tenant, key) → the first item giving it and its request digest."""
+        self.check = ScheduleCheck(deps.settings, now_ms=deps.clock.now_ms(),
+                                   known=partial(registered, deps.store), tenant_of=tenant_of)
 
     def read(self, index: int, item: Any) -> NewSchedule | None:
         """The item as a schedule, or None after recording why not."""
-        if self.check_text and (problem := text_problem(item)) is not None:
-            self._fail(index, *problem)
+        # Text the store cannot hold was refused at the edge (tocsin.api.limits).
+        value = self.check.check(item, index=index, check_text=False)
+        if isinstance(value, list):
+            for problem in value:
+                self._fail(index, problem.field, problem.reason)
             return None
-        settings = self.deps.settings
-        try:
-            given = ScheduleIn.model_validate(item)
-            value = given.to_domain(
-                tenant=self.tenant_of(given.tenant), now_ms=self.now_ms,
-                max_payload=settings.max_payload_bytes,
-                grace_ms=int(settings.grace_seconds * 1000),
-                key_retention_ms=int(settings.task_key_retention_seconds * 1000))
-        except pydantic.ValidationError as exc:
-            for e in exc.errors():
-                self._fail(index, ".".join(map(str, e["loc"])), reason_of(e))
-            return None
-        except ValidationError as exc:
-            self._fail(index, exc.field, exc.reason)
-            return None
-        if not self._known("channel", value.channel, value.tenant):
-            self._fail(index, "channel", f"channel {value.channel!r} is not registered")
-            return None
-        if value.policy is not None and not self._known("policy", value.policy, value.tenant):
-            self._fail(index, "policy", f"policy {value.policy!r} is not registered")
-            return None
-        if value.key is not None and not value.overwrite_pending:
-            digest = value.fingerprint()
-            first, first_digest = self.keys.setdefault((value.tenant, value.key), (index, digest))
-            if digest != first_digest:
-                self._fail(index, "key", f"key {value.key!r} is also given to item "
-                                         f"{first} with a different request")
-                return None
         return value
 
     def raise_errors(self) -> None:
@@ -119,10 +86,3 @@ class _Intake:
         """Record a problem of item ``index``."""
         field = ".".join(p for p in (f"schedules.{index}" if self.batch else "", where) if p)
         self.errors.append({"index": index, "field": field or "body", "reason": reason})
-
-    def _known(self, kind: str, name: str, tenant: str) -> bool:
-        """Whether ``tenant`` has the channel or policy ``name`` (asked once per request)."""
-        if (kind, name, tenant) not in self.registered:
-            self.registered[(kind, name, tenant)] = registered(self.deps.store, kind, name,
-                                                               tenant=tenant)
-        return self.registered[(kind, name, tenant)]

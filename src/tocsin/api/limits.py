@@ -8,13 +8,15 @@
 * that is not ``application/json`` (or ``application/*+json``) (415): a browser can send
   ``text/plain`` or a form cross-site without asking first, JSON it cannot;
 * whose JSON nests deeper than ``max_json_depth`` (422): found by scanning the bytes, so a
-  document 100 000 levels deep never reaches a recursive parser.
+  document 100 000 levels deep never reaches a recursive parser;
+* holding text the store cannot hold (422 naming the field; :mod:`tocsin.api.text`).
 
 A request without a body (GET, DELETE, a bare POST) passes untouched.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from itertools import accumulate
 
@@ -23,6 +25,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tocsin.api.errors import error_body, status_of
+from tocsin.api.text import TEXT_ESCAPE, text_problem
 from tocsin.errors import MediaTypeError, TocsinError, TooLargeError, ValidationError
 
 __all__ = ["BodyLimits", "json_depth_over"]
@@ -107,6 +110,14 @@ class BodyLimits:
         if json_depth_over(body, self.max_depth):
             raise ValidationError("body", f"JSON nested more than {self.max_depth} levels "
                                           "deep (setting max_json_depth)")
+        if TEXT_ESCAPE.search(body):
+            try:
+                document = json.loads(body)
+            except ValueError:
+                return  # malformed: the route says so
+            if (problem := text_problem(document)) is not None:
+                field, reason = problem
+                raise ValidationError(field or "body", reason)
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

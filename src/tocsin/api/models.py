@@ -8,10 +8,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
 from tocsin.api.parsing import canonical_digest, check_message_size, due_of, payload_of
-from tocsin.domain import NewSchedule
+from tocsin.domain import MisfirePolicy, NewSchedule
 from tocsin.errors import ValidationError
 
 __all__ = [
+    "TENANT_PATTERN",
     "ChannelIn",
     "Delay",
     "PolicyIn",
@@ -20,9 +21,19 @@ __all__ = [
     "ScheduleBatchIn",
     "ScheduleChange",
     "ScheduleIn",
+    "TenantName",
 ]
 
 _KEY_MAX = 256
+
+TENANT_PATTERN = r"^[A-Za-z0-9._-]+$"
+"""What a tenant name may hold."""
+
+TenantName = Annotated[str | None, Field(
+    min_length=1, max_length=64, pattern=TENANT_PATTERN,
+    description="Admin keys: the tenant (default `default`); a tenant key may name only its "
+                "own.")]
+"""The ``tenant`` a body may name (see :func:`tocsin.api.auth.tenant_for`)."""
 
 
 def _no_bool(value: Any) -> Any:
@@ -49,9 +60,7 @@ class ScheduleIn(BaseModel):
     due_at: str | None = Field(None, description="RFC 3339 with an offset.")
     delay: Delay = Field(None, description="Seconds or an ISO 8601 duration.")
     key: str | None = Field(None, min_length=1, max_length=_KEY_MAX)
-    tenant: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$",
-                               description="Admin keys: the tenant (default `default`); "
-                                           "a tenant key may name only its own.")
+    tenant: TenantName = None
     ordering_key: str | None = Field(None, min_length=1, max_length=_KEY_MAX)
     uniqueness_key: str | None = Field(
         None, min_length=1, max_length=_KEY_MAX,
@@ -118,9 +127,7 @@ class ChannelIn(BaseModel):
     name: str = Field(min_length=1, max_length=128)
     kind: str
     config: dict[str, Any] = Field(default_factory=dict)
-    tenant: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$",
-                               description="Admin keys: the tenant (default `default`); "
-                                           "a tenant key may name only its own.")
+    tenant: TenantName = None
 
 
 class RecurringChange(BaseModel):
@@ -140,7 +147,7 @@ class RecurringChange(BaseModel):
                                              "(seconds or ISO 8601 duration).")
     start: str | None = Field(None, description="RFC 3339: no firing before it.")
     end: str | None = Field(None, description="RFC 3339: no firing after it.")
-    misfire: Literal["fire_once", "fire_all", "skip"] | None = Field(
+    misfire: MisfirePolicy | None = Field(
         None, description="Firings missed by more than misfire_grace (downtime): fire_once "
                           "fires the latest, fire_all fires each, skip drops them.")
     misfire_grace: Delay = Field(None, description="Seconds or ISO 8601 duration.")
@@ -156,11 +163,9 @@ class RecurringIn(RecurringChange):
     channel: str = Field(min_length=1, max_length=128)
     headers: dict[str, str] = Field(default_factory=dict)
     count: int = Field(1, ge=1, le=100_000, description="Messages per firing.")
-    misfire: Literal["fire_once", "fire_all", "skip"] = "fire_once"
+    misfire: MisfirePolicy = MisfirePolicy.FIRE_ONCE
     paused: bool = False
-    tenant: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$",
-                               description="Admin keys: the tenant (default `default`); "
-                                           "a tenant key may name only its own.")
+    tenant: TenantName = None
 
 
 class PolicyIn(BaseModel):
@@ -169,9 +174,7 @@ class PolicyIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")
-    tenant: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$",
-                               description="Admin keys: the tenant (default `default`); "
-                                           "a tenant key may name only its own.")
+    tenant: TenantName = None
     max_in_flight: int = Field(ge=1, le=1_000_000, description="Most deliveries holding a "
                                                               "token at once.")
     rate: float | None = Field(None, gt=0, description="Most deliveries started per second.")

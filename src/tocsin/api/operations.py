@@ -12,7 +12,6 @@ from tocsin.abc import PausedChannel
 from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
 from tocsin.api.parsing import parse_instant
-from tocsin.api.text import check_text
 from tocsin.api.views import iso, schedule_out
 from tocsin.stores.sql.operations import MAX_REDRIVE
 
@@ -43,7 +42,6 @@ def paused_out(p: PausedChannel) -> dict[str, Any]:
 @router.post("/v1/schedules/redrive", summary="Re-drive DEAD schedules matching a predicate "
              "(bounded by limit; each as a new attempt chain)")
 def redrive_where(body: RedriveIn, request: Request) -> dict[str, Any]:
-    check_text(body.model_dump())
     deps = Deps.of(request)
     tenant = tenant_for(request, body.tenant) if body.tenant else scope(request)
     count = deps.store.redrive_where(

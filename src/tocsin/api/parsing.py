@@ -32,11 +32,14 @@ __all__ = [
 
 MAX_DUE_MS = 253_402_300_799_999
 """The latest due time accepted: 9999-12-31T23:59:59.999Z."""
+MIN_INSTANT_MS = -62_135_596_800_000
+"""The earliest instant accepted anywhere: 0001-01-01T00:00:00Z."""
 _ISO_DURATION = re.compile(
     r"^P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
     r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
 )
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:\d{2})$")
+
 
 
 def canonical_digest(value: Any) -> str:
@@ -87,7 +90,10 @@ def parse_instant(value: str, field: str = "due_at") -> int:
         instant = datetime.fromisoformat(value.strip().replace("z", "Z").replace("Z", "+00:00"))
     except ValueError as exc:
         raise ValidationError(field, f"{value!r}: {exc}") from exc
-    return to_ms(instant)
+    ms = to_ms(instant)
+    if not MIN_INSTANT_MS <= ms <= MAX_DUE_MS:  # in UTC: an offset can cross either end
+        raise ValidationError(field, f"{value!r} is outside years 1 to 9999 in UTC")
+    return ms
 
 
 def payload_of(body: ScheduleIn | ScheduleChange | RecurringChange, *,

@@ -20,7 +20,7 @@ from collections import Counter
 
 from tocsin.abc import Store
 from tocsin.config import Settings
-from tocsin.errors import QuotaExceededError
+from tocsin.errors import QuotaExceededError, ValidationError
 
 __all__ = ["CreateRate", "Quotas"]
 
@@ -60,6 +60,11 @@ class Quotas:
         self.max_pending = max_pending
         self.rate = CreateRate(creates_per_second) if creates_per_second > 0 else None
 
+    @property
+    def active(self) -> bool:
+        """Whether any cap is set (none is, by default)."""
+        return bool(self.max_pending) or self.rate is not None
+
     @classmethod
     def of(cls, settings: Settings) -> Quotas:
         """The caps ``settings`` ask for."""
@@ -68,9 +73,13 @@ class Quotas:
 
     def admit(self, store: Store, adding: Counter[str], *, now_ms: int) -> None:
         """Let a request that creates ``adding[tenant]`` schedules per tenant through, or
-        raise :class:`QuotaExceededError`."""
+        raise :class:`QuotaExceededError` (:class:`ValidationError` for a request that could
+        never fit: waiting would not help)."""
         if self.max_pending:
             for tenant, n in adding.items():
+                if n > self.max_pending:
+                    raise ValidationError("schedules", f"{n} schedules for tenant {tenant!r} "
+                                          f"are over its pending cap of {self.max_pending}")
                 held = store.pending_count(tenant=tenant)
                 if held + n > self.max_pending:
                     raise QuotaExceededError(

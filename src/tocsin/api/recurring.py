@@ -18,9 +18,8 @@ from tocsin.api.parsing import (
     parse_instant,
     payload_of,
 )
-from tocsin.api.text import check_text
 from tocsin.api.views import recurring_out
-from tocsin.clock import from_ms
+from tocsin.clock import from_ms, iso_ms
 from tocsin.domain import CronTrigger, MisfirePolicy, Recurring
 from tocsin.domain.cron import iana_zone
 from tocsin.errors import ValidationError
@@ -36,7 +35,6 @@ def _seconds_ms(value: float | str | None, field: str) -> int | None:
 
 
 def _checked(body: RecurringChange, deps: Deps, *, tenant: str) -> None:
-    check_text(body.model_dump())
     for kind, name in (("channel", body.channel), ("policy", body.policy)):
         if name is not None and not registered(deps.store, kind, name, tenant=tenant):
             raise ValidationError(kind, f"{kind} {name!r} is not registered")
@@ -180,7 +178,7 @@ def next_(recurring_id: str, request: Request,
     times = recurring.trigger.next(deps.clock.now_ms(), n)
     return {"timezone": zone.key, "paused": recurring.paused, "items": [
         {"local": from_ms(t).astimezone(zone).isoformat(timespec="seconds"),
-         "utc": from_ms(t).isoformat(timespec="seconds").replace("+00:00", "Z")}
+         "utc": iso_ms(t, "seconds")}
         for t in times]}
 
 

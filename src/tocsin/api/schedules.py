@@ -14,11 +14,10 @@ from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
 from tocsin.api.intake import read_schedules
 from tocsin.api.models import ScheduleBatchIn, ScheduleChange, ScheduleIn
-from tocsin.api.parsing import check_message_size, due_of, parse_instant, payload_of
-from tocsin.api.text import check_text
+from tocsin.api.parsing import check_message_size, parse_instant
 from tocsin.api.views import delivery_out, schedule_out
 from tocsin.domain import Status
-from tocsin.errors import ValidationError
+from tocsin.intake import read_change
 
 __all__ = ["openapi_schemas", "router"]
 
@@ -46,8 +45,9 @@ async def create(request: Request, response: Response) -> dict[str, Any]:
     items, batch = await run_in_threadpool(read_schedules, deps, await request.body(),
                                            partial(tenant_for, request))
     now = deps.clock.now_ms()
-    await run_in_threadpool(deps.quotas.admit, deps.store, Counter(s.tenant for s in items),
-                            now_ms=now)
+    if deps.quotas.active:
+        await run_in_threadpool(deps.quotas.admit, deps.store,
+                                Counter(s.tenant for s in items), now_ms=now)
     results = await run_in_threadpool(deps.store.create, items, now_ms=now)
     if not any(created for _, created in results):
         response.status_code = 200
@@ -92,28 +92,20 @@ def deliveries(schedule_id: str, request: Request) -> dict[str, Any]:
               "while PENDING (409 with the status when too late)")
 def reschedule(schedule_id: str, body: ScheduleChange, request: Request) -> dict[str, Any]:
     deps = Deps.of(request)
-    check_text(body.model_dump())
     now = deps.clock.now_ms()
-    payload = payload_of(body, max_payload=deps.settings.max_payload_bytes)
-    due_ms = due_of(body.due_at, body.delay, now_ms=now,
-                    grace_ms=int(deps.settings.grace_seconds * 1000))
-    if payload is None and due_ms is None and body.headers is None:
-        raise ValidationError("body", "give a new due_at or delay, payload, or headers")
-    kind, data = payload if payload else (None, None)
-    if data is not None or body.headers is not None:
-        _check_size(deps, schedule_id, data, body.headers)
-    return schedule_out(deps.store.reschedule(schedule_id, now_ms=now, due_ms=due_ms,
-                                              payload=data, payload_kind=kind,
-                                              headers=body.headers,
-                                              tenant=scope(request)))
+    change = read_change(body, settings=deps.settings, now_ms=now)
+    if change.payload is not None or change.headers is not None:
+        _check_size(deps, schedule_id, change.payload, change.headers, tenant=scope(request))
+    return schedule_out(deps.store.reschedule(schedule_id, now_ms=now, tenant=scope(request),
+                                              **change._asdict()))
 
 
 def _check_size(deps: Deps, schedule_id: str, payload: bytes | None,
-                headers: dict[str, str] | None) -> None:
-    """Payload and headers after a PATCH, the half not given being the stored one, within
-    the payload limit."""
+                headers: dict[str, str] | None, *, tenant: str | None) -> None:
+    """Payload and headers after a PATCH, the half not given being the stored one (of
+    ``tenant``'s schedule only), within the payload limit."""
     if payload is None or headers is None:
-        current = deps.store.get(schedule_id)
+        current = deps.store.get(schedule_id, tenant=tenant)
         payload = current.payload if payload is None else payload
         headers = current.headers if headers is None else headers
     check_message_size(payload, headers, limit=deps.settings.max_payload_bytes)

@@ -3,20 +3,21 @@ changes them; a tenant key reads its own tenant's and no other (404, like a miss
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from tocsin.api.auth import principal, require_admin, scope
 from tocsin.api.deps import Deps
+from tocsin.api.models import TENANT_PATTERN
 from tocsin.domain import Durability, Tenant
 from tocsin.errors import NotFoundError
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
-_NAME = Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+_NAME = Path(min_length=1, max_length=64, pattern=TENANT_PATTERN)
 
 
 class TenantIn(BaseModel):
@@ -24,7 +25,7 @@ class TenantIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    durability: Literal["strict", "relaxed"] = Field(
+    durability: Durability = Field(
         description="strict: creates return once on disk; relaxed: before the flush (a crash "
                     "may lose the last acknowledged creates).")
 

@@ -5,20 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from tocsin.clock import from_ms
+from tocsin.clock import iso_ms
 from tocsin.domain import ChannelSpec, Delivery, PayloadKind, Policy, Recurring, Schedule, Status
+from tocsin.domain.defaults import seconds
 from tocsin.domain.schedule import payload_value
+from tocsin.redact import redact
 
 __all__ = ["channel_out", "delivery_out", "iso", "policy_out", "recurring_out", "schedule_out"]
 
 
 def iso(ms: int | None) -> str | None:
     """UTC milliseconds as RFC 3339 with ``Z``."""
-    return (
-        None
-        if ms is None
-        else from_ms(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    )
+    return None if ms is None else iso_ms(ms)
 
 
 def schedule_out(s: Schedule, *, full: bool = True) -> dict[str, Any]:
@@ -61,21 +59,31 @@ def delivery_out(d: Delivery) -> dict[str, Any]:
 
 
 def channel_out(spec: ChannelSpec) -> dict[str, Any]:
-    """A channel as the API answers it."""
+    """A channel as the API answers it: secrets are write-only, shown as ``"***"``."""
     return {"name": spec.name, "tenant": spec.tenant, "kind": spec.kind.value,
-            "config": spec.config}
+            "config": redact(spec.config)}
+
+
+def _state(r: Recurring, following: list[int]) -> str:
+    """FAILED (its expansion failed: see ``failed_reason``), PAUSED, ACTIVE or ENDED."""
+    if r.failed_reason:
+        return "FAILED"
+    if r.paused:
+        return "PAUSED"
+    return "ACTIVE" if following else "ENDED"
 
 
 def recurring_out(r: Recurring, *, now_ms: int) -> dict[str, Any]:
     """A recurring schedule as the API answers it."""
-    following = [] if r.paused else r.trigger.next(now_ms)
+    following = [] if r.paused or r.failed_reason else r.trigger.next(now_ms)
     out: dict[str, Any] = {
         "id": r.id, "tenant": r.tenant, "cron": r.trigger.expr,
         "timezone": r.trigger.timezone.key, "start": iso(r.trigger.start_ms),
         "end": iso(r.trigger.end_ms), "channel": r.channel, "headers": r.headers,
-        "count": r.count, "stagger": r.stagger_ms / 1000, "misfire": r.misfire.value,
-        "misfire_grace": r.misfire_grace_ms / 1000, "policy": r.policy, "paused": r.paused,
-        "state": "PAUSED" if r.paused else ("ACTIVE" if r.trigger.next(now_ms) else "ENDED"),
+        "count": r.count, "stagger": seconds(r.stagger_ms), "misfire": r.misfire.value,
+        "misfire_grace": seconds(r.misfire_grace_ms), "policy": r.policy, "paused": r.paused,
+        "state": _state(r, following), "failed_reason": r.failed_reason,
+        "failed_at": iso(r.failed_ms),
         "revision": r.revision, "next_firing_at": iso(following[0]) if following else None,
         "expanded_until": iso(r.expanded_until_ms), "created_at": iso(r.created_ms),
         "updated_at": iso(r.updated_ms), **payload_value(r.payload_kind, r.payload),
@@ -89,7 +97,7 @@ def policy_out(p: Policy, *, in_flight: int | None = None) -> dict[str, Any]:
     """A throttling policy as the API answers it."""
     out: dict[str, Any] = {"name": p.name, "tenant": p.tenant,
                            "max_in_flight": p.max_in_flight, "rate": p.rate,
-                           "token_lease": p.token_lease_ms / 1000}
+                           "token_lease": seconds(p.token_lease_ms)}
     if in_flight is not None:
         out["in_flight"] = in_flight
     return out

@@ -1,8 +1,9 @@
 """Channels: one module per transport, behind :class:`tocsin.abc.Channel`.
 
 ``build_channel(spec)`` imports the kind's module lazily, so importing Tocsin never imports
-httpx transports, confluent-kafka or pika; ``validate_channel_config`` checks a registration
-before it is stored and names the bad field.
+aiohttp, confluent-kafka or pika; ``validate_channel_config`` checks a registration before it
+is stored and names the bad field, including where the operator's
+:class:`~tocsin.channels.policy.DestinationPolicy` forbids delivering (docs/security.md).
 
 =============  ===========================================  ==================================
 kind           class (config)                               module
@@ -21,11 +22,15 @@ Every kind also takes the common settings ``dead_letter``, ``max_attempts`` and 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tocsin.abc import Channel
-from tocsin.domain import ChannelKind, ChannelSpec
+from tocsin.channels.policy import DestinationPolicy, current_policy
+from tocsin.domain import DEFAULT_TENANT, ChannelKind, ChannelSpec
 from tocsin.errors import ValidationError
+
+if TYPE_CHECKING:
+    from tocsin.channels.recording import Recordings
 
 __all__ = ["build_channel", "validate_channel_config"]
 
@@ -38,21 +43,37 @@ _MODULES: dict[ChannelKind, tuple[str, str, str]] = {
 }
 
 
-def build_channel(spec: ChannelSpec) -> Channel:
-    """A live channel for ``spec``."""
+def build_channel(spec: ChannelSpec, *, recordings: Recordings | None = None) -> Channel:
+    """A live channel for ``spec``; a recording channel records in ``recordings`` (by default
+    the process's :data:`~tocsin.channels.recording.DEFAULT_RECORDINGS`)."""
     module, cls, _ = _MODULES[spec.kind]
+    if spec.kind is ChannelKind.RECORDING:
+        from tocsin.channels.recording import RecordingChannel
+
+        return RecordingChannel(spec, recordings)
     channel: Channel = getattr(import_module(module), cls)(spec)
     return channel
 
 
-def validate_channel_config(kind: ChannelKind, config: dict[str, Any]) -> dict[str, Any]:
-    """The config as it will be stored (normalised, e.g. a file path made absolute);
-    :class:`~tocsin.errors.ValidationError` naming ``config.<field>`` when it is bad."""
-    from tocsin.channels.config import parse_config
+def validate_channel_config(kind: ChannelKind, config: dict[str, Any],
+                            policy: DestinationPolicy | None = None, *,
+                            tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
+    """The config as it will be stored for ``tenant``; :class:`~tocsin.errors.ValidationError`
+    naming ``config.<field>`` when it is bad or ``policy`` (default: this process's settings)
+    forbids the destination."""
+    from tocsin.channels.config import COMMON, parse_config
+    from tocsin.redact import masked
 
     if kind not in _MODULES:
         raise ValidationError("kind", f"{kind!r} is not one of {', '.join(_MODULES)}")
+    if (where := masked(config)) is not None:
+        raise ValidationError(f"config.{where}", "is the redaction mark '***': send the secret "
+                                                 "itself (secrets are write-only)")
     module, _, config_cls = _MODULES[kind]
     parsed = parse_config(getattr(import_module(module), config_cls), dict(config))
-    normalise = getattr(parsed, "normalised", None)
-    return normalise() if normalise is not None else dict(config)
+    admit = getattr(parsed, "admit", None)
+    policy = (policy or current_policy()).for_tenant(tenant)
+    admitted: dict[str, Any] | None = admit(policy) if admit else None
+    if admitted is None:  # stored as given
+        return dict(config)
+    return {**admitted, **{k: v for k, v in config.items() if k in COMMON}}

@@ -8,6 +8,7 @@ import types
 import typing
 from typing import Any, TypeVar, Union, get_args, get_origin
 
+from tocsin.domain.channel import OnDead
 from tocsin.errors import ValidationError
 
 __all__ = ["parse_config"]
@@ -25,6 +26,9 @@ def _accepts(tp: Any, value: Any) -> bool:
         return isinstance(value, int | float) and not isinstance(value, bool)
     if tp is int:
         return isinstance(value, int) and not isinstance(value, bool)
+    if origin is list:
+        (item_t,) = get_args(tp)
+        return isinstance(value, list) and all(_accepts(item_t, v) for v in value)
     if origin is dict:
         key_t, value_t = get_args(tp)
         return isinstance(value, dict) and all(
@@ -46,8 +50,9 @@ def parse_config(cls: type[T], config: dict[str, Any]) -> T:
     for name, tp in COMMON.items():
         if name in config:
             value = config.pop(name)
-            if name == "on_dead" and value not in ("continue", "halt"):
-                raise ValidationError("config.on_dead", f"must be continue or halt, not {value!r}")
+            if name == "on_dead" and value not in OnDead.__members__.values():
+                raise ValidationError("config.on_dead",
+                                      f"must be {' or '.join(OnDead)}, not {value!r}")
             if not _accepts(tp, value) or (tp is int and value < 1):
                 raise ValidationError(
                     f"config.{name}",

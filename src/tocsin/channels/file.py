@@ -1,9 +1,18 @@
 """File channel: JSON lines appended to one file per channel.
 
-Config: ``path`` (default ``$TOCSIN_HOME/channels/<name>.jsonl``, ``TOCSIN_HOME`` defaulting to
-``.tocsin``; made absolute when the channel is registered) and ``fsync`` (default false: a
-batch survives the crash of any process once written, and a crash of the machine only once
-fsynced). Each line is :meth:`~tocsin.domain.Envelope.to_json_bytes`.
+Config: ``path`` and ``fsync`` (default false: a batch survives the crash of any process once
+written, and a crash of the machine only once fsynced). Each line is
+:meth:`~tocsin.domain.Envelope.to_json_bytes`.
+
+Where it lands is the operator's :class:`~tocsin.channels.policy.DestinationPolicy`: a relative
+``path`` is under the first of the ``file_roots`` (default ``$TOCSIN_HOME/channels``, with
+``TOCSIN_HOME`` defaulting to ``.tocsin``), an absolute one must lie under one of them, and no
+``path`` means ``<first root>/<name>.jsonl``; a tenant other than the default has its own
+roots, ``<root>/tenants/<tenant>`` (see
+:meth:`~tocsin.channels.policy.DestinationPolicy.for_tenant`). The path is stored as given
+(nothing resolved), and every batch opens the file through
+:func:`~tocsin.channels.paths.open_append`, which refuses a symlink or hard link below the
+root: such a batch is REJECTED.
 
 Several executor processes append to one file: each batch is one ``write`` of one blob on an
 ``O_APPEND`` descriptor under an exclusive ``flock``, so lines never interleave. Any
@@ -22,7 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from tocsin.abc import Channel
-from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
+from tocsin.channels.paths import OutsideRoots, check_path, open_append, place
+from tocsin.channels.policy import DestinationPolicy, current_policy
+from tocsin.domain import DEFAULT_TENANT, ChannelSpec, Envelope, Outcome, Result
+from tocsin.errors import ValidationError
 
 __all__ = ["FileChannel", "FileConfig", "default_path"]
 
@@ -36,37 +48,36 @@ class FileConfig:
     fsync: bool = False
     """Whether to ``fsync`` after each batch, before answering DELIVERED."""
 
-    def normalised(self) -> dict[str, Any]:
-        """The config to store: the path made absolute."""
-        config: dict[str, Any] = {"path": str(Path(self.path).resolve())} if self.path else {}
+    def admit(self, policy: DestinationPolicy) -> dict[str, Any]:
+        """The config to store, once the policy admits the path (stored as given)."""
+        config: dict[str, Any] = (
+            {} if self.path is None else {"path": check_path(self.path, policy)})
         return {**config, "fsync": True} if self.fsync else config
 
 
-def default_path(name: str) -> Path:
+def default_path(name: str, policy: DestinationPolicy | None = None) -> Path:
     """Where a file channel writes when its config names no path."""
-    home = os.environ.get("TOCSIN_HOME") or ".tocsin"
-    return (Path(home) / "channels" / f"{name}.jsonl").resolve()
+    return Path((policy or current_policy()).file_roots[0]) / f"{name}.jsonl"
 
 
 class FileChannel(Channel):
     """Appends each envelope as one JSON line, a whole batch in one write under a lock."""
 
-    def __init__(self, spec: ChannelSpec) -> None:
+    def __init__(self, spec: ChannelSpec, *, policy: DestinationPolicy | None = None) -> None:
         self.spec = spec
+        tenant: str = getattr(spec, "tenant", DEFAULT_TENANT)
+        policy = (policy or current_policy()).for_tenant(tenant)
         path = spec.config.get("path")
-        self.path = str(path) if path else str(default_path(spec.name))
+        self.path = str(path) if path else f"{spec.name}.jsonl"
         self.fsync = bool(spec.config.get("fsync", False))
-
-    def _open(self) -> int:
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        self._refused: str | None = None
         try:
-            return os.open(self.path, flags, 0o644)
-        except FileNotFoundError:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            return os.open(self.path, flags, 0o644)
+            self._root, self._below = place(self.path, policy)
+        except ValidationError as exc:  # registered under another policy: never written
+            self._refused = f"file {self.path}: refused: {exc.reason}"
 
     def _append(self, blob: bytes) -> None:
-        fd = self._open()
+        fd = open_append(self._root, self._below)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             start = os.lseek(fd, 0, os.SEEK_END)
@@ -89,11 +100,16 @@ class FileChannel(Channel):
     def send(self, envelopes: Sequence[Envelope]) -> list[Result]:
         if not envelopes:
             return []
+        if self._refused:
+            return [Result(e.delivery_id, Outcome.REJECTED, self._refused) for e in envelopes]
         lines = [e.to_json_bytes() for e in envelopes]
         lines.append(b"")
         try:
             self._append(b"\n".join(lines))
+        except OutsideRoots as exc:
+            error = f"file {self.path}: refused: {exc.strerror}"
+            return [Result(e.delivery_id, Outcome.REJECTED, error) for e in envelopes]
         except OSError as exc:
-            error = f"file {self.path}: {exc}"
+            error = f"file {self.path}: {exc.strerror or type(exc).__name__}"
             return [Result(e.delivery_id, Outcome.RETRY, error) for e in envelopes]
         return [Result(e.delivery_id, Outcome.DELIVERED) for e in envelopes]

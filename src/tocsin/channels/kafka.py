@@ -1,9 +1,10 @@
 """Kafka channel (confluent-kafka; any Kafka-protocol broker). ``pip install 'tocsin[kafka]'``.
 
-Config: ``bootstrap_servers`` and ``topic`` (required), ``producer`` (extra librdkafka settings,
-applied last), ``flush_timeout`` seconds (default 30: how long a batch may wait for the
-broker's acknowledgements; also librdkafka's ``message.timeout.ms`` unless ``producer`` sets
-it). The producer is idempotent with ``acks=all``, ``linger.ms=5`` and
+Config: ``bootstrap_servers`` and ``topic`` (required), ``producer`` (extra librdkafka
+settings, applied last; only those of :data:`~tocsin.channels.options.KAFKA_OPTIONS`, TLS files
+only under ``credential_roots``), ``flush_timeout`` seconds (default 30: how long a batch may
+wait for the broker's acknowledgements; also librdkafka's ``message.timeout.ms`` unless
+``producer`` sets it). The producer is idempotent with ``acks=all``, ``linger.ms=5`` and
 ``partitioner=murmur2_random``, so keys land on the partitions Java clients and Spark pick;
 librdkafka logs to the ``tocsin.channels.kafka`` logger.
 
@@ -27,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tocsin.abc import Channel
+from tocsin.channels.options import check_kafka_producer
+from tocsin.channels.policy import DestinationPolicy, current_policy
 from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
 from tocsin.errors import ValidationError
 
@@ -62,6 +65,10 @@ class KafkaConfig:
             raise ValidationError("config.producer",
                                   "takes librdkafka settings by name, except bootstrap.servers")
 
+    def admit(self, policy: DestinationPolicy) -> None:
+        """Refuse producer options outside the allow-list (stored as given otherwise)."""
+        check_kafka_producer(self.producer, policy)
+
 
 def _confluent_kafka() -> Any:
     try:
@@ -75,11 +82,12 @@ def _confluent_kafka() -> Any:
 class KafkaChannel(Channel):
     """Produces each envelope and waits for the broker's acknowledgement of the batch."""
 
-    def __init__(self, spec: ChannelSpec) -> None:
+    def __init__(self, spec: ChannelSpec, *, policy: DestinationPolicy | None = None) -> None:
         from tocsin.channels.config import parse_config
 
         self.spec = spec
         self.config = parse_config(KafkaConfig, spec.config)
+        self.config.admit(policy or current_policy())  # again: registered under another policy
         self._kafka = _confluent_kafka()
         err = self._kafka.KafkaError
         self._rejected = frozenset({

@@ -1,7 +1,9 @@
 """RabbitMQ channel (pika, publisher confirms, persistent messages).
 ``pip install 'tocsin[rabbitmq]'``.
 
-Config: ``url`` (``amqp://user:pass@host:5672/vhost``, required), ``routing_key`` (required:
+Config: ``url`` (``amqp://user:pass@host:5672/vhost``, required; query options only those of
+:data:`~tocsin.channels.options.RABBITMQ_URL_OPTIONS`; the password is shown as ``***``),
+``routing_key`` (required:
 the queue's name when publishing to the default exchange), ``exchange`` (default ``""``, the
 default exchange), ``declare_queue`` (default true: declare a durable queue named
 ``routing_key`` when publishing to the default exchange), ``blocked_timeout`` seconds (default
@@ -25,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tocsin.abc import Channel
+from tocsin.channels.options import check_amqp_url
+from tocsin.channels.policy import DestinationPolicy, current_policy
 from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
 from tocsin.errors import ValidationError
 
@@ -55,6 +59,10 @@ class RabbitMQConfig:
         if self.blocked_timeout <= 0:
             raise ValidationError("config.blocked_timeout", "must be positive")
 
+    def admit(self, policy: DestinationPolicy) -> None:
+        """Refuse URL options outside the allow-list (stored as given otherwise)."""
+        check_amqp_url(self.url, policy)
+
 
 def _pika() -> Any:
     try:
@@ -68,11 +76,12 @@ def _pika() -> Any:
 class RabbitMQChannel(Channel):
     """Publishes each envelope with confirms; reconnects on the next batch after a failure."""
 
-    def __init__(self, spec: ChannelSpec) -> None:
+    def __init__(self, spec: ChannelSpec, *, policy: DestinationPolicy | None = None) -> None:
         from tocsin.channels.config import parse_config
 
         self.spec = spec
         self.config = parse_config(RabbitMQConfig, spec.config)
+        self.config.admit(policy or current_policy())  # again: registered under another policy
         self._pika = _pika()
         self._conn: Any = None
         self._chan: Any = None

@@ -1,16 +1,19 @@
-"""Recording channel: a fake that keeps what it accepts in this process's memory.
+"""Recording channel: a fake that keeps what it accepts in memory, in a :class:`Recordings`.
 
-For tests of logic (``deliver`` with an in-memory store) and for users' own tests; read what
-it accepted with :func:`recorded`, forget it with :func:`reset`.
+For tests of logic (the dispatcher core with a :class:`~tocsin.clock.ManualClock`) and for users'
+own tests. A channel built with a registry records there (``build_channel(spec,
+recordings=...)``, ``LocalDispatcher(..., recordings=...)``); one built from its spec alone (in
+the Spark dispatcher's worker processes) records in the process's :data:`DEFAULT_RECORDINGS`,
+read with :func:`recorded` and cleared with :func:`reset`.
 
 Config (all optional):
 
 ``fail``
     ``none`` (default: accept everything), ``retry`` or ``reject``: the outcome of a delivery
-    that fails.
+    that fails (:class:`FailMode`).
 ``fail_first``
-    How many deliveries to fail before the rate applies (counted per channel name in this
-    process; default 0).
+    How many deliveries to fail before the rate applies (counted per channel name in the
+    registry; default 0).
 ``fail_rate``
     The chance, 0 to 1, that each later delivery fails. Default: 1 when ``fail_first`` is 0
     (``fail: retry`` alone fails everything), else 0 (fail the first n, then accept).
@@ -27,37 +30,99 @@ import threading
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from tocsin.abc import Channel
 from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
 from tocsin.errors import ValidationError
 
-__all__ = ["RecordingChannel", "RecordingConfig", "recorded", "reset"]
+__all__ = ["DEFAULT_RECORDINGS", "FailMode", "RecordingChannel", "RecordingConfig", "Recordings",
+           "recorded", "reset"]
 
-_RECORDED: dict[str, list[Envelope]] = defaultdict(list)
-_FAILED: dict[str, int] = defaultdict(int)
-_LOCK = threading.Lock()
-_FAILURES = {"retry": Outcome.RETRY, "reject": Outcome.REJECTED}
+
+class FailMode(StrEnum):
+    """How a recording channel's failing deliveries fail."""
+
+    NONE = "none"
+    """Nothing fails: every delivery is recorded."""
+    RETRY = "retry"
+    """A transient failure: the dispatcher retries with back-off."""
+    REJECT = "reject"
+    """A permanent refusal: the schedule dies at once."""
+
+
+_OUTCOMES = {FailMode.RETRY: Outcome.RETRY, FailMode.REJECT: Outcome.REJECTED}
+
+
+class Recordings:
+    """What recording channels accepted, by channel name in order, and how many deliveries
+    each has failed so far (for ``fail_first``). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._recorded: dict[str, list[Envelope]] = defaultdict(list)
+        self._failed: dict[str, int] = defaultdict(int)
+        self.lock = threading.Lock()
+
+    def recorded(self, channel: str) -> list[Envelope]:
+        """What the channel named ``channel`` accepted, in order."""
+        with self.lock:
+            return list(self._recorded[channel])
+
+    def reset(self) -> None:
+        """Forget everything recorded and every failure counted."""
+        with self.lock:
+            self._recorded.clear()
+            self._failed.clear()
+
+    def _record(self, channel: str, env: Envelope) -> None:
+        self._recorded[channel].append(env)
+
+    def _fail_first(self, channel: str, first: int) -> bool:
+        if self._failed[channel] < first:
+            self._failed[channel] += 1
+            return True
+        return False
+
+
+DEFAULT_RECORDINGS = Recordings()
+"""The registry of recording channels built from a spec alone (as the Spark dispatcher builds
+them in its worker processes)."""
+
+
+def recorded(channel: str) -> list[Envelope]:
+    """What the channel named ``channel`` accepted in :data:`DEFAULT_RECORDINGS`, in order."""
+    return DEFAULT_RECORDINGS.recorded(channel)
+
+
+def reset() -> None:
+    """Clear :data:`DEFAULT_RECORDINGS`."""
+    DEFAULT_RECORDINGS.reset()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RecordingConfig:
     """A recording channel's configuration (see the module's docstring)."""
 
-    fail: str = "none"
+    fail: str = FailMode.NONE.value
     fail_first: int = 0
     fail_rate: float | None = None
     seed: int | None = None
 
     def check(self) -> None:
         """Reject what cannot work."""
-        if self.fail not in ("none", *_FAILURES):
-            raise ValidationError("config.fail",
-                                  f"must be none, retry or reject, not {self.fail!r}")
+        if self.fail not in FailMode.__members__.values():
+            *most, last = FailMode
+            raise ValidationError("config.fail", f"must be {', '.join(most)} or {last}, "
+                                                 f"not {self.fail!r}")
         if self.fail_first < 0:
             raise ValidationError("config.fail_first", "must not be negative")
         if self.fail_rate is not None and not 0 <= self.fail_rate <= 1:
             raise ValidationError("config.fail_rate", "must be between 0 and 1")
+
+    @property
+    def mode(self) -> FailMode:
+        """``fail`` as its enum."""
+        return FailMode(self.fail)
 
     @property
     def rate(self) -> float:
@@ -67,27 +132,15 @@ class RecordingConfig:
         return 1.0 if self.fail_first == 0 else 0.0
 
 
-def recorded(channel: str) -> list[Envelope]:
-    """What the channel named ``channel`` accepted in this process, in order."""
-    with _LOCK:
-        return list(_RECORDED[channel])
-
-
-def reset() -> None:
-    """Forget everything recorded and every failure counted."""
-    with _LOCK:
-        _RECORDED.clear()
-        _FAILED.clear()
-
-
 class RecordingChannel(Channel):
-    """Records accepted envelopes; fails as configured."""
+    """Records accepted envelopes in ``recordings``; fails as configured."""
 
-    def __init__(self, spec: ChannelSpec) -> None:
+    def __init__(self, spec: ChannelSpec, recordings: Recordings | None = None) -> None:
         from tocsin.channels.config import parse_config
 
         self.spec = spec
         self.config = parse_config(RecordingConfig, spec.config)
+        self.recordings = recordings or DEFAULT_RECORDINGS
         self._rng = random.Random()
 
     def _draw(self, env: Envelope) -> float:
@@ -98,25 +151,23 @@ class RecordingChannel(Channel):
         return int.from_bytes(digest, "big") / 2**64
 
     def _fails(self, env: Envelope) -> bool:
-        if self.config.fail == "none":
+        if self.config.mode is FailMode.NONE:
             return False
-        name = self.spec.name
-        if _FAILED[name] < self.config.fail_first:
-            _FAILED[name] += 1
+        if self.recordings._fail_first(self.spec.name, self.config.fail_first):
             return True
         return self._draw(env) < self.config.rate
 
     def send(self, envelopes: Sequence[Envelope]) -> list[Result]:
         results = []
-        failure = _FAILURES.get(self.config.fail, Outcome.RETRY)
+        failure = _OUTCOMES.get(self.config.mode, Outcome.RETRY)
         error = f"recording: configured to {self.config.fail}"
-        with _LOCK:
+        with self.recordings.lock:
             for env in envelopes:
                 if self._fails(env):
                     results.append(Result(delivery_id=env.delivery_id, outcome=failure,
                                           error=error))
                 else:
-                    _RECORDED[self.spec.name].append(env)
+                    self.recordings._record(self.spec.name, env)
                     results.append(Result(delivery_id=env.delivery_id,
                                           outcome=Outcome.DELIVERED))
         return results

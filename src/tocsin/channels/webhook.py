@@ -1,42 +1,53 @@
-"""Webhook channel: an HTTP POST of the JSON envelope per delivery, on httpx.
+"""Webhook channel: an HTTP POST of the JSON envelope per delivery, many in flight at once.
 
-Config: ``url`` (required, http or https), ``secret`` (optional), ``timeout`` seconds (default
-10, for connecting and for each read), ``headers`` (extra request headers), ``concurrency``
-(requests in flight per channel, default 16). One ``httpx.Client`` per channel keeps up to
-``concurrency`` HTTP/1.1 connections alive between batches; redirects are not followed.
+Config: ``url`` (required, http or https), ``secret`` (optional: one Standard Webhooks secret,
+``whsec_<base64>``, or a list of them while rotating), ``timeout`` seconds (default 10, to
+connect and for each read), ``headers`` (extra request headers), ``concurrency`` (requests in
+flight to this destination, default 64, on as many kept-alive HTTP/1.1 connections; see
+:mod:`tocsin.channels.http`). Redirects are not followed.
 
 The body is :meth:`~tocsin.domain.Envelope.to_json_bytes`, ``Content-Type: application/json``.
 Each request carries ``Tocsin-Schedule-Id``, ``Tocsin-Delivery-Id``, ``Tocsin-Attempt``,
-``Tocsin-Due-At`` and the schedule's own headers (over the channel's ``headers``; header values
-go out as UTF-8). With a secret it also carries ``Tocsin-Signature: sha256=<hex>``: the
-lowercase hex HMAC-SHA256, keyed with the secret's UTF-8 bytes, of the request body exactly as
-sent — nothing else is signed. A receiver recomputes it over the raw body and compares in
-constant time; it drops repeats by ``Tocsin-Delivery-Id``.
+``Tocsin-Due-At`` and the schedule's own headers (over the channel's ``headers``; values go out
+as UTF-8), and the Standard Webhooks headers: ``webhook-id`` (the delivery id: the same on a
+repeat), ``webhook-timestamp`` (Unix seconds of this attempt) and, with a secret,
+``webhook-signature``: ``v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">``, one per
+secret, space-separated. A receiver verifies with any Standard Webhooks library, refuses old
+timestamps and drops repeats by ``webhook-id``.
 
-Outcomes: 2xx is DELIVERED; 408, 429, 5xx, timeouts and connection failures are RETRY; any
-other status (3xx, other 4xx), and a request that cannot be formed (a header name that is not an
-HTTP token), is REJECTED: the schedule dies at once.
+Outcomes: 2xx is DELIVERED; 408, 429, 5xx, timeouts and connection failures are RETRY (a
+``Retry-After`` on 429 or 503 becomes that delivery's retry time, and pauses this channel's
+requests until then); any other status, a request that cannot be formed and a destination the
+:class:`~tocsin.channels.policy.DestinationPolicy` refuses are REJECTED. Errors hold the status
+line only (``HTTP 500 Internal Server Error``), never the receiver's body or reason phrase.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
-import httpx
+import aiohttp
 
 from tocsin.abc import Channel
+from tocsin.channels.addresses import RefusedAddress, check_address, check_host, literal_address
+from tocsin.channels.http import LoopThread, open_session, status_line, transport_error
+from tocsin.channels.policy import DestinationPolicy, current_policy
+from tocsin.channels.signing import bad_header, retry_after_ms, secret_error, signature_headers
+from tocsin.clock import Clock, SystemClock
 from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
 from tocsin.errors import ValidationError
 
-__all__ = ["WebhookChannel", "WebhookConfig", "outcome_of", "sign"]
+__all__ = ["WebhookChannel", "WebhookConfig", "outcome_of"]
 
 RETRIED_STATUSES = frozenset({408, 429})
 """Statuses below 500 that are retried."""
-_JSON = {"Content-Type": "application/json"}
+PAUSING_STATUSES = frozenset({429, 503})
+"""Statuses whose ``Retry-After`` is honoured."""
+_DRAIN = 64 * 1024
+"""Bytes of a response body read (and dropped) so its connection can be re-used."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -45,44 +56,47 @@ class WebhookConfig:
 
     url: str
     """Where to POST."""
-    secret: str | None = None
-    """Signs each body in ``Tocsin-Signature`` when set."""
+    secret: str | list[str] | None = None
+    """Standard Webhooks secret(s); with two, both signatures are sent (rotation)."""
     timeout: float = 10.0
     """Seconds to connect, and to wait for each read of the response."""
     headers: dict[str, str] = field(default_factory=dict)
     """Sent with every request; a schedule's own headers win."""
-    concurrency: int = 16
-    """Requests in flight at once."""
+    concurrency: int = 64
+    """Requests in flight to this destination at once."""
+
+    @property
+    def secrets(self) -> list[str]:
+        """The secrets, as a list."""
+        return [self.secret] if isinstance(self.secret, str) else list(self.secret or [])
 
     def check(self) -> None:
         """Reject what cannot work."""
         try:
-            url = httpx.URL(self.url)
-        except httpx.InvalidURL as exc:
-            raise ValidationError("config.url", f"{self.url!r} is not a URL: {exc}") from None
-        if url.scheme not in ("http", "https") or not url.host:
-            raise ValidationError("config.url", f"{self.url!r} is not an http(s) URL")
-        if self.secret is not None and not self.secret:
-            raise ValidationError("config.secret", "must not be empty (leave it out instead)")
-        if not 1 <= self.concurrency <= 256:
-            raise ValidationError("config.concurrency", "must be between 1 and 256")
+            parts = urlsplit(self.url)
+            parts.port  # noqa: B018 (raises on a bad port)
+        except ValueError as exc:
+            raise ValidationError("config.url", f"is not a URL: {exc}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValidationError("config.url", "is not an http(s) URL with a host")
+        if any(ord(c) <= 32 or ord(c) == 127 for c in self.url):
+            raise ValidationError("config.url", "holds a space or a control character")
+        if isinstance(self.secret, list) and not 1 <= len(self.secret) <= 2:
+            raise ValidationError("config.secret", "takes one secret, or two while rotating")
+        for secret in self.secrets:
+            if (why := secret_error(secret)) is not None:
+                raise ValidationError("config.secret", why)
+        for name, value in self.headers.items():
+            if (why := bad_header(name, value)) is not None:
+                raise ValidationError(f"config.headers.{name}", why)
+        if not 1 <= self.concurrency <= 1024:
+            raise ValidationError("config.concurrency", "must be between 1 and 1024")
         if not 0 < self.timeout <= 3600:
             raise ValidationError("config.timeout", "must be more than 0 and at most 3600")
 
-
-def sign(secret: str, body: bytes) -> str:
-    """The ``Tocsin-Signature`` value for ``body``."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-
-
-def _merge(layers: Sequence[Mapping[str, str]]) -> list[tuple[bytes, bytes]]:
-    """Header layers as UTF-8 pairs, a later layer's name replacing an earlier one's in any
-    case."""
-    merged: dict[str, tuple[bytes, bytes]] = {}
-    for layer in layers:
-        for name, value in layer.items():
-            merged[name.lower()] = (name.encode(), value.encode())
-    return list(merged.values())
+    def admit(self, policy: DestinationPolicy) -> None:
+        """Refuse a destination the policy forbids (stored as given otherwise)."""
+        check_host(urlsplit(self.url).hostname or "", policy)
 
 
 def outcome_of(status: int) -> Outcome:
@@ -97,43 +111,100 @@ def outcome_of(status: int) -> Outcome:
 class WebhookChannel(Channel):
     """POSTs each envelope; a batch goes out ``concurrency`` requests at a time."""
 
-    def __init__(self, spec: ChannelSpec) -> None:
+    def __init__(self, spec: ChannelSpec, *, policy: DestinationPolicy | None = None,
+                 clock: Clock | None = None) -> None:
         from tocsin.channels.config import parse_config
 
         self.spec = spec
         self.config = parse_config(WebhookConfig, spec.config)
-        n = self.config.concurrency
-        self._http = httpx.Client(
-            timeout=self.config.timeout, follow_redirects=False,
-            limits=httpx.Limits(max_connections=n, max_keepalive_connections=n))
-        self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix=f"webhook-{spec.name}")
+        self._policy = policy or current_policy()
+        self._clock = clock or SystemClock()
+        self._secrets = self.config.secrets
+        self._refused: str | None = None
+        host = urlsplit(self.config.url).hostname or ""
+        if (literal := literal_address(host)) is not None:  # aiohttp resolves no literal
+            try:
+                check_address(literal, host, self._policy)
+            except RefusedAddress as exc:
+                self._refused = str(exc)
+        self._loop: LoopThread | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._paused_until_ms = 0
 
-    def _post(self, env: Envelope) -> Result:
+    async def _open(self) -> aiohttp.ClientSession:
+        return open_session(self._policy, concurrency=self.config.concurrency,
+                            timeout_s=self.config.timeout)
+
+    async def _post(self, env: Envelope) -> Result:
+        now_ms = self._clock.now_ms()
+        if now_ms < self._paused_until_ms:
+            return Result(env.delivery_id, Outcome.RETRY, "paused by the receiver's Retry-After",
+                          self._paused_until_ms - now_ms)
+        headers: dict[str, tuple[str, str]] = {}
+        for layer in (self.config.headers, env.headers):
+            for name, value in layer.items():
+                if (why := bad_header(name, value)) is not None:
+                    return Result(env.delivery_id, Outcome.REJECTED,
+                                  f"invalid request: header {name!r} {why}")
+                headers[name.lower()] = (name, value)
         body = env.to_json_bytes()
-        layers = [self.config.headers, env.transport_headers(), _JSON]
-        if self.config.secret:
-            layers.append({"Tocsin-Signature": sign(self.config.secret, body)})
+        for name, value in (*env.transport_headers().items(),
+                            ("Content-Type", "application/json"),
+                            *signature_headers(self._secrets, env.delivery_id, now_ms // 1000,
+                                               body)):
+            headers[name.lower()] = (name, value)
+        assert self._session is not None
         try:
-            response = self._http.post(self.config.url, content=body, headers=_merge(layers))
-        except httpx.TimeoutException as exc:
-            return Result(env.delivery_id, Outcome.RETRY, f"timeout: {exc!r}")
-        except (httpx.LocalProtocolError, UnicodeError) as exc:
-            return Result(env.delivery_id, Outcome.REJECTED, f"invalid request: {exc!r}")
-        except httpx.TransportError as exc:
-            return Result(env.delivery_id, Outcome.RETRY, f"transport: {exc!r}")
+            async with self._session.post(self.config.url, data=body, allow_redirects=False,
+                                          headers=dict(headers.values())) as response:
+                await response.content.read(_DRAIN)
+                status, after = response.status, response.headers.get("Retry-After")
+        except ValueError as exc:
+            return Result(env.delivery_id, Outcome.REJECTED, f"invalid request: {exc}"[:300])
+        except aiohttp.ClientConnectorError as exc:
+            error = transport_error(exc)
+            refused = isinstance(exc.os_error, RefusedAddress)
+            return Result(env.delivery_id, Outcome.REJECTED if refused else Outcome.RETRY,
+                          error)
         except Exception as exc:  # an answer for every envelope, whatever went wrong
-            return Result(env.delivery_id, Outcome.RETRY, f"webhook: {exc!r}"[:1000])
-        outcome = outcome_of(response.status_code)
+            return Result(env.delivery_id, Outcome.RETRY, transport_error(exc))
+        outcome = outcome_of(status)
         if outcome is Outcome.DELIVERED:
             return Result(env.delivery_id, outcome)
-        return Result(env.delivery_id, outcome,
-                      f"HTTP {response.status_code}: {response.text[:200]}")
+        wait = retry_after_ms(after, self._clock.now_ms()) if (
+            status in PAUSING_STATUSES and after) else None
+        if wait is not None:
+            self._paused_until_ms = max(self._paused_until_ms, self._clock.now_ms() + wait)
+        return Result(env.delivery_id, outcome, status_line(status), wait)
+
+    async def _send(self, envelopes: Sequence[Envelope]) -> list[Result]:
+        if self._session is None:
+            self._session = await self._open()
+        results: list[Result] = []
+        todo = iter(envelopes)
+
+        async def worker() -> None:
+            for env in todo:
+                results.append(await self._post(env))
+
+        await asyncio.gather(*(worker() for _ in range(min(self.config.concurrency,
+                                                           len(envelopes)))))
+        return results
 
     def send(self, envelopes: Sequence[Envelope]) -> list[Result]:
-        if len(envelopes) == 1:
-            return [self._post(envelopes[0])]
-        return list(self._pool.map(self._post, envelopes))
+        if not envelopes:
+            return []
+        if self._refused is not None:
+            return [Result(e.delivery_id, Outcome.REJECTED, self._refused) for e in envelopes]
+        if self._loop is None:
+            self._loop = LoopThread(f"webhook-{self.spec.name}")
+        return self._loop.run(self._send(envelopes))
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
-        self._http.close()
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        if self._session is not None:
+            loop.run(self._session.close(), timeout_s=5)
+            self._session = None
+        loop.stop()

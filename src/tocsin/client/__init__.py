@@ -50,7 +50,7 @@ from tocsin.client.answers import (
     ScheduleInfo,
     TenantInfo,
 )
-from tocsin.client.bodies import UNSET, change_body, recurring_body, schedule_body
+from tocsin.client.bodies import UNSET, RecurringFields, change_body, recurring_body, schedule_body
 from tocsin.client.calls import Call
 
 __all__ = [
@@ -66,6 +66,7 @@ __all__ = [
     "HaltedKey",
     "PolicyInfo",
     "Readiness",
+    "RecurringFields",
     "RecurringInfo",
     "RecurringPage",
     "Released",
@@ -146,13 +147,12 @@ class Client:
              due_from: datetime | str | None = None, due_to: datetime | str | None = None,
              page_size: int = 100) -> Iterator[ScheduleInfo]:
         """Every schedule matching the filters, in id order, fetched a page at a time."""
-        cursor = None
-        while True:
-            page = self._send(calls.list_page(status=status, channel=channel, due_from=due_from,
-                                              due_to=due_to, page_size=page_size, cursor=cursor))
+        call: Call[calls.Page] | None = calls.list_page(
+            status=status, channel=channel, due_from=due_from, due_to=due_to, page_size=page_size)
+        while call is not None:
+            page = self._send(call)
             yield from page["items"]
-            if not (cursor := page["next_cursor"]):
-                return
+            call = calls.next_page(call, page)
 
     schedule = _sync(calls.schedule)
     schedule_many = _sync(calls.schedule_many)
@@ -218,15 +218,13 @@ class AsyncClient:
                    due_from: datetime | str | None = None, due_to: datetime | str | None = None,
                    page_size: int = 100) -> AsyncIterator[ScheduleInfo]:
         """Every schedule matching the filters, in id order, fetched a page at a time."""
-        cursor = None
-        while True:
-            page = await self._send(calls.list_page(
-                status=status, channel=channel, due_from=due_from, due_to=due_to,
-                page_size=page_size, cursor=cursor))
+        call: Call[calls.Page] | None = calls.list_page(
+            status=status, channel=channel, due_from=due_from, due_to=due_to, page_size=page_size)
+        while call is not None:
+            page = await self._send(call)
             for item in page["items"]:
                 yield item
-            if not (cursor := page["next_cursor"]):
-                return
+            call = calls.next_page(call, page)
 
     schedule = _async(calls.schedule)
     schedule_many = _async(calls.schedule_many)

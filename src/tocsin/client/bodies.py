@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 from tocsin.errors import ValidationError
 
 __all__ = [
     "UNSET",
+    "RecurringFields",
     "change_body",
     "instant",
     "policy_body",
@@ -89,25 +90,43 @@ def change_body(*, due_at: datetime | str | None = None, delay: Span | None = No
                   headers=None if headers is None else dict(headers))
 
 
+class RecurringFields(TypedDict, total=False):
+    """The fields of a recurring schedule besides its rule, channel and payload (see
+    ``POST /v1/recurring``); each is optional."""
+
+    payload_text: str | None
+    payload_base64: str | None
+    timezone: str | None
+    """IANA zone the rule is read in (default UTC)."""
+    count: int | None
+    """Messages per firing."""
+    stagger: Span | None
+    """Spread a firing's messages over this window."""
+    start: datetime | str | None
+    end: datetime | str | None
+    misfire: Literal["fire_once", "fire_all", "skip"] | None
+    misfire_grace: Span | None
+    policy: str | None
+    headers: Mapping[str, str] | None
+    tenant: str | None
+    paused: bool | None
+
+
 def recurring_body(*, cron: str | None = None, channel: str | None = None,
-                   payload: Any = UNSET, payload_text: str | None = None,
-                   payload_base64: str | None = None, timezone: str | None = None,
-                   count: int | None = None, stagger: Span | None = None,
-                   start: datetime | str | None = None, end: datetime | str | None = None,
-                   misfire: Literal["fire_once", "fire_all", "skip"] | None = None,
-                   misfire_grace: Span | None = None, policy: str | None = None,
-                   headers: Mapping[str, str] | None = None, tenant: str | None = None,
-                   paused: bool | None = None) -> dict[str, Any]:
+                   payload: Any = UNSET, **fields: Unpack[RecurringFields]) -> dict[str, Any]:
     """The JSON body of a recurring schedule, or of a change to one (only what is given)."""
-    body = _payload(payload)
-    _given(body, cron=cron, channel=channel, payload_text=payload_text,
-           payload_base64=payload_base64, timezone=timezone, count=count, misfire=misfire,
-           policy=policy, tenant=tenant, paused=paused,
-           headers=None if headers is None else dict(headers))
-    _given(body, stagger=None if stagger is None else span(stagger),
-           misfire_grace=None if misfire_grace is None else span(misfire_grace))
-    return _given(body, start=None if start is None else instant(start, "start"),
-                  end=None if end is None else instant(end, "end"))
+    body = _given({**_payload(payload)}, cron=cron, channel=channel)
+    for name, value in fields.items():
+        if value is None:
+            continue
+        if name in ("stagger", "misfire_grace"):
+            value = span(value)  # type: ignore[arg-type]
+        elif name in ("start", "end"):
+            value = instant(value, name)  # type: ignore[arg-type]
+        elif name == "headers":
+            value = dict(value)  # type: ignore[call-overload]
+        body[name] = value
+    return body
 
 
 def policy_body(name: str, max_in_flight: int, *, rate: float | None = None,

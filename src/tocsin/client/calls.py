@@ -12,7 +12,7 @@ import builtins
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Generic, Literal, TypeVar, Unpack, cast
 from urllib.parse import quote
 
 from tocsin.client.answers import (
@@ -34,6 +34,7 @@ from tocsin.client.answers import (
 )
 from tocsin.client.bodies import (
     UNSET,
+    RecurringFields,
     Span,
     change_body,
     instant,
@@ -135,6 +136,13 @@ def list_page(*, status: str | None = None, channel: str | None = None,
     return Call("GET", "/v1/schedules", params=params)
 
 
+def next_page(call: Call[Page], page: Page) -> Call[Page] | None:
+    """The call for the page after ``page`` (fetched by ``call``), or None after the last."""
+    cursor = page["next_cursor"]
+    return Call(call.method, call.path, {**(call.params or {}), "cursor": cursor}) if cursor \
+        else None
+
+
 def cancel(schedule_id: str) -> Call[ScheduleInfo]:
     """Cancel: the answer's status is CANCELLED (it will never be delivered), or
     :class:`ConflictError` with the ``status`` when it is too late."""
@@ -163,10 +171,11 @@ def halted_keys(tenant: str | None = None) -> Call[builtins.list[HaltedKey]]:
     return Call("GET", "/v1/ordering-keys", params=params, pick="items")
 
 
-def resume_key(ordering_key: str, tenant: str = "default") -> Call[HaltedKey]:
-    """Resume a halted ordering key."""
+def resume_key(ordering_key: str, tenant: str | None = None) -> Call[HaltedKey]:
+    """Resume a halted ordering key of the key's tenant (an admin key: of ``tenant``, default
+    ``default``)."""
     return Call("POST", _path("/v1/ordering-keys", ordering_key, "resume"),
-                params={"tenant": tenant})
+                params={"tenant": tenant} if tenant else None)
 
 
 def redrive(schedule_id: str) -> Call[ScheduleInfo]:
@@ -231,22 +240,13 @@ def health() -> Call[Readiness]:
 
 # Recurring schedules
 
-def add_recurring(cron: str, channel: str, payload: Any = UNSET, *,
-                  payload_text: str | None = None, payload_base64: str | None = None,
-                  timezone: str | None = None, count: int | None = None,
-                  stagger: Span | None = None, start: datetime | str | None = None,
-                  end: datetime | str | None = None,
-                  misfire: Literal["fire_once", "fire_all", "skip"] | None = None,
-                  misfire_grace: Span | None = None, policy: str | None = None,
-                  headers: Mapping[str, str] | None = None, tenant: str | None = None,
-                  paused: bool | None = None) -> Call[RecurringInfo]:
+def add_recurring(cron: str, channel: str, payload: Any = UNSET,
+                  **fields: Unpack[RecurringFields]) -> Call[RecurringInfo]:
     """Create a recurring schedule: ``cron`` (5 fields, or 6 with seconds) read in
-    ``timezone`` (IANA, default UTC); ``count`` messages per firing spread over ``stagger``."""
+    ``timezone`` (IANA, default UTC); ``count`` messages per firing spread over ``stagger``;
+    the other :class:`~tocsin.client.bodies.RecurringFields`."""
     return Call("POST", "/v1/recurring", json=recurring_body(
-        cron=cron, channel=channel, payload=payload, payload_text=payload_text,
-        payload_base64=payload_base64, timezone=timezone, count=count, stagger=stagger,
-        start=start, end=end, misfire=misfire, misfire_grace=misfire_grace, policy=policy,
-        headers=headers, tenant=tenant, paused=paused))
+        cron=cron, channel=channel, payload=payload, **fields))
 
 
 def get_recurring(recurring_id: str) -> Call[RecurringInfo]:
@@ -264,20 +264,10 @@ def list_recurring(*, tenant: str | None = None, cursor: str | None = None,
 
 def update_recurring(recurring_id: str, *, cron: str | None = None,
                      channel: str | None = None, payload: Any = UNSET,
-                     payload_text: str | None = None, payload_base64: str | None = None,
-                     timezone: str | None = None, count: int | None = None,
-                     stagger: Span | None = None, start: datetime | str | None = None,
-                     end: datetime | str | None = None,
-                     misfire: Literal["fire_once", "fire_all", "skip"] | None = None,
-                     misfire_grace: Span | None = None, policy: str | None = None,
-                     headers: Mapping[str, str] | None = None, tenant: str | None = None,
-                     paused: bool | None = None) -> Call[RecurringInfo]:
+                     **fields: Unpack[RecurringFields]) -> Call[RecurringInfo]:
     """Change any of :meth:`add_recurring`'s fields; firings still ahead follow it."""
     return Call("PATCH", _recurring(recurring_id), json=recurring_body(
-        cron=cron, channel=channel, payload=payload, payload_text=payload_text,
-        payload_base64=payload_base64, timezone=timezone, count=count, stagger=stagger,
-        start=start, end=end, misfire=misfire, misfire_grace=misfire_grace, policy=policy,
-        headers=headers, tenant=tenant, paused=paused))
+        cron=cron, channel=channel, payload=payload, **fields))
 
 
 def pause_recurring(recurring_id: str) -> Call[RecurringInfo]:

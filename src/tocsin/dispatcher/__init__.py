@@ -1,8 +1,11 @@
-"""The dispatcher: one Spark Structured Streaming query from due schedules to channels.
+"""The dispatcher: from due schedules to channels, and recurring rules to schedules.
 
-``source`` claims due schedules (a Python Data Source stream reader over the store),
-``sink`` delivers them on the executors and acknowledges them (a stream writer), ``deliver``
-holds the delivery logic they share, and ``query`` builds the Spark session and starts it.
+The logic is free of Spark: ``core`` (:class:`~tocsin.dispatcher.core.DispatchCore`: offset,
+claim, deliver, verdict, acknowledge, beat), ``deliver`` (send and judge), ``expansion``
+(:class:`~tocsin.dispatcher.expansion.ExpansionCore`), ``channel_cache`` (live channels). Two
+drivers run it: the Spark Structured Streaming queries (``source`` and ``sink``, ``expander``,
+started by ``query``, with ``runtime`` holding each worker process's state), and ``local``
+(:class:`~tocsin.dispatcher.local.LocalDispatcher`, one process, stepped by a clock).
 Importing this package does not import pyspark; ``query.start_dispatcher`` does.
 """
 

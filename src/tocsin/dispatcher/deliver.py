@@ -1,7 +1,8 @@
-"""Delivery of claimed schedules: group by channel, send, decide, acknowledge.
+"""Delivery of claimed schedules: group by channel, send, and judge each answer (delivered, a
+retry after back-off, or dead: dead-lettered, halting its ordering key when the channel says).
 
-Pure of Spark: the stream writer calls :func:`deliver` on each executor, and tests call it
-with an in-memory store and a recording channel.
+Pure of Spark and of the store: :meth:`tocsin.dispatcher.core.DispatchCore.deliver` calls
+:func:`judge` and acknowledges the verdicts it returns.
 """
 
 from __future__ import annotations
@@ -13,17 +14,15 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from tocsin.abc import ClaimedRow, Store
+from tocsin.abc import ClaimedRow
 from tocsin.clock import Clock
-from tocsin.dispatcher.runtime import ChannelCache, retrying
+from tocsin.dispatcher.channel_cache import ChannelCache
 from tocsin.domain import Ack, ChannelSpec, Envelope, Outcome, Result, RetryPolicy, Status
 from tocsin.domain.delivery import LATENESS_BOUNDS_MS, NO_HEADERS
 from tocsin.domain.schedule import PayloadKind
 from tocsin.ids import delivery_id
 
-__all__ = ["LATENESS_BOUNDS_MS", "Tally", "deliver", "envelope_of"]
-
-
+__all__ = ["LATENESS_BOUNDS_MS", "Tally", "envelope_of", "judge"]
 
 @dataclass(kw_only=True, slots=True)
 class Tally:
@@ -73,7 +72,9 @@ def _verdict(env: Envelope, result: Result, spec: ChannelSpec | None, retry: Ret
     if result.outcome is not Outcome.DELIVERED:
         limit = (spec.max_attempts if spec else None) or retry.max_attempts
         if result.outcome is Outcome.RETRY and tries < limit:
-            status, next_ms = Status.PENDING, ended_ms + retry.delay_ms(tries, rng)
+            wait = result.retry_after_ms  # the receiver's Retry-After wins over the back-off
+            status, next_ms = Status.PENDING, ended_ms + (
+                retry.delay_ms(tries, rng) if wait is None else wait)
         else:
             status = Status.DEAD
     return Ack(schedule_id=env.schedule_id, delivery_id=env.delivery_id, attempt=env.attempt,
@@ -84,10 +85,10 @@ def _verdict(env: Envelope, result: Result, spec: ChannelSpec | None, retry: Ret
                          and env.ordering_key), tenant=env.tenant, channel=env.channel)
 
 
-def deliver(rows: Iterable[ClaimedRow], *, store: Store, channels: ChannelCache,
-            retry: RetryPolicy, clock: Clock, rng: random.Random | None = None) -> Tally:
-    """Deliver claimed rows to their channels and acknowledge every one under its epoch."""
-    rng = rng or random.Random()
+def judge(rows: Iterable[ClaimedRow], *, channels: ChannelCache, retry: RetryPolicy,
+          clock: Clock, rng: random.Random) -> tuple[dict[int, list[Ack]], Tally]:
+    """Hand claimed rows to their channels; the verdict on each, by epoch, and their tally
+    (``fenced`` is left to the acknowledgement)."""
     by_channel: dict[tuple[str, str], list[Envelope]] = defaultdict(list)
     re_driven: dict[str, int] = {}
     for row in rows:  # a schedule goes to the channel of its own tenant
@@ -116,11 +117,7 @@ def deliver(rows: Iterable[ClaimedRow], *, store: Store, channels: ChannelCache,
                 tally.retried += 1
             else:
                 tally.dead += 1
-    for epoch, acks in by_epoch.items():
-        applied = retrying(lambda e=epoch, a=acks: store.acknowledge(  # type: ignore[misc]
-            epoch=e, acks=a, now_ms=clock.now_ms()), what="acknowledge")
-        tally.fenced += len(acks) - applied
-    return tally
+    return by_epoch, tally
 
 
 def _send(channels: ChannelCache, spec: ChannelSpec | None, name: str,

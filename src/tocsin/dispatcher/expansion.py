@@ -1,6 +1,12 @@
-"""Expanding recurring schedules in one bucket range: what the expansion query runs on its
-executors (:mod:`tocsin.dispatcher.expander`), written without Spark so tests drive it with
-explicit clock values."""
+"""Recurring expansion, free of Spark: the firings of recurring schedules within the horizon
+become concrete schedules.
+
+:class:`ExpansionCore` holds one batch's steps (``next_offset`` on the driver, ``expand`` per
+bucket range, ``record_batch``); the Spark query (:mod:`tocsin.dispatcher.expander`) and the
+in-process runner (:mod:`tocsin.dispatcher.local`) both call it. Expanding is idempotent:
+schedules get deterministic ids, and each recurring moves on by compare-and-set on (revision,
+expanded_until), so a replayed batch or a second dispatcher adds nothing.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +14,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tocsin.abc import Store
-from tocsin.clock import from_ms
-from tocsin.dispatcher.runtime import log
+from tocsin.clock import Clock, iso_ms
+from tocsin.dispatcher.core import Offset, bucket_ranges, log, retrying
+from tocsin.dispatcher.options import DispatchOptions
 from tocsin.domain import Expansion, NewSchedule, Recurring, expand
+from tocsin.domain.beats import EXPANDER_BEAT_KEYS, ExpanderBeat
 from tocsin.errors import StoreError, TocsinError
 
-__all__ = ["CHUNK", "ExpandTally", "expand_due", "messages_of"]
+__all__ = ["CHUNK", "EXPANDER", "ExpandTally", "ExpansionCore", "expand_due", "messages_of"]
 
+EXPANDER = "expander"
+"""Component name of the expansion query's beat."""
 CHUNK = 200
 """Recurring schedules recorded per store transaction."""
 
@@ -53,17 +63,13 @@ def messages_of(recurring: Recurring, expansion: Expansion) -> list[NewSchedule]
         NewSchedule(
             id=f.schedule_id, channel=recurring.channel, payload=recurring.payload,
             payload_kind=recurring.payload_kind,
-            headers={**base, "Tocsin-Firing-At": _iso(f.firing_ms),
+            headers={**base, "Tocsin-Firing-At": iso_ms(f.firing_ms),
                      "Tocsin-Firing-Index": str(f.index)},
             due_ms=f.due_ms, tenant=recurring.tenant, policy=recurring.policy,
             recurring_id=recurring.id, firing_ms=f.firing_ms,
         )
         for f in expansion.firings
     ]
-
-
-def _iso(ms: int) -> str:
-    return from_ms(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 _Recorded = tuple[Recurring, Expansion, Sequence[NewSchedule], int | None]
@@ -132,3 +138,49 @@ def _fail(store: Store, recurring: Recurring, exc: Exception, *, now_ms: int,
     log.warning("expander: recurring %s failed: %s", recurring.id, reason)
     store.fail_recurring(recurring.id, reason=reason[:500], now_ms=now_ms)
     tally.failed += 1
+
+
+class ExpansionCore:
+    """One expansion batch over ``store``, with time from ``clock``."""
+
+    def __init__(self, store: Store, *, options: DispatchOptions, clock: Clock) -> None:
+        self.store = store
+        self.options = options
+        self.clock = clock
+
+    def next_offset(self, start: Offset) -> Offset:
+        """``{"until": now}`` when some recurring schedule is due for expansion, else
+        ``start`` (no batch; also while the store is down)."""
+        now = self.clock.now_ms()
+        try:
+            due = self.store.next_expansion_ms()
+        except StoreError as exc:
+            log.warning("expander: store unavailable, no batch: %s", exc)
+            return start
+        if due is None or due > now:
+            return start
+        return {"until": max(now, start["until"] + 1)}
+
+    def parts(self, start: Offset, end: Offset) -> list[tuple[int, int, int]]:
+        """The batch as ``(bucket_lo, bucket_hi, until_ms)`` ranges."""
+        if start == end:
+            return []
+        return [(lo, hi, end["until"])
+                for lo, hi in bucket_ranges(self.store.buckets, self.options.partitions)]
+
+    def expand(self, lo: int, hi: int, until_ms: int) -> ExpandTally:
+        """Expand one range as of ``until_ms`` (retried while the store is down)."""
+        return retrying(lambda: expand_due(self.store, bucket_lo=lo, bucket_hi=hi,
+                                           now_ms=until_ms, horizon_ms=self.options.horizon_ms,
+                                           max_per_minute=self.options.max_per_minute),
+                        what="expand")
+
+    def record_batch(self, batch_id: int, tally: ExpandTally) -> None:
+        """Beat ``expander`` with the batch's counts and the running totals."""
+        counts = {k: getattr(tally, k) for k in EXPANDER_BEAT_KEYS}
+        try:
+            last = self.store.last_beat(EXPANDER)
+            beat = ExpanderBeat.from_info(last[1] if last else None).after(batch_id, counts)
+            self.store.beat(EXPANDER, now_ms=self.clock.now_ms(), info=beat.to_info())
+        except StoreError as exc:
+            log.warning("expander: could not record batch %d: %s", batch_id, exc)

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, fields
 
 from tocsin.config import Settings
 from tocsin.domain import RetryPolicy
+from tocsin.domain.defaults import BUCKETS, MAX_ATTEMPTS, RETRY_BASE_MS, RETRY_CAP_MS, ms
 
 __all__ = ["DispatchOptions"]
 
@@ -16,14 +17,15 @@ class DispatchOptions:
     """Everything the reader and the writer need, picklable and flat."""
 
     store_url: str
-    buckets: int = 64
+    buckets: int = BUCKETS
     partitions: int = 4
     batch_cap: int = 100_000
     lease_ms: int = 120_000
-    retry_base_ms: int = 1_000
-    retry_cap_ms: int = 300_000
-    max_attempts: int = 8
-    idle_beat_s: float = 5.0
+    retry_base_ms: int = RETRY_BASE_MS
+    retry_cap_ms: int = RETRY_CAP_MS
+    max_attempts: int = MAX_ATTEMPTS
+    idle_beat_ms: int = 5_000
+    """The source beats `dispatcher-source` at least this often, even when nothing is due."""
     horizon_ms: int = 600_000
     """Recurring firings up to this far ahead are expanded into schedules."""
     max_per_minute: int = 100_000
@@ -34,11 +36,11 @@ class DispatchOptions:
         """Options from Tocsin's settings."""
         return cls(store_url=settings.store_url, buckets=settings.buckets,
                    partitions=settings.partitions, batch_cap=settings.batch_cap,
-                   lease_ms=int(settings.lease_seconds * 1000),
-                   retry_base_ms=int(settings.retry_base_seconds * 1000),
-                   retry_cap_ms=int(settings.retry_cap_seconds * 1000),
+                   lease_ms=ms(settings.lease_seconds),
+                   retry_base_ms=ms(settings.retry_base_seconds),
+                   retry_cap_ms=ms(settings.retry_cap_seconds),
                    max_attempts=settings.max_attempts,
-                   horizon_ms=int(settings.recurring_horizon_seconds * 1000),
+                   horizon_ms=ms(settings.recurring_horizon_seconds),
                    max_per_minute=settings.recurring_max_per_minute)
 
     def to_spark(self) -> dict[str, str]:

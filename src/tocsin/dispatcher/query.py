@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from tocsin.config import Settings
 from tocsin.dispatcher.options import DispatchOptions
-from tocsin.logs import SparkLogLevel, redacted_store, setup_logging, spark_java_options
+from tocsin.logs import SparkLogLevel, setup_logging, spark_java_options
+from tocsin.redact import redact_url
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -97,13 +98,13 @@ def start_expander(spark: SparkSession, options: DispatchOptions, *, checkpoint:
 
 
 def run_dispatcher(settings: Settings) -> None:
-    """Run the dispatcher and the recurring expansion in this process until either stops
-    (``tocsin dispatcher``)."""
+    """Run the dispatcher, the recurring expansion and, when ``ingest_topic`` is set, the
+    Kafka ingestion in this process until one stops (``tocsin dispatcher``)."""
     from tocsin.dispatcher.progress import ProgressLog
 
     setup_logging(settings.log_format, settings.spark_log_level)
     log.info("dispatcher starting", extra={"spark_master": settings.spark_master,
-                                           "store": redacted_store(settings)})
+                                           "store": redact_url(settings.store_url)})
     spark = spark_session(settings.spark_master, log_level=settings.spark_log_level)
     spark.streams.addListener(ProgressLog())
     options = DispatchOptions.from_settings(settings)
@@ -115,6 +116,10 @@ def run_dispatcher(settings: Settings) -> None:
                                                                        "-expander"),
                        trigger_seconds=settings.trigger_seconds),
     ]
+    if settings.ingest_topic:  # the Kafka commands topic (docs/pipelines.md)
+        from tocsin.pipelines.ingest import start_ingest
+
+        queries.append(start_ingest(spark, settings))
     log.info("dispatcher ready", extra={"queries": [q.name for q in queries]})
     try:
         spark.streams.awaitAnyTermination()

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from tocsin.domain.apikey import ApiKey, Role
-from tocsin.domain.channel import ChannelKind, ChannelSpec
+from tocsin.domain.channel import ChannelKind, ChannelSpec, OnDead
 from tocsin.domain.cron import CronTrigger
 from tocsin.domain.delivery import Ack, Delivery, Envelope, Outcome, Result
 from tocsin.domain.policy import Policy, RateBucket
 from tocsin.domain.recurring import (
     Expansion,
     Firing,
+    FiringOutcome,
     MisfirePolicy,
     Recurring,
     SkippedFiring,
+    SkipReason,
     expand,
     firing_schedule_id,
 )
@@ -32,8 +34,10 @@ __all__ = [
     "Envelope",
     "Expansion",
     "Firing",
+    "FiringOutcome",
     "MisfirePolicy",
     "NewSchedule",
+    "OnDead",
     "Outcome",
     "PayloadKind",
     "Policy",
@@ -43,6 +47,7 @@ __all__ = [
     "RetryPolicy",
     "Role",
     "Schedule",
+    "SkipReason",
     "SkippedFiring",
     "Status",
     "Tenant",

@@ -10,7 +10,7 @@ from typing import Any
 from tocsin.domain.tenant import DEFAULT_TENANT
 from tocsin.errors import ValidationError
 
-__all__ = ["ChannelKind", "ChannelSpec"]
+__all__ = ["ChannelKind", "ChannelSpec", "OnDead"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -28,6 +28,15 @@ class ChannelKind(StrEnum):
     """A RabbitMQ queue or exchange."""
     RECORDING = "recording"
     """Kept in memory by the worker process: a fake for tests."""
+
+
+class OnDead(StrEnum):
+    """What a dead schedule does to the rest of its ordering key (channel setting ``on_dead``)."""
+
+    CONTINUE = "continue"
+    """The key's next schedule goes on (the default)."""
+    HALT = "halt"
+    """The key waits until it is resumed (``POST /v1/ordering-keys/{key}/resume``)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -54,10 +63,15 @@ class ChannelSpec:
         return str(value) if value else None
 
     @property
+    def on_dead(self) -> OnDead:
+        """What a dead schedule does to its ordering key here."""
+        return OnDead(self.config.get("on_dead", OnDead.CONTINUE))
+
+    @property
     def halts_on_dead(self) -> bool:
         """True when a dead schedule halts its ordering key (``on_dead: halt``) rather than
         letting the key's next schedule go (``continue``, the default)."""
-        return self.config.get("on_dead") == "halt"
+        return self.on_dead is OnDead.HALT
 
     @property
     def max_attempts(self) -> int | None:

@@ -1,4 +1,9 @@
-"""Checking a cron expression field by field, so an error names the field and says why."""
+"""Checking a cron expression field by field, so an error names the field and says why.
+
+The field ranges and names come from cronsim's private module ``cronsim.cronsim`` (its package
+exports only ``CronSim`` and ``CronSimError``); pyproject.toml bounds cronsim to the releases
+checked against it, and only this module imports it.
+"""
 
 from __future__ import annotations
 

@@ -6,11 +6,10 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from tocsin.clock import from_ms
+from tocsin.clock import iso_ms
 from tocsin.domain.schedule import PayloadKind, Status, payload_value
 
 __all__ = ["LATENESS_BOUNDS_MS", "Ack", "Delivery", "Envelope", "Outcome", "Result"]
@@ -22,12 +21,6 @@ ENVELOPE_VERSION = 1
 NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
 _quote = json.encoder.encode_basestring_ascii
-
-
-@lru_cache(maxsize=4096)
-def rfc3339(ms: int) -> str:
-    """UTC milliseconds as RFC 3339 with a ``Z`` (cached: a burst shares few due times)."""
-    return from_ms(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class Outcome(StrEnum):
@@ -65,7 +58,7 @@ class Envelope(NamedTuple):
             "Tocsin-Schedule-Id": self.schedule_id,
             "Tocsin-Delivery-Id": self.delivery_id,
             "Tocsin-Attempt": str(self.attempt),
-            "Tocsin-Due-At": rfc3339(self.due_ms),
+            "Tocsin-Due-At": iso_ms(self.due_ms),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -77,7 +70,7 @@ class Envelope(NamedTuple):
             "attempt": self.attempt,
             "tenant": self.tenant,
             "channel": self.channel,
-            "due_at": rfc3339(self.due_ms),
+            "due_at": iso_ms(self.due_ms),
             "key": self.key,
             "ordering_key": self.ordering_key,
             "headers": dict(self.headers),
@@ -94,7 +87,7 @@ class Envelope(NamedTuple):
             f'{{"v":{ENVELOPE_VERSION},"schedule_id":{q(self.schedule_id)},'
             f'"delivery_id":{q(self.delivery_id)},"attempt":{self.attempt:d},'
             f'"tenant":{q(self.tenant)},"channel":{q(self.channel)},'
-            f'"due_at":"{rfc3339(self.due_ms)}",'
+            f'"due_at":"{iso_ms(self.due_ms)}",'
             f'"key":{"null" if self.key is None else q(self.key)},'
             f'"ordering_key":{"null" if self.ordering_key is None else q(self.ordering_key)},'
             f'"headers":{_ENCODER.encode(dict(self.headers)) if self.headers else "{}"},'
@@ -109,6 +102,9 @@ class Result(NamedTuple):
     delivery_id: str
     outcome: Outcome
     error: str | None = None
+    retry_after_ms: int | None = None
+    """For RETRY: the channel's own wait before the next attempt (a receiver's
+    ``Retry-After``), instead of the retry policy's back-off."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

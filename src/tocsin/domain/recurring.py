@@ -21,12 +21,36 @@ from tocsin.errors import ValidationError
 __all__ = [
     "Expansion",
     "Firing",
+    "FiringOutcome",
     "MisfirePolicy",
     "Recurring",
+    "SkipReason",
     "SkippedFiring",
     "expand",
     "firing_schedule_id",
 ]
+
+
+class FiringOutcome(StrEnum):
+    """What became of one firing of a recurring schedule."""
+
+    EXPANDED = "expanded"
+    """Its messages were scheduled."""
+    SKIPPED = "skipped"
+    """It did not fire (see :class:`SkipReason`)."""
+    CANCELLED = "cancelled"
+    """It was expanded, then its recurring schedule changed or was deleted."""
+
+
+class SkipReason(StrEnum):
+    """Why a firing was skipped."""
+
+    PAUSED = "paused"
+    """Its recurring schedule was paused at the firing."""
+    MISFIRE_SKIPPED = "misfire: skipped"
+    """Missed (beyond the grace window) under :attr:`MisfirePolicy.SKIP`."""
+    MISFIRE_COALESCED = "misfire: coalesced"
+    """Missed, and a later missed firing fired in its place (:attr:`MisfirePolicy.FIRE_ONCE`)."""
 
 
 class MisfirePolicy(StrEnum):
@@ -141,7 +165,7 @@ class SkippedFiring:
     """A firing that will not fire, and why (``paused``, ``misfire: coalesced``, ...)."""
 
     firing_ms: int
-    reason: str
+    reason: SkipReason
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -171,7 +195,7 @@ def expand(recurring: Recurring, *, from_ms: int, now_ms: int, horizon_ms: int) 
         raise ValidationError("horizon", f"must not be negative, got {horizon_ms} ms")
     if recurring.paused:
         until = max(from_ms, now_ms)
-        paused = [SkippedFiring(firing_ms=t, reason="paused")
+        paused = [SkippedFiring(firing_ms=t, reason=SkipReason.PAUSED)
                   for t in recurring.trigger.firings(from_ms, until)]
         return Expansion(firings=[], skipped=paused, until_ms=until)
     until = max(from_ms, now_ms + horizon_ms)
@@ -185,9 +209,10 @@ def expand(recurring: Recurring, *, from_ms: int, now_ms: int, horizon_ms: int) 
         late = missed
     elif recurring.misfire is MisfirePolicy.FIRE_ONCE:
         late = missed[-1:]
-        skipped = [SkippedFiring(firing_ms=t, reason="misfire: coalesced") for t in missed[:-1]]
+        skipped = [SkippedFiring(firing_ms=t, reason=SkipReason.MISFIRE_COALESCED)
+                   for t in missed[:-1]]
     else:
-        skipped = [SkippedFiring(firing_ms=t, reason="misfire: skipped") for t in missed]
+        skipped = [SkippedFiring(firing_ms=t, reason=SkipReason.MISFIRE_SKIPPED) for t in missed]
     firings = [*_messages(recurring, late, base_ms=now_ms),
                *_messages(recurring, on_time, base_ms=None)]
     return Expansion(firings=firings, skipped=skipped, until_ms=until)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from tocsin.domain.defaults import MAX_ATTEMPTS, RETRY_BASE_MS, RETRY_CAP_MS
+
 __all__ = ["RetryPolicy"]
 
 
@@ -13,9 +15,9 @@ class RetryPolicy:
     """``max_attempts`` tries; the n-th retry waits a random time in ``[d/2, d]``
     where ``d = min(cap, base * 2**(n-1))``."""
 
-    base_ms: int = 1_000
-    cap_ms: int = 300_000
-    max_attempts: int = 8
+    base_ms: int = RETRY_BASE_MS
+    cap_ms: int = RETRY_CAP_MS
+    max_attempts: int = MAX_ATTEMPTS
 
     def delay_ms(self, attempt: int, rng: random.Random | None = None) -> int:
         """The wait before the attempt after ``attempt`` (1-based) failed."""

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tocsin.domain.defaults import KEY_RETENTION_MS
+
 __all__ = ["NewSchedule", "PayloadKind", "Schedule", "Status"]
 
 
@@ -69,7 +71,7 @@ class NewSchedule:
     schedule is PENDING, and is a no-op answering the completed schedule for
     ``key_retention_ms`` after it completed. Without it ``key`` is an idempotency key: a
     repeat with a different request is a conflict."""
-    key_retention_ms: int = 7 * 24 * 3600 * 1000
+    key_retention_ms: int = KEY_RETENTION_MS
     request_digest: str | None = None
     """A digest of the client's request as sent (so a repeat with ``delay`` matches);
     when absent, :meth:`fingerprint` digests the content."""

@@ -1,5 +1,6 @@
-"""Two tenants on one real API server, and fresh objects of every noun for tenant A, for the
-route matrix (tests/api/test_tenancy.py) and the regression tests of tenant isolation."""
+"""Two tenants on one real API server, and fresh objects of every noun for tenant A: for the
+route matrix (tests/api/test_tenancy.py) and the regression tests of tenant isolation
+(tests/api/test_isolation.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,82 @@
+"""The client options a caller may set on Kafka and RabbitMQ channels: an allow-list.
+
+Anything not listed is refused, naming it: librdkafka settings such as ``plugin.library.paths``
+or ``ssl.engine.location`` (load a native library into the dispatcher),
+``sasl.kerberos.kinit.cmd`` (runs a command), OIDC token endpoints (requests to any URL), and
+pika URL options such as ``ssl_options`` (arbitrary keyword arguments of the TLS layer).
+Options naming a file (``ssl.ca.location``...) must name one under the policy's
+``credential_roots``, checked like a file channel's path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from tocsin.channels.paths import place
+from tocsin.channels.policy import DestinationPolicy
+from tocsin.errors import ValidationError
+
+__all__ = ["KAFKA_FILE_OPTIONS", "KAFKA_OPTIONS", "RABBITMQ_URL_OPTIONS", "check_amqp_url",
+           "check_kafka_producer"]
+
+KAFKA_OPTIONS = frozenset({
+    # delivery and batching
+    "acks", "batch.num.messages", "batch.size", "compression.codec", "compression.level",
+    "compression.type", "delivery.timeout.ms", "linger.ms", "max.in.flight",
+    "max.in.flight.requests.per.connection", "message.max.bytes", "message.send.max.retries",
+    "message.timeout.ms", "queue.buffering.max.kbytes", "queue.buffering.max.messages",
+    "queue.buffering.max.ms", "request.timeout.ms", "retries", "retry.backoff.max.ms",
+    "retry.backoff.ms", "sticky.partitioning.linger.ms", "partitioner",
+    # connections
+    "broker.address.family", "client.id", "client.rack", "connections.max.idle.ms",
+    "metadata.max.age.ms", "reconnect.backoff.max.ms", "reconnect.backoff.ms",
+    "socket.connection.setup.timeout.ms", "socket.keepalive.enable", "socket.nagle.disable",
+    "socket.timeout.ms", "topic.metadata.refresh.interval.ms",
+    # security: TLS and SASL (PLAIN, SCRAM, OAUTHBEARER with a static token)
+    "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username",
+    "sasl.password", "ssl.ca.location", "ssl.ca.pem", "ssl.certificate.location",
+    "ssl.certificate.pem", "ssl.cipher.suites", "ssl.curves.list",
+    "ssl.endpoint.identification.algorithm", "ssl.key.location", "ssl.key.password",
+    "ssl.key.pem", "ssl.sigalgs.list", "enable.ssl.certificate.verification",
+})
+"""librdkafka producer settings a Kafka channel's ``producer`` may hold."""
+KAFKA_FILE_OPTIONS = frozenset({"ssl.ca.location", "ssl.certificate.location",
+                                "ssl.key.location"})
+"""Those among them that name a file, which must lie under ``credential_roots``."""
+RABBITMQ_URL_OPTIONS = frozenset({
+    "blocked_connection_timeout", "channel_max", "connection_attempts", "frame_max",
+    "heartbeat", "locale", "retry_delay", "socket_timeout", "stack_timeout",
+})
+"""pika ``URLParameters`` query options an AMQP URL may hold."""
+
+
+def check_kafka_producer(producer: Mapping[str, Any], policy: DestinationPolicy) -> None:
+    """ValidationError naming ``config.producer.<option>`` for a refused option."""
+    for name, value in producer.items():
+        field = f"config.producer.{name}"
+        if name not in KAFKA_OPTIONS:
+            raise ValidationError(field, "is not an option a channel may set (see "
+                                         "docs/security.md for the allowed ones)")
+        if name in KAFKA_FILE_OPTIONS:
+            if not isinstance(value, str):
+                raise ValidationError(field, "must be a path")
+            place(value, _credentials(policy, field), field=field)
+        elif not isinstance(value, str | int | float | bool):
+            raise ValidationError(field, "must be a string, number or boolean")
+
+
+def check_amqp_url(url: str, policy: DestinationPolicy) -> None:
+    """ValidationError naming ``config.url`` for a refused query option."""
+    for name, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True):
+        if name not in RABBITMQ_URL_OPTIONS:
+            allowed = ", ".join(sorted(RABBITMQ_URL_OPTIONS))
+            raise ValidationError("config.url", f"option {name!r} is not one a channel may set "
+                                                f"(allowed: {allowed})")
+
+
+def _credentials(policy: DestinationPolicy, field: str) -> DestinationPolicy:
+    if not policy.credential_roots:
+        raise ValidationError(field, "no credential_roots are configured")
+    return DestinationPolicy(file_roots=policy.credential_roots, reserved=policy.reserved)

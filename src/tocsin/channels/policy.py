@@ -1,0 +1,122 @@
+"""The destination policy: where channels may deliver, set by the operator, never by a caller.
+
+* File channels write only under ``file_roots`` (default ``$TOCSIN_HOME/channels``); see
+  :mod:`tocsin.channels.paths`.
+* Webhooks reach only public addresses, unless ``webhook_allow`` names the address's network
+  (CIDR) or the URL's host name; see :mod:`tocsin.channels.addresses`.
+* TLS files named in Kafka/RabbitMQ options lie under ``credential_roots`` (default
+  ``$TOCSIN_HOME/credentials``).
+
+A process takes its policy from its own :class:`~tocsin.config.Settings` (environment and
+``tocsin.toml``) through :func:`current_policy`; the API checks a registration against it and
+each dispatcher process checks again when it opens a file or a connection.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from tocsin.domain import DEFAULT_TENANT
+from tocsin.errors import ValidationError
+
+if TYPE_CHECKING:
+    from tocsin.config import Settings
+
+__all__ = ["TENANTS_DIR", "DestinationPolicy", "IPNetwork", "current_policy"]
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+TENANTS_DIR = "tenants"
+"""Below each file root, the directory holding one directory per tenant but the default."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DestinationPolicy:
+    """Where channels may deliver. Paths are absolute (made so lexically, never resolved)."""
+
+    file_roots: tuple[str, ...]
+    """Directories file channels write under; a relative path lands under the first."""
+    credential_roots: tuple[str, ...] = ()
+    """Directories TLS files of client options may be read from."""
+    allow_networks: tuple[IPNetwork, ...] = ()
+    """Networks webhooks may reach although not public."""
+    allow_hosts: frozenset[str] = frozenset()
+    """Host names (lower case) webhooks may reach whatever they resolve to."""
+    protected: frozenset[str] = field(default_factory=frozenset)
+    """Files never written even under a root (the store's own database)."""
+    reserved: str | None = None
+    """A first component below the roots that paths may not use (see :meth:`for_tenant`)."""
+
+    @classmethod
+    def build(cls, *, file_roots: Iterable[os.PathLike[str] | str],
+              credential_roots: Iterable[os.PathLike[str] | str] = (),
+              webhook_allow: Iterable[str] = (),
+              protected: Iterable[str] = ()) -> DestinationPolicy:
+        """A policy from plain settings; a bad allow-list entry names ``webhook_allow``."""
+        networks: list[IPNetwork] = []
+        hosts: set[str] = set()
+        for entry in webhook_allow:
+            entry = entry.strip()
+            try:
+                networks.append(ipaddress.ip_network(entry, strict=False))
+            except ValueError:
+                if not entry or "/" in entry or any(c.isspace() for c in entry):
+                    raise ValidationError("webhook_allow",
+                                          f"{entry!r} is neither a CIDR nor a host name") from None
+                hosts.add(entry.lower().rstrip("."))
+        roots = tuple(os.path.abspath(os.fspath(r)) for r in file_roots)
+        if not roots:
+            raise ValidationError("file_roots", "needs at least one directory")
+        return cls(file_roots=roots,
+                   credential_roots=tuple(os.path.abspath(os.fspath(r))
+                                          for r in credential_roots),
+                   allow_networks=tuple(networks), allow_hosts=frozenset(hosts),
+                   protected=frozenset(os.path.abspath(p) for p in protected))
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> DestinationPolicy:
+        """The policy ``settings`` describe; the SQLite store's files are protected."""
+        store = settings.store_url
+        protected: list[str] = []
+        if store.startswith("sqlite:///"):
+            db = store.removeprefix("sqlite:///").split("?", 1)[0]
+            protected = [db + suffix for suffix in ("", "-wal", "-shm", "-journal")]
+        return cls.build(file_roots=settings.channel_roots,
+                         credential_roots=settings.tls_roots,
+                         webhook_allow=settings.webhook_allow, protected=protected)
+
+    def for_tenant(self, tenant: str) -> DestinationPolicy:
+        """The policy for ``tenant``'s channels: the default tenant's paths lie under the
+        roots (but not in :data:`TENANTS_DIR`), any other tenant's only under
+        ``<root>/tenants/<tenant>`` (file and credential roots alike), so one tenant can neither
+        append to another's files nor present another's TLS key (channel names are per
+        tenant: two tenants' ``out`` are two files)."""
+        from dataclasses import replace
+
+        if tenant == DEFAULT_TENANT:
+            return replace(self, reserved=TENANTS_DIR)
+
+        def own(roots: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(os.path.join(r, TENANTS_DIR, tenant) for r in roots)
+        return replace(self, file_roots=own(self.file_roots),
+                       credential_roots=own(self.credential_roots), reserved=None)
+
+    def allows_address(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+        """Whether the allow-list names ``address``'s network."""
+        return any(address in net for net in self.allow_networks if net.version ==
+                   address.version)
+
+    def allows_host(self, host: str) -> bool:
+        """Whether the allow-list names the host ``host``."""
+        return host.lower().rstrip(".") in self.allow_hosts
+
+
+def current_policy() -> DestinationPolicy:
+    """This process's policy, from its settings as they are now (read when a channel is
+    built or registered, which is rare)."""
+    from tocsin.config import Settings
+
+    return DestinationPolicy.from_settings(Settings())

@@ -1,0 +1,177 @@
+"""The dispatcher's logic, free of Spark. One micro-batch is::
+
+    next_offset ──▶ parts ──▶ claim (each bucket range) ──▶ deliver ──▶ record_batch
+    (driver: due?  (driver)    (executor: epoch-fenced     (executor:    (driver: the beat)
+     new epoch)                 claim, replay-safe)         send, verdict,
+                                                            acknowledge)
+
+The Spark source and sink (:mod:`tocsin.dispatcher.source`, :mod:`tocsin.dispatcher.sink`) call
+these methods; :mod:`tocsin.dispatcher.local` calls them in one process, stepped by a clock.
+Time comes only from the :class:`~tocsin.clock.Clock` given. Every store call of the delivery
+path is made here (the store's dispatch role, in one place).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import NamedTuple, TypeVar
+
+from tocsin.abc import ClaimedRow, Store
+from tocsin.clock import Clock
+from tocsin.dispatcher.beat import DISPATCHER, SOURCE, batch_counts, beat_info
+from tocsin.dispatcher.channel_cache import ChannelCache
+from tocsin.dispatcher.deliver import Tally, judge
+from tocsin.dispatcher.options import DispatchOptions
+from tocsin.domain import ChannelSpec
+from tocsin.errors import NotFoundError, StoreError
+
+__all__ = ["CLAIM_MARKER_KEEP_MS", "BucketSpan", "DispatchCore", "Offset", "bucket_ranges",
+           "channel_spec", "log", "retrying"]
+
+T = TypeVar("T")
+Offset = dict[str, int]
+"""A batch's end: ``{"until": ms, "epoch": n}``; the same offset twice means no batch."""
+log = logging.getLogger("tocsin.dispatcher")
+STORE_RETRY_S = 90.0
+"""How long a claim or an acknowledgement keeps retrying a store that does not answer (a
+database restart, a fail-over) before the task fails and Spark takes over."""
+CLAIM_MARKER_KEEP_MS = 24 * 3600 * 1000
+"""Replay markers are kept a day: far longer than any replay or lease."""
+CLAIM_MARKER_PRUNE_MS = 300_000
+"""Replay markers are pruned at most this often."""
+
+
+def retrying(work: Callable[[], T], *, what: str, budget_s: float = STORE_RETRY_S) -> T:
+    """``work()``, retried with back-off (0.1 s doubling to 5 s) while the store raises
+    :class:`~tocsin.errors.StoreError`, for up to ``budget_s``. Every store write the
+    dispatcher makes is safe to repeat: claims replay by epoch, acknowledgements are fenced."""
+    deadline = time.monotonic() + budget_s
+    pause = 0.1
+    while True:
+        try:
+            return work()
+        except StoreError as exc:
+            if time.monotonic() + pause > deadline:
+                raise
+            log.warning("%s: store unavailable, retrying in %.1fs: %s", what, pause, exc)
+            time.sleep(pause)
+            pause = min(pause * 2, 5.0)
+
+
+def bucket_ranges(buckets: int, parts: int) -> list[tuple[int, int]]:
+    """Split ``buckets`` into at most ``parts`` contiguous, nearly equal, inclusive ranges."""
+    parts = max(1, min(parts, buckets))
+    edges = [round(i * buckets / parts) for i in range(parts + 1)]
+    return [(edges[i], edges[i + 1] - 1) for i in range(parts)]
+
+
+def channel_spec(store: Store, name: str, tenant: str) -> ChannelSpec | None:
+    """``tenant``'s registered channel ``name``, or None (for :class:`ChannelCache`)."""
+    try:
+        return store.get_channel(name, tenant=tenant)
+    except NotFoundError:
+        return None
+
+
+class BucketSpan(NamedTuple):
+    """One task's share of a batch: buckets ``[lo, hi]`` of ``epoch``, due by ``until_ms``,
+    at most ``limit`` rows."""
+
+    epoch: int
+    lo: int
+    hi: int
+    until_ms: int
+    limit: int
+
+
+class DispatchCore:
+    """Claim → deliver → verdict → acknowledge over one store, with time from ``clock``.
+
+    ``channels`` defaults to live channels built from the store's specs; ``rng`` draws the
+    retry jitter (seed it for repeatable back-off)."""
+
+    def __init__(self, store: Store, *, options: DispatchOptions, clock: Clock,
+                 channels: ChannelCache | None = None,
+                 rng: random.Random | None = None) -> None:
+        self.store = store
+        self.options = options
+        self.clock = clock
+        self.channels = channels or ChannelCache(partial(channel_spec, store), clock=clock)
+        self.rng = rng or random.Random()
+        self._last_beat_ms: int | None = None
+        self._last_prune_ms: int | None = None
+
+    def next_offset(self, start: Offset) -> Offset:
+        """The next batch's offset, or ``start`` when nothing is claimable (or the store is
+        down: no batch now, ask again next trigger). Beats ``dispatcher-source`` when idle."""
+        opts, now = self.options, self.clock.now_ms()
+        try:
+            if self._last_beat_ms is None or now - self._last_beat_ms > opts.idle_beat_ms:
+                self.store.beat(SOURCE, now_ms=now)
+                self._last_beat_ms = now
+            due = self.store.next_due_ms(now_ms=now, lease_ms=opts.lease_ms)
+            if due is None or due > now:
+                return start
+            return {"until": now, "epoch": self.store.next_epoch()}
+        except StoreError as exc:
+            log.warning("dispatcher: store unavailable, no batch: %s", exc)
+            return start
+
+    def parts(self, start: Offset, end: Offset) -> list[BucketSpan]:
+        """The batch ``(start, end]`` split into bucket ranges, each with its share of the cap."""
+        if start == end:
+            return []
+        ranges = bucket_ranges(self.store.buckets, self.options.partitions)
+        limit = math.ceil(self.options.batch_cap / len(ranges))
+        return [BucketSpan(end["epoch"], lo, hi, end["until"], limit) for lo, hi in ranges]
+
+    def claim(self, span: BucketSpan) -> list[ClaimedRow]:
+        """Claim one range's due rows for its epoch (a replay returns the same rows)."""
+        return retrying(lambda: self.store.claim(
+            epoch=span.epoch, bucket_lo=span.lo, bucket_hi=span.hi, until_ms=span.until_ms,
+            now_ms=self.clock.now_ms(), lease_ms=self.options.lease_ms, limit=span.limit),
+            what="claim")
+
+    def deliver(self, rows: Sequence[ClaimedRow]) -> Tally:
+        """Send claimed rows, judge each answer, and acknowledge every verdict under its epoch
+        (a verdict for a row claimed since by a newer epoch counts as ``fenced``)."""
+        by_epoch, tally = judge(rows, channels=self.channels, retry=self.options.retry,
+                                clock=self.clock, rng=self.rng)
+        for epoch, acks in by_epoch.items():
+            applied = retrying(lambda e=epoch, a=acks: self.store.acknowledge(  # type: ignore[misc]
+                epoch=e, acks=a, now_ms=self.clock.now_ms()), what="acknowledge")
+            tally.fenced += len(acks) - applied
+        return tally
+
+    def record_batch(self, batch_id: int, tally: Tally, *, started_ms: int) -> None:
+        """Beat ``dispatcher`` with the batch's figures and add its duration to the
+        batch counters (lost, not fatal, when the store is down: the batch itself is done).
+        Running totals are the store's counters, never a read-then-write of the beat."""
+        ended = self.clock.now_ms()
+        try:
+            self.store.beat(DISPATCHER, now_ms=ended, info=beat_info(
+                batch_id=batch_id, batch_ms=ended - started_ms, tally=tally))
+            self.store.add_counts(batch_counts(ended - started_ms))
+        except StoreError as exc:
+            log.warning("dispatcher: could not record batch %d: %s", batch_id, exc)
+
+    def prune(self) -> None:
+        """Forget replay markers older than a day, at most every few minutes."""
+        now = self.clock.now_ms()
+        if self._last_prune_ms is not None and now - self._last_prune_ms <= CLAIM_MARKER_PRUNE_MS:
+            return
+        try:
+            self.store.forget_claims(before_ms=now - CLAIM_MARKER_KEEP_MS)
+        except StoreError as exc:  # housekeeping: the next commit tries again
+            log.warning("dispatcher: could not prune claim markers: %s", exc)
+            return
+        self._last_prune_ms = now
+
+    def close(self) -> None:
+        """Close the live channels (the store is the caller's)."""
+        self.channels.close()

@@ -1,0 +1,127 @@
+"""The dispatcher in one process, without Spark: :class:`LocalDispatcher`.
+
+Each :meth:`~LocalDispatcher.step` is one micro-batch of the recurring expansion and one of the
+delivery, through the same cores the Spark query calls
+(:class:`~tocsin.dispatcher.expansion.ExpansionCore`,
+:class:`~tocsin.dispatcher.core.DispatchCore`), with time from the clock it is given. Driven by
+a :class:`~tocsin.clock.ManualClock` it is deterministic: advance the clock, step, look::
+
+    clock = ManualClock()
+    local = LocalDispatcher(store, clock=clock, recordings=Recordings())
+    store.create([...], now_ms=clock.now_ms())
+    clock.advance(1_000)
+    local.step()                      # claims, delivers, acknowledges what fell due
+
+``run`` steps it in real time until told to stop (a small deployment without Spark).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import dataclass, field
+from functools import partial
+
+from tocsin.abc import Channel, Store
+from tocsin.channels.recording import Recordings
+from tocsin.clock import Clock
+from tocsin.dispatcher.channel_cache import ChannelCache
+from tocsin.dispatcher.core import DispatchCore, Offset, channel_spec
+from tocsin.dispatcher.deliver import Tally
+from tocsin.dispatcher.expansion import ExpandTally, ExpansionCore
+from tocsin.dispatcher.options import DispatchOptions
+from tocsin.domain import ChannelSpec
+
+__all__ = ["LocalDispatcher", "Step"]
+
+
+@dataclass(kw_only=True, slots=True)
+class Step:
+    """What one step did: whether each batch ran, and its tally."""
+
+    delivered: Tally = field(default_factory=Tally)
+    expanded: ExpandTally = field(default_factory=ExpandTally)
+    claimed: int = 0
+    """Rows the delivery batch claimed."""
+    dispatched: bool = False
+    """A delivery batch ran (the store said something was claimable)."""
+    expanded_batch: bool = False
+    """An expansion batch ran (some recurring schedule was due for expansion)."""
+
+    @property
+    def idle(self) -> bool:
+        """Nothing was claimed and no recurring schedule moved on (a batch may still have run:
+        e.g. the due head of a halted key makes one that claims nothing)."""
+        return self.claimed == 0 and self.expanded.recurring == 0
+
+
+class LocalDispatcher:
+    """Expansion and delivery over ``store``, one batch each per :meth:`step`.
+
+    ``options`` default to the settings' defaults for this store; ``recordings`` is where its
+    recording channels record (default: the process's); ``rng`` draws the retry jitter."""
+
+    def __init__(self, store: Store, *, clock: Clock, options: DispatchOptions | None = None,
+                 recordings: Recordings | None = None,
+                 rng: random.Random | None = None) -> None:
+        from tocsin.channels import build_channel
+
+        self.options = options or DispatchOptions(store_url="", buckets=store.buckets)
+        self.clock = clock
+        self.recordings = recordings
+
+        def build(spec: ChannelSpec) -> Channel:
+            return build_channel(spec, recordings=recordings)
+
+        channels = ChannelCache(partial(channel_spec, store), clock=clock, build=build)
+        self.dispatch = DispatchCore(store, options=self.options, clock=clock,
+                                     channels=channels, rng=rng)
+        self.expansion = ExpansionCore(store, options=self.options, clock=clock)
+        self._offset: Offset = {"until": 0, "epoch": 0}
+        self._expansion_offset: Offset = {"until": 0}
+        self.batches = 0
+        """Batches run so far (the batch id of the next one)."""
+
+    def step(self) -> Step:
+        """Run the expansion batch, then the delivery batch, if each has work now."""
+        step = Step()
+        end = self.expansion.next_offset(self._expansion_offset)
+        for lo, hi, until in self.expansion.parts(self._expansion_offset, end):
+            step.expanded.add(self.expansion.expand(lo, hi, until))
+            step.expanded_batch = True
+        if step.expanded_batch:
+            self.expansion.record_batch(self.batches, step.expanded)
+            self._expansion_offset = end
+        started = self.clock.now_ms()
+        end = self.dispatch.next_offset(self._offset)
+        for span in self.dispatch.parts(self._offset, end):
+            rows = self.dispatch.claim(span)
+            step.claimed += len(rows)
+            step.delivered.add(self.dispatch.deliver(rows))
+            step.dispatched = True
+        if step.dispatched:
+            self.dispatch.record_batch(self.batches, step.delivered, started_ms=started)
+            self.dispatch.prune()
+            self._offset = end
+        self.batches += 1
+        return step
+
+    def run_until_idle(self, *, max_steps: int = 1_000) -> Tally:
+        """Step until a step finds nothing to do (time does not move); the delivery tally."""
+        total = Tally()
+        for _ in range(max_steps):
+            step = self.step()
+            total.add(step.delivered)
+            if step.idle:
+                return total
+        raise RuntimeError(f"still busy after {max_steps} steps")
+
+    def run(self, stop: threading.Event, *, interval_s: float = 0.2) -> None:
+        """Step every ``interval_s`` until ``stop`` is set (a real clock moves on its own)."""
+        while not stop.is_set():
+            if self.step().idle:
+                stop.wait(interval_s)
+
+    def close(self) -> None:
+        """Close the live channels (the store is the caller's)."""
+        self.dispatch.close()

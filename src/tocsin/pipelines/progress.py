@@ -1,0 +1,70 @@
+"""A progress bar for a Spark batch job, for a person at a terminal: rows done, rows a second,
+rejects, and the job's tasks done out of all (from Spark's status tracker). Counts arrive as
+each Spark task ends."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any
+
+__all__ = ["Progress"]
+
+
+class Progress:
+    """Shows ``values`` (name → a function reading the count) for the jobs of ``group``;
+    does nothing when not ``enabled``."""
+
+    def __init__(self, sc: Any, group: str, values: Mapping[str, Callable[[], int]], *,
+                 enabled: bool) -> None:
+        self._sc = sc
+        self._group = group
+        self._values = values
+        self._enabled = enabled
+        self._started = time.monotonic()
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> Progress:
+        if self._enabled:
+            from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import Progress as RichProgress
+
+            self._bar = RichProgress(TextColumn("{task.description}"), BarColumn(),
+                                     TextColumn("tasks {task.fields[tasks]}"),
+                                     TimeElapsedColumn(), transient=False)
+            self._bar.start()
+            self._task = self._bar.add_task("starting", total=None, tasks="-")
+        return self
+
+    def update(self) -> None:
+        """Read the counts and the tasks and redraw."""
+        if self._bar is None:
+            return
+        counts = {name: read() for name, read in self._values.items()}
+        rows = sum(counts.values())
+        rate = rows / max(time.monotonic() - self._started, 1e-3)
+        done, total = self._tasks()
+        rejected = counts.get("rejected", 0)
+        self._bar.update(self._task, completed=done, total=total or None, tasks=f"{done}/{total}",
+                         description=f"{rows:,} rows  {rate:,.0f} rows/s  "
+                                     f"{rejected:,} rejected")
+
+    def _tasks(self) -> tuple[int, int]:
+        tracker = self._sc.statusTracker()
+        done = total = 0
+        for job_id in tracker.getJobIdsForGroup(self._group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job else ():
+                stage = tracker.getStageInfo(stage_id)
+                if stage is not None:
+                    done += stage.numCompletedTasks
+                    total += stage.numTasks
+        return done, total
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._bar is not None:
+            self.update()
+            self._bar.stop()

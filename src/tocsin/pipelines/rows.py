@@ -1,0 +1,137 @@
+"""From a source row to the item ``POST /v1/schedules`` takes: the formats a bulk import
+reads, the column mapping, the tenant, and the key a row without one is given.
+
+Spark-free: the executors call it, and fast tests too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from tocsin.errors import ValidationError
+from tocsin.intake import Problem
+
+__all__ = ["DERIVED_KEY_PREFIX", "RowShape", "SourceFormat", "derived_key", "parse_mapping"]
+
+DERIVED_KEY_PREFIX = "import:"
+"""Keys made for rows that give none start with this."""
+_NUMBER = re.compile(r"^\s*[0-9]+(\.[0-9]*)?\s*$")
+_JSON_TEXT = ("payload", "headers")
+"""Fields that a CSV or Parquet text column gives as JSON text."""
+
+
+class SourceFormat(StrEnum):
+    """What a bulk import reads."""
+
+    JSON = "json"
+    """JSON lines: each line one object, exactly the body of ``POST /v1/schedules``."""
+    CSV = "csv"
+    """CSV with a header row; ``payload`` and ``headers`` cells hold JSON text, a numeric
+    ``delay`` is seconds, an empty cell is a field not given."""
+    PARQUET = "parquet"
+    """Parquet; a text ``payload`` or ``headers`` column holds JSON text, a null is a field
+    not given, nested columns are JSON values."""
+
+    @classmethod
+    def of(cls, path: str) -> SourceFormat:
+        """The format a path's name says (``.jsonl``/``.json``/``.ndjson``, ``.csv``,
+        ``.parquet``); a folder is named by its first such file."""
+        local = Path(path.removeprefix("file://"))
+        names = [local.name]
+        if local.is_dir():
+            names = sorted(p.name for p in local.rglob("*") if p.is_file()
+                           and not p.name.startswith(("_", ".")))
+        for name in names:
+            suffix = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+            if suffix in ("jsonl", "json", "ndjson"):
+                return cls.JSON
+            if suffix in ("csv", "parquet"):
+                return cls(suffix)
+        raise ValidationError("format", f"cannot tell the format of {path!r} from its name: "
+                                        "give --format json, csv or parquet")
+
+
+def parse_mapping(pairs: list[str]) -> tuple[tuple[str, str], ...]:
+    """``["channel=queue", ...]`` as ``(("channel", "queue"), ...)``: field ← column."""
+    out = []
+    for pair in pairs:
+        field, sep, column = pair.partition("=")
+        if not sep or not field.strip() or not column.strip():
+            raise ValidationError("map", f"{pair!r} is not FIELD=COLUMN")
+        out.append((field.strip(), column.strip()))
+    return tuple(out)
+
+
+def derived_key(source: str, item: dict[str, Any]) -> str:
+    """The key of a row that gives none: a digest of its source (the file's path within the
+    import) and its content as canonical JSON. Importing the same file again finds the same
+    keys; identical rows of one file are one schedule."""
+    text = json.dumps(item, sort_keys=True, separators=(",", ":"), default=str)
+    digest = hashlib.sha256(f"{source}\n{text}".encode("utf-8", "surrogatepass")).hexdigest()
+    return DERIVED_KEY_PREFIX + digest[:40]
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RowShape:
+    """How this import's rows become items: their format, the column mapping
+    (field ← column) and the tenant every row goes to (None: the row's own, or default)."""
+
+    format: SourceFormat
+    mapping: tuple[tuple[str, str], ...] = ()
+    tenant: str | None = None
+
+    def item(self, raw: Any, *, source: str) -> dict[str, Any] | Problem:
+        """The item for ``raw`` (a JSON line, or a CSV/Parquet row as a dict), or why not."""
+        if self.format is SourceFormat.JSON:
+            try:
+                row = json.loads(raw, parse_constant=_no_constant)
+            except ValueError as exc:
+                return Problem("body", f"malformed JSON: {exc}")
+            if not isinstance(row, dict):
+                return Problem("body", "a line must hold one JSON object")
+        else:
+            row = {k: v for k, v in raw.items() if v is not None}
+        for field, column in self.mapping:
+            if column in row:
+                row[field] = row.pop(column)
+        if self.format is not SourceFormat.JSON and (problem := self._typed(row)) is not None:
+            return problem
+        if "key" not in row and "uniqueness_key" not in row:
+            row["key"] = derived_key(source, row)
+        if self.tenant is not None and row.setdefault("tenant", self.tenant) != self.tenant:
+            return Problem("tenant", f"this import writes to tenant {self.tenant!r}, "
+                                     f"not {row['tenant']!r}")
+        return row
+
+    def _typed(self, row: dict[str, Any]) -> Problem | None:
+        """Turn text cells into the JSON values they stand for."""
+        for field in _JSON_TEXT:
+            if isinstance(row.get(field), str):
+                try:
+                    row[field] = json.loads(row[field], parse_constant=_no_constant)
+                except ValueError as exc:
+                    return Problem(field, f"not JSON text: {exc}")
+        for field, value in row.items():
+            if isinstance(value, datetime):  # a naive one stays naive: refused like the API's
+                row[field] = value.isoformat()
+        delay = row.get("delay")
+        if self.format is SourceFormat.CSV and isinstance(delay, str) and _NUMBER.match(delay):
+            row["delay"] = float(delay)
+        return None
+
+    def text(self, raw: Any) -> str:
+        """The row as it goes to the rejects folder: the line itself, or the row as JSON."""
+        if isinstance(raw, str):
+            return raw
+        return json.dumps({k: v for k, v in raw.items() if v is not None}, default=str)

@@ -1,0 +1,37 @@
+"""The pipelines' writes: through the SQL store's bulk keyed create when it has one
+(:mod:`tocsin.stores.sql.bulk`), else through the store's ``create``; and a schedule by key."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tocsin.abc import Store
+from tocsin.dispatcher.core import retrying
+from tocsin.domain import NewSchedule, Schedule
+from tocsin.errors import StoreError
+from tocsin.stores.sql import bulk
+from tocsin.stores.sql.schedules import SqlSchedules
+
+__all__ = ["create_many", "schedule_id_for_key"]
+
+
+def create_many(store: Store, items: Sequence[NewSchedule], *,
+                now_ms: int) -> list[tuple[Schedule, bool]]:
+    """``store.create(items)`` with the same answers, by the bulk path when every item has an
+    idempotency key; retried while the store is unavailable (safe: every item is keyed)."""
+    if isinstance(store, SqlSchedules) and all(
+            i.key is not None and not i.overwrite_pending for i in items):
+        try:
+            return bulk.create_keyed(store, items, now_ms=now_ms)
+        except StoreError:
+            pass  # a concurrent insert of one of the keys (or an outage): create decides
+    return retrying(lambda: store.create(items, now_ms=now_ms), what="create")
+
+
+def schedule_id_for_key(store: Store, *, tenant: str, key: str) -> str:
+    """The id of ``tenant``'s schedule holding ``key``, or
+    :class:`~tocsin.errors.NotFoundError`."""
+    if not isinstance(store, SqlSchedules):
+        raise TypeError(f"{type(store).__name__} cannot find schedules by key")
+    return retrying(lambda: bulk.schedule_id_for_key(store, tenant=tenant, key=key),
+                    what="key lookup")

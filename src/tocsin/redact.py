@@ -1,0 +1,87 @@
+"""Secrets are write-only: :func:`redact` is the one function that hides them, used wherever
+a configuration leaves the process (API answers, CLI output, ``tocsin config``, the startup
+line, log lines).
+
+What counts as a secret: the value of any key whose name says so (``secret``, ``secrets``,
+``password``, ``sasl.password``, ``ssl.key.password``, ``token``, ``api_key``, ``*.pem`` key
+material...), any header named like a credential (``Authorization``, ``Proxy-Authorization``,
+``Cookie``, ``X-API-Key``...), the password of a URL (``amqp://user:***@host``,
+``postgresql://user:***@host/db``) and URL query parameters named like one. Each is shown as
+:data:`MASK`; a missing or empty value stays as it is, so a reader can tell "not set".
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+__all__ = ["MASK", "is_secret_name", "masked", "redact", "redact_url"]
+
+MASK = "***"
+"""What a secret reads as."""
+
+_SECRET_NAME = re.compile(
+    r"(secret|passw|token|credential|api[-_.]?key|private[-_.]?key|key\.pem|signature|"
+    r"^authorization$|^proxy-authorization$|^cookie$|^set-cookie$|^x-auth)",
+    re.IGNORECASE,
+)
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a setting or header called ``name`` holds a secret."""
+    return bool(_SECRET_NAME.search(name))
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password and secret-looking query values replaced by :data:`MASK`;
+    text that is not a URL is returned unchanged."""
+    if not _URL.match(url):
+        return url
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return url
+    out = url
+    if password:
+        userinfo, _, hostport = parts.netloc.rpartition("@")
+        out = out.replace(parts.netloc, f"{userinfo.split(':', 1)[0]}:{MASK}@{hostport}", 1)
+    if parts.query:
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+        if any(is_secret_name(k) and v for k, v in pairs):
+            query = urlencode([(k, MASK if is_secret_name(k) and v else v) for k, v in pairs],
+                              safe="*")
+            out = out.replace("?" + parts.query, "?" + query, 1)
+    return out
+
+
+def redact(value: Any, *, name: str = "") -> Any:
+    """A copy of ``value`` (a mapping, list, string or scalar, nested at will) with every
+    secret replaced by :data:`MASK`. ``name`` is the key ``value`` is held under, if any."""
+    if isinstance(value, dict):
+        return {k: redact(v, name=str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact(v, name=name) for v in value]
+    if name and is_secret_name(name) and value not in (None, "", [], {}):
+        return MASK
+    if isinstance(value, str):
+        return redact_url(value)
+    return value
+
+
+def masked(value: Any, path: str = "") -> str | None:
+    """The dotted path of the first place in ``value`` where :func:`redact`'s output was sent
+    back instead of a secret (a :data:`MASK` where a secret goes, or as a URL's password), or
+    None: a caller that read a configuration and registers it again must send the secrets."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if (found := masked(v, f"{path}.{k}" if path else str(k))) is not None:
+                return found
+        return None
+    if isinstance(value, list | tuple):
+        return next((p for v in value if (p := masked(v, path)) is not None), None)
+    if isinstance(value, str) and (value == MASK or f":{MASK}@" in value):
+        return path
+    return None

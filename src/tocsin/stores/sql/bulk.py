@@ -1,0 +1,96 @@
+"""What the Spark pipelines (:mod:`tocsin.pipelines`) ask of a SQL store beyond its roles: a
+schedule by its key, and a bulk create of keyed schedules. Written once over the backend's
+``_work``, ``_tenant_work`` and ``_insert_many``.
+
+:func:`create_keyed` is :meth:`~tocsin.abc.ScheduleStore.create` for items that all carry an
+idempotency key (every row of an import, every create of the commands topic), with the same
+answers: the keys already stored are read in one statement per few hundred, the new rows go
+in by the bulk path (COPY on PostgreSQL, ``executemany`` on SQLite), and only the rare item
+whose key is held by another request takes the row-by-row rule of ``create``. A concurrent
+insert of one of the keys makes the bulk insert fail as a whole (:class:`StoreError`): the
+caller then repeats the items through ``create``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tocsin.domain import NewSchedule, Schedule
+from tocsin.errors import NotFoundError
+from tocsin.stores.rows import (
+    INSERT_COLUMNS,
+    SCHEDULE_COLUMNS,
+    KeyDecision,
+    insert_values,
+    key_decision,
+    schedule_from_row,
+    schedule_from_values,
+)
+from tocsin.stores.sql.base import SqlBase
+from tocsin.stores.sql.schedules import SqlSchedules
+
+__all__ = ["create_keyed", "schedule_id_for_key"]
+
+_IN_CHUNK = 500
+"""Keys looked up per statement."""
+_KEY = SCHEDULE_COLUMNS.replace(" ", "").split(",").index("key")
+"""The position of ``key`` in a row of :data:`SCHEDULE_COLUMNS`."""
+
+
+def schedule_id_for_key(store: SqlBase, *, tenant: str, key: str) -> str:
+    """The id of ``tenant``'s schedule holding ``key``, or :class:`NotFoundError`."""
+    rows = store._rows("SELECT id FROM schedules WHERE tenant = ? AND key = ?", (tenant, key))
+    if not rows:
+        raise NotFoundError("schedule", f"key {key!r} of tenant {tenant!r}")
+    return str(rows[0][0])
+
+
+def create_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *,
+                 now_ms: int) -> list[tuple[Schedule, bool]]:
+    """Store every item or none (each keyed, none with task-key semantics); each schedule
+    with True when newly created, False when its key already held the same request
+    (:class:`~tocsin.errors.ConflictError` when the request differs)."""
+    if any(item.key is None or item.overwrite_pending for item in items):
+        raise ValueError("create_keyed takes only items with an idempotency key")
+    buckets, d = store.buckets, store._dialect
+
+    def work(conn: Any) -> list[tuple[Schedule, bool]]:
+        stored: dict[tuple[str, str], tuple[Any, ...]] = {}
+        by_tenant: dict[str, list[str]] = {}
+        for item in items:
+            by_tenant.setdefault(item.tenant, []).append(str(item.key))
+        for tenant, keys in by_tenant.items():
+            for start in range(0, len(keys), _IN_CHUNK):
+                part = keys[start:start + _IN_CHUNK]
+                sql = d.q(f"SELECT {SCHEDULE_COLUMNS}, fingerprint FROM schedules WHERE "
+                          f"tenant = ? AND key IN ({', '.join('?' * len(part))})")
+                for row in conn.execute(sql, (tenant, *part)).fetchall():
+                    stored[(tenant, row[_KEY])] = tuple(row)
+        out: list[tuple[Schedule, bool] | None] = []
+        fresh: list[tuple[Any, ...]] = []
+        slow: list[tuple[int, NewSchedule]] = []
+        seen: set[tuple[str, str]] = set()
+        for item in items:
+            ident = (item.tenant, str(item.key))
+            row = stored.get(ident)
+            if row is not None and key_decision(item, schedule_from_row(row[:-1]), row[-1],
+                                                now_ms=now_ms) is KeyDecision.REPEAT:
+                out.append((schedule_from_row(row[:-1]), False))
+            elif row is not None or ident in seen:
+                slow.append((len(out), item))  # a reused key, or a repeat within the items
+                out.append(None)
+            else:
+                seen.add(ident)
+                values = insert_values(item, buckets=buckets, now_ms=now_ms)
+                fresh.append(values)
+                out.append((schedule_from_values(values, item), True))
+        if fresh:
+            store._insert_many(conn, f"schedules ({INSERT_COLUMNS})", fresh)
+        for index, item in slow:
+            values = insert_values(item, buckets=buckets, now_ms=now_ms)
+            out[index] = store._create_keyed(conn, item, values, now_ms)
+        return [o for o in out if o is not None]
+
+    return store._tenant_work(work, tenants=frozenset(item.tenant for item in items))
+

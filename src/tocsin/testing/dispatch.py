@@ -1,0 +1,148 @@
+"""Helpers to run the Spark dispatcher and expansion queries for a while, and to wait for what
+they do (files written by a file channel, any condition polled)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tocsin.dispatcher.options import DispatchOptions
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+__all__ = [
+    "assert_each_delivered_under_one_id",
+    "dispatcher_env",
+    "file_store",
+    "read_lines",
+    "running_dispatcher",
+    "running_expander",
+    "schedule_burst",
+    "wait_for_polls",
+    "wait_until",
+]
+
+
+def wait_until(predicate: Callable[[], Any], *, timeout_s: float, interval_s: float = 0.2,
+               what: str = "condition") -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(interval_s)
+
+
+def wait_for_polls(store: Any, *, polls: int = 2, timeout_s: float = 60) -> None:
+    """Block until the dispatcher's source has asked ``store`` for due work ``polls`` more times
+    (its ``dispatcher-source`` beat moved on): evidence that triggers went by, for a check that
+    nothing happened in them. Run the dispatcher with a short ``idle_beat_ms`` so every trigger
+    beats."""
+    from tocsin.dispatcher.beat import SOURCE
+
+    def beat() -> int | None:
+        last = store.last_beat(SOURCE)
+        return None if last is None else int(last[0])
+
+    seen = [beat()]
+
+    def moved() -> bool:
+        now = beat()
+        if now != seen[-1]:
+            seen.append(now)
+        return len(seen) > polls
+
+    wait_until(moved, timeout_s=timeout_s, interval_s=0.02, what=f"{polls} polls of the store")
+
+
+@contextmanager
+def _running(start: Callable[..., StreamingQuery], prefix: str, store_url: str,
+             checkpoint: Path, trigger_seconds: float,
+             options: dict[str, Any]) -> Iterator[StreamingQuery]:
+    query = start(DispatchOptions(store_url=store_url, **options), checkpoint=checkpoint,
+                  trigger_seconds=trigger_seconds, name=f"{prefix}-{checkpoint.name}")
+    try:
+        yield query
+    finally:
+        query.stop()
+
+
+def running_dispatcher(spark: SparkSession, store_url: str, checkpoint: Path, *,
+                       trigger_seconds: float = 0.5,
+                       **options: Any) -> AbstractContextManager[StreamingQuery]:
+    """The dispatcher query on ``spark`` for the duration of the block."""
+    from tocsin.dispatcher.query import start_dispatcher
+
+    return _running(partial(start_dispatcher, spark), "dispatcher", store_url, checkpoint,
+                    trigger_seconds, options)
+
+
+def running_expander(spark: SparkSession, store_url: str, checkpoint: Path, *,
+                     trigger_seconds: float = 0.5,
+                     **options: Any) -> AbstractContextManager[StreamingQuery]:
+    """The recurring expansion query on ``spark`` for the duration of the block."""
+    from tocsin.dispatcher.query import start_expander
+
+    return _running(partial(start_expander, spark), "expander", store_url, checkpoint,
+                    trigger_seconds, options)
+
+
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    """Every JSON line a file channel wrote (none when the file does not exist yet)."""
+    if not path.exists():
+        return []
+    complete = path.read_text().split("\n")[:-1]  # a line still being written has no newline
+    return [json.loads(line) for line in complete if line.strip()]
+
+
+def file_store(tmp_path: Path, *, buckets: int) -> tuple[Any, Path]:
+    """A SQLite store in ``tmp_path`` with a file channel ``out``; returns (store, out path)."""
+    from tocsin.domain import ChannelKind, ChannelSpec
+    from tocsin.stores.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "tocsin.db", buckets=buckets)
+    out = tmp_path / "out.jsonl"
+    store.put_channel(ChannelSpec(name="out", kind=ChannelKind.FILE, config={"path": str(out)}))
+    return store, out
+
+
+def dispatcher_env(tmp_path: Path, *, buckets: int, master: str, lease_s: int,
+                   **extra: str) -> dict[str, str]:
+    """Settings for a ``tocsin dispatcher`` process over :func:`file_store`'s store."""
+    return {"TOCSIN_STORE": f"sqlite:///{tmp_path / 'tocsin.db'}",
+            "TOCSIN_CHECKPOINT": str(tmp_path / "ck"), "TOCSIN_BUCKETS": str(buckets),
+            "TOCSIN_SPARK_MASTER": master, "TOCSIN_TRIGGER_SECONDS": "0.5",
+            "TOCSIN_LEASE_SECONDS": str(lease_s), "TOCSIN_BATCH_CAP": "2000", **extra}
+
+
+def schedule_burst(store: Any, n: int, *, start_in_ms: int, over_ms: int) -> set[str]:
+    """``n`` schedules to ``out`` due evenly over ``over_ms`` from ``start_in_ms`` from now."""
+    from tocsin.clock import SystemClock
+    from tocsin.domain import NewSchedule
+
+    now = SystemClock().now_ms()
+    items = [NewSchedule(channel="out", payload=b'{"n": %d}' % i,
+                         due_ms=now + start_in_ms + over_ms * i // n) for i in range(n)]
+    return {s.id for s, _ in store.create(items, now_ms=now)}
+
+
+def assert_each_delivered_under_one_id(out: Path, ids: set[str]) -> int:
+    """Every id was delivered, and its repeats (if any) kept the delivery id. Returns the
+    number of repeats."""
+    lines = read_lines(out)
+    by_schedule: dict[str, set[str]] = {}
+    for line in lines:
+        by_schedule.setdefault(line["schedule_id"], set()).add(line["delivery_id"])
+    assert set(by_schedule) == ids
+    assert all(len(d) == 1 for d in by_schedule.values()), "a repeat changed delivery id"
+    return len(lines) - len(ids)

@@ -1,0 +1,59 @@
+"""Start Tocsin's own processes (``python -m tocsin ...``) for crash tests, and kill them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+__all__ = ["descendants", "executor_jvms", "kill_tree", "start_tocsin"]
+
+
+def start_tocsin(verb: str, *, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """``python -m tocsin <verb>`` in its own process group, output to ``log``."""
+    full_env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+                **env}
+    with log.open("ab") as sink:
+        return subprocess.Popen([sys.executable, "-m", "tocsin", verb], env=full_env,
+                                stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def kill_tree(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
+    """Send ``sig`` to the process group we started (the driver, its JVM and Python workers)."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, sig)
+    proc.wait(timeout=60)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry))
+    found, stack = [], [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def executor_jvms(driver_pid: int) -> list[int]:
+    """The executor JVMs (``CoarseGrainedExecutorBackend``) under a dispatcher process."""
+    found = []
+    for pid in descendants(driver_pid):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"CoarseGrainedExecutorBackend" in cmdline:
+            found.append(pid)
+    return found

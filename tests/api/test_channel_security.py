@@ -1,0 +1,104 @@
+"""Issue 10's channel findings over real HTTP, on both stores: destinations a server refuses
+by default, and secrets that never come back."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.channels.envelopes import SECRET, SECRET_2
+from tests.support.api_server import ApiServer
+from tocsin.abc import Store
+from tocsin.config import Settings
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("home")
+
+
+@pytest.fixture(scope="module")
+def strict(api_store: Store, home: Path) -> Iterator[httpx.Client]:
+    """An API with a server deployment's default policy (no allow-list, roots = home/channels)."""
+    settings = Settings(home=home, webhook_allow=[], file_roots=[], credential_roots=[])
+    server = ApiServer(api_store, settings).start()
+    with httpx.Client(base_url=server.url, timeout=30, headers=server.headers) as client:
+        yield client
+    server.stop()
+
+
+def _field(r: httpx.Response) -> str:
+    assert r.status_code == 422, r.text
+    field: str = r.json()["error"]["field"]
+    return field
+
+
+@pytest.mark.parametrize("path", [
+    os.path.expanduser("~/.bashrc"), "/etc/profile.d/tocsin.sh", "/proc/self/environ",
+    "../tocsin.db", "a\u0000b",
+])
+def test_file_channels_outside_the_roots_are_refused(strict: httpx.Client, home: Path,
+                                                     path: str) -> None:
+    body = {"name": "f", "kind": "file", "config": {"path": path}}
+    assert _field(strict.post("/v1/channels", json=body)) == "config.path"
+    db = {"name": "f", "kind": "file", "config": {"path": str(home / "tocsin.db")}}
+    assert _field(strict.post("/v1/channels", json=db)) == "config.path"
+    assert strict.get("/v1/channels/f").status_code == 404
+
+
+def test_the_answer_holds_the_path_as_given(strict: httpx.Client) -> None:
+    r = strict.post("/v1/channels", json={"name": "g", "kind": "file",
+                                          "config": {"path": "greetings.jsonl"}})
+    assert r.status_code == 201 and r.json()["config"] == {"path": "greetings.jsonl"}
+
+
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1:8765/v1/channels", "http://localhost:8765/", "http://169.254.169.254/",
+    "http://10.0.0.7/", "http://2130706433/", "http://0x7f.0.0.1/", "http://[::1]/",
+])
+def test_webhooks_to_internal_addresses_are_refused(strict: httpx.Client, url: str) -> None:
+    body = {"name": "w", "kind": "webhook", "config": {"url": url}}
+    assert _field(strict.post("/v1/channels", json=body)) == "config.url"
+
+
+def test_kafka_plugin_library_paths_is_refused(strict: httpx.Client) -> None:
+    body = {"name": "k", "kind": "kafka", "config": {
+        "bootstrap_servers": "h:9092", "topic": "t",
+        "producer": {"plugin.library.paths": "/tmp/evil.so"}}}
+    assert _field(strict.post("/v1/channels", json=body)) == \
+        "config.producer.plugin.library.paths"
+
+
+def test_secrets_never_come_back(api: httpx.Client) -> None:
+    secrets = [SECRET, SECRET_2, "Bearer tok-123", "hunter2", "sasl-pw-9", "amqp-pw-7",
+               "pem-key-5"]
+    channels = [
+        {"name": "s-hook", "kind": "webhook", "config": {
+            "url": "http://127.0.0.1:9/in", "secret": [SECRET, SECRET_2],
+            "headers": {"Authorization": "Bearer tok-123", "X-Api-Key": "hunter2",
+                        "X-Trace": "visible"}}},
+        {"name": "s-kafka", "kind": "kafka", "config": {
+            "bootstrap_servers": "h:9092", "topic": "t",
+            "producer": {"sasl.username": "me", "sasl.password": "sasl-pw-9",
+                         "ssl.key.pem": "pem-key-5"}}},
+        {"name": "s-rabbit", "kind": "rabbitmq", "config": {
+            "url": "amqp://me:amqp-pw-7@h:5672/%2F", "routing_key": "q"}},
+    ]
+    answers = []
+    for body in channels:
+        r = api.post("/v1/channels", json=body)
+        assert r.status_code == 201, r.text
+        answers += [r.text, api.get(f"/v1/channels/{body['name']}").text]
+    answers.append(api.get("/v1/channels").text)
+    for text in answers:
+        assert not [s for s in secrets if s in text]
+    hook = api.get("/v1/channels/s-hook").json()["config"]
+    assert hook["secret"] == ["***", "***"]
+    assert hook["headers"] == {"Authorization": "***", "X-Api-Key": "***", "X-Trace": "visible"}
+    assert api.get("/v1/channels/s-kafka").json()["config"]["producer"]["sasl.username"] == "me"
+    assert api.get("/v1/channels/s-rabbit").json()["config"]["url"] == \
+        "amqp://me:***@h:5672/%2F"

@@ -1,0 +1,152 @@
+"""The Kafka commands topic (tansu) into each store: every command applied once, whatever is
+replayed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.pipelines.commands_data import (
+    make_commands,
+    produce,
+    stored_state,
+    wait_for_state,
+)
+from tests.support.tansu import Tansu, read_topic
+from tocsin.abc import Store
+from tocsin.config import Settings
+from tocsin.domain import ChannelKind, ChannelSpec
+from tocsin.pipelines.commands import CommandApplier, Message, Outcome
+from tocsin.stores import open_store
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+PARTITIONS = 4
+
+
+@pytest.fixture
+def store(backend_url: str) -> Iterator[Store]:
+    """The store the commands go to, with the channel ``out``."""
+    opened = open_store(backend_url, buckets=16)
+    opened.put_channel(ChannelSpec(name="out", kind=ChannelKind.RECORDING))
+    yield opened
+    opened.close()
+
+
+def test_commands_apply_once(store: Store) -> None:
+    """Applied, then replayed whole: the store equals applying each command once; a bad
+    command is invalid with its reason, a cancel of a cancelled schedule is applied."""
+    commands = make_commands(2_000)
+    now = int(time.time() * 1000)
+    messages = [Message("t", 0, i, now, value) for i, (_, value) in enumerate(commands.messages)]
+    applier = CommandApplier(store, Settings(store="x"))
+    first = applier.apply(messages)
+    assert stored_state(store) == commands.expected
+    assert sum(a.outcome is Outcome.INVALID for a in first) == commands.bad
+    assert all(a.field == "body" and a.reason for a in first if a.outcome is Outcome.INVALID)
+    again = applier.apply(messages)
+    assert stored_state(store) == commands.expected
+    # a create answers the same schedule (a reschedule replayed after its later cancel is
+    # refused this time: the store is the same either way)
+    assert [a.id for a in again if a.op == "create"] == [a.id for a in first if a.op == "create"]
+
+
+def test_command_errors(store: Store) -> None:
+    """Refusals and invalid commands name the field and the reason."""
+    applier = CommandApplier(store, Settings(store="x"))
+    now = int(time.time() * 1000)
+    bodies = [b'{"op": "drop"}', b'{"op": "create", "channel": "nowhere", "payload": 1, '
+              b'"delay": 5}', b'{"op": "cancel", "key": "missing"}',
+              b'{"op": "cancel", "id": "x", "key": "y"}',
+              b'{"op": "reschedule", "key": "missing", "delay": -1}']
+    answers = applier.apply([Message("t", 0, i, now, b) for i, b in enumerate(bodies)])
+    assert [(a.outcome, a.field) for a in answers] == [
+        (Outcome.INVALID, "op"), (Outcome.INVALID, "channel"), (Outcome.REFUSED, "key"),
+        (Outcome.INVALID, "id"), (Outcome.INVALID, "delay")]
+
+
+def test_ingest_query(spark: SparkSession, kafka: Tansu, store: Store, backend_url: str,
+                      tmp_path: Path) -> None:
+    """2 000 commands over 4 partitions through the streaming query; bad ones on the rejects
+    topic; a restart from the checkpoint changes nothing."""
+    from tocsin.pipelines.ingest import start_ingest
+
+    topic = f"commands-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic, PARTITIONS)
+    kafka.create_topic(f"{topic}.rejects", 1)
+    commands = make_commands(2_000)
+    produce(kafka.bootstrap, topic, commands.messages)
+    settings = Settings(store=backend_url, home=tmp_path, buckets=16, ingest_topic=topic,
+                        ingest_bootstrap=kafka.bootstrap, ingest_max_per_batch=700)
+    for _ in range(2):
+        query = start_ingest(spark, settings, trigger_seconds=0.5)
+        try:
+            assert wait_for_state(store, commands.expected, timeout_s=120) == commands.expected
+        finally:
+            query.stop()
+    rejects = read_topic(kafka.bootstrap, f"{topic}.rejects", 1, expect=commands.bad)
+    assert len(rejects) == commands.bad
+    assert b'"reason": "malformed JSON' in rejects[0].value()
+
+
+def _ingest(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as sink:
+        return subprocess.Popen([sys.executable, "-m", "tocsin", "ingest"], env=env,
+                                stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _kill_and_restart(kafka: Tansu, store: Store, backend_url: str, tmp_path: Path,
+                      total: int, say: Callable[[str], None]) -> None:
+    topic = f"commands-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic, PARTITIONS)
+    kafka.create_topic(f"{topic}.rejects", 1)
+    commands = make_commands(total)
+    produce(kafka.bootstrap, topic, commands.messages)
+    env = {**os.environ, "TOCSIN_HOME": str(tmp_path), "TOCSIN_STORE": backend_url,
+           "TOCSIN_BUCKETS": "16", "TOCSIN_SPARK_MASTER": "local[2]",
+           "TOCSIN_INGEST_TOPIC": topic, "TOCSIN_INGEST_BOOTSTRAP": kafka.bootstrap,
+           "TOCSIN_INGEST_MAX_PER_BATCH": str(max(500, total // 20)),
+           "TOCSIN_TRIGGER_SECONDS": "0.5"}
+    proc = _ingest(env, tmp_path / "ingest.log")
+    try:
+        deadline = time.monotonic() + 180
+        while len(stored_state(store)) < len(commands.expected) // 4:
+            assert proc.poll() is None, (tmp_path / "ingest.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the ingest query applied nothing in 180 s"
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        seen = len(stored_state(store))
+        say(f"kill -9 after {seen} of {len(commands.expected)} schedules")
+        assert seen < len(commands.expected), "killed too late: everything was applied"
+        proc = _ingest(env, tmp_path / "ingest.log")
+        state = wait_for_state(store, commands.expected, timeout_s=600)
+        assert state == commands.expected
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_kill9_mid_stream(kafka: Tansu, store: Store, backend_url: str, tmp_path: Path,
+                          say: Callable[[str], None]) -> None:
+    """4 000 commands; the ingest process is killed (-9) mid-stream and started again: the
+    store equals applying each command once."""
+    _kill_and_restart(kafka, store, backend_url, tmp_path, 4_000, say)
+
+
+@pytest.mark.slow
+def test_kill9_mid_stream_100k(kafka: Tansu, store: Store, backend_url: str, tmp_path: Path,
+                               say: Callable[[str], None]) -> None:
+    """The same with 100 000 commands."""
+    _kill_and_restart(kafka, store, backend_url, tmp_path, 100_000, say)

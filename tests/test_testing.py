@@ -1,0 +1,63 @@
+"""The public test kit: its example works as written, and the old test-support paths still
+import the moved helpers."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
+from tocsin.testing import LocalDispatcher, ManualClock, Recordings, memory_store
+from tocsin.testing.dispatch import wait_until
+
+
+def test_the_documented_example_runs() -> None:
+    clock, recordings = ManualClock(), Recordings()
+    store = memory_store()
+    store.put_channel(ChannelSpec(name="out", kind=ChannelKind.RECORDING,
+                                  config={"fail": "retry", "fail_first": 1}))
+    local = LocalDispatcher(store, clock=clock, recordings=recordings)
+    [(made, _)] = store.create([NewSchedule(channel="out", payload=b"{}",
+                                            due_ms=clock.now_ms())], now_ms=clock.now_ms())
+    local.step()
+    assert store.get(made.id).status is Status.PENDING and recordings.recorded("out") == []
+    clock.advance(1_000)
+    local.step()
+    assert [e.attempt for e in recordings.recorded("out")] == [2]
+    store.close()
+
+
+def test_the_old_support_paths_re_export_the_moved_helpers() -> None:
+    from tests.support import api_server, dispatch, processes, receiver
+    from tocsin.testing import api_server as new_api_server
+    from tocsin.testing import dispatch as new_dispatch
+    from tocsin.testing import processes as new_processes
+    from tocsin.testing import receiver as new_receiver
+
+    assert receiver.Receiver is new_receiver.Receiver
+    assert api_server.ApiServer is new_api_server.ApiServer
+    assert dispatch.running_dispatcher is new_dispatch.running_dispatcher
+    assert processes.start_tocsin is new_processes.start_tocsin
+
+
+def test_run_steps_in_real_time_until_stopped(tmp_path: Path) -> None:
+    from tocsin.clock import SystemClock
+    from tocsin.stores.sqlite import SQLiteStore
+
+    store, recordings, clock = SQLiteStore(tmp_path / "t.db", buckets=4), Recordings(), \
+        SystemClock()
+    store.put_channel(ChannelSpec(name="out", kind=ChannelKind.RECORDING))
+    local = LocalDispatcher(store, clock=clock, recordings=recordings)
+    stop = threading.Event()
+    runner = threading.Thread(target=local.run, args=(stop,), kwargs={"interval_s": 0.01})
+    runner.start()
+    try:
+        store.create([NewSchedule(channel="out", payload=b"{}", due_ms=clock.now_ms())],
+                     now_ms=clock.now_ms())
+        wait_until(lambda: recordings.recorded("out"), timeout_s=30, what="the delivery")
+    finally:
+        stop.set()
+        runner.join(timeout=30)
+    assert not runner.is_alive() and len(recordings.recorded("out")) == 1
+    local.close()
+    store.close()
