@@ -423,6 +423,10 @@ class MetricsStore(ABC):
         ``(slot start, count)`` of the non-empty slots, in time order."""
 
     @abstractmethod
+    def dead_count(self, *, tenant: str | None = None) -> int:
+        """How many schedules (of ``tenant``) are DEAD."""
+
+    @abstractmethod
     def tokens_held(self, *, now_ms: int,
                     tenant: str | None = None) -> dict[tuple[str, str], int]:
         """Live policy tokens by ``(tenant, policy)``."""

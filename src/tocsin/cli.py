@@ -15,6 +15,7 @@ import typer
 
 from tocsin.cli_apikeys import apikeys_app
 from tocsin.cli_ops import register as register_ops
+from tocsin.cli_output import emit, set_json
 from tocsin.config import Settings
 
 if TYPE_CHECKING:
@@ -38,6 +39,13 @@ policies_app = typer.Typer(no_args_is_help=True, help="Throttling policies.")
 app.add_typer(policies_app, name="policies")
 app.add_typer(apikeys_app, name="apikeys")
 register_ops(app, channels_app)
+
+
+@app.callback()
+def _options(json_out: Annotated[bool, typer.Option(
+        "--json", help="Print JSON (the default when the output is piped).")] = False) -> None:
+    """Tocsin: a durable scheduler of delayed messages."""
+    set_json(json_out)
 
 StoreOpt = Annotated[
     str | None, typer.Option("--store", help="Store URL (sqlite:///… or postgresql://…).")
@@ -76,7 +84,7 @@ def _client(api: str | None) -> Client:
 
 
 def _print(value: Any) -> None:
-    typer.echo(json.dumps(value, indent=2, default=str))
+    emit(value)
 
 
 def _fail(exc: Exception) -> NoReturn:

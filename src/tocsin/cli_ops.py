@@ -63,9 +63,23 @@ def channels_paused(api: ApiOpt = None) -> None:
     _run(lambda: _client(api).paused_channels())
 
 
+def status(api: ApiOpt = None) -> None:
+    """One screen: API, dispatcher and expander health, backlog, due next hour, dead, halted
+    keys, paused channels."""
+    from tocsin import cli
+    from tocsin.cli_output import render_status
+    from tocsin.errors import TocsinError
+
+    try:
+        render_status(_client(api).status())
+    except TocsinError as exc:
+        cli._fail(exc)
+
+
 def register(app: typer.Typer, channels_app: typer.Typer) -> None:
     """Add these verbs to the ``tocsin`` command."""
     app.command()(redrive)
+    app.command()(status)
     channels_app.command("pause")(channels_pause)
     channels_app.command("resume")(channels_resume)
     channels_app.command("paused")(channels_paused)

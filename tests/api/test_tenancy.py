@@ -122,6 +122,7 @@ ROUTES: dict[tuple[str, str], Callable[[Tenants], Call]] = {
         Kind.OWN, f"/v1/channels/{t.channel()}/pause", witness="/v1/paused-channels"),
     ("POST", "/v1/channels/{name}/resume"): lambda t: Call(
         Kind.OWN, f"/v1/channels/{t.paused()}/resume", witness="/v1/paused-channels"),
+    ("GET", "/v1/status"): lambda t: Call(Kind.LIST, "/v1/status", seen=f'"{t.paused()}"'),
     ("GET", "/v1/paused-channels"): lambda t: Call(Kind.LIST, "/v1/paused-channels",
                                                    seen=f'"{t.paused()}"'),
     ("GET", "/healthz"): lambda t: Call(Kind.OPEN, "/healthz"),

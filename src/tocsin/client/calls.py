@@ -212,6 +212,12 @@ def resume_channel(name: str, tenant: str | None = None) -> Call[PausedInfo]:
                 params={"tenant": tenant} if tenant else None)
 
 
+def status() -> Call[dict[str, Any]]:
+    """The one-screen summary: health, backlog, due next hour, dead, halted keys, paused
+    channels (of the key's tenant)."""
+    return Call("GET", "/v1/status")
+
+
 def paused_channels() -> Call[builtins.list[PausedInfo]]:
     """The paused channels."""
     return Call("GET", "/v1/paused-channels", pick="items")

@@ -87,6 +87,11 @@ class SqlMetrics(SqlBase, MetricsStore):
             (from_ms, slot_ms, from_ms, to_ms, tenant, tenant))
         return [(from_ms + int(r[0]) * slot_ms, int(r[1])) for r in rows]
 
+    def dead_count(self, *, tenant: str | None = None) -> int:
+        rows = self._rows(f"SELECT count(*) FROM schedules WHERE status = 'DEAD' "
+                          f"AND {tenant_is()}", (tenant, tenant))
+        return int(rows[0][0])
+
     def tokens_held(self, *, now_ms: int,
                     tenant: str | None = None) -> dict[tuple[str, str], int]:
         rows = self._rows("SELECT tenant, policy, count(*) FROM tokens WHERE expires_ms > ? "
