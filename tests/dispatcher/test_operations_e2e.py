@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.dispatch import read_lines, running_dispatcher, wait_until
+from tocsin.dispatcher.channel_cache import SPEC_TTL_MS
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Outcome, Status
 from tocsin.stores import open_store
 
@@ -53,6 +54,7 @@ def test_pause_holds_resume_delivers_and_redrive_sends_the_dead_again(
 
             store.put_channel(ChannelSpec(name="late", kind=ChannelKind.FILE,
                                           config={"path": str(late)}))
+            time.sleep(SPEC_TTL_MS / 1000 + 1)  # the dispatcher re-reads a channel this often
             store.redrive(dead.id, now_ms=_now())
             wait_until(lambda: store.get(dead.id).status is Status.DELIVERED, timeout_s=60,
                        what="the re-driven schedule delivered")
