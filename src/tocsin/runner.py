@@ -105,7 +105,7 @@ def run_api(settings: Settings, *, expect_dispatcher: bool,
         app.router.add_event_handler("shutdown", on_shutdown)
     url = f"http://{settings.api_host}:{settings.api_port}"
     app.router.add_event_handler("startup", lambda: log.info(
-        "API ready", extra={"url": url, "docs": f"{url}/docs", "ui": f"{url}/ui",
+        "API ready: listening", extra={"url": url, "docs": f"{url}/docs", "ui": f"{url}/ui",
                             "store": redact_url(settings.store_url)}))
     uvicorn.run(app, host=settings.api_host, port=settings.api_port, log_level="warning",
                 **uvicorn_kw)
