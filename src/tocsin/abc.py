@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import builtins
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from tocsin.domain import (
@@ -38,6 +38,9 @@ __all__ = [
     "HaltedKey",
     "HealthStore",
     "KeyStore",
+    "MetricsStore",
+    "OperationsStore",
+    "PausedChannel",
     "PolicyStore",
     "RecurringStore",
     "ScheduleStore",
@@ -62,6 +65,9 @@ class ClaimedRow(NamedTuple):
     key: str | None
     ordering_key: str | None
     epoch: int
+    chain_base: int = 0
+    """Attempts made before this attempt chain (a re-drive starts a new chain): the retry
+    limit counts ``attempt - chain_base``, while ``attempt`` (and so the delivery id) goes on."""
 
 
 class HaltedKey(NamedTuple):
@@ -72,6 +78,14 @@ class HaltedKey(NamedTuple):
     schedule_id: str
     halted_ms: int
     reason: str | None
+
+
+class PausedChannel(NamedTuple):
+    """A channel whose schedules wait unclaimed until it is resumed."""
+
+    tenant: str
+    name: str
+    paused_ms: int
 
 
 class FiringRecord(NamedTuple):
@@ -353,6 +367,71 @@ class KeyStore(ABC):
         :class:`~tocsin.errors.NotFoundError` when unknown."""
 
 
+class OperationsStore(ABC):
+    """What an operator does: send dead schedules again, pause and resume channels."""
+
+    @abstractmethod
+    def redrive(self, schedule_id: str, *, now_ms: int, tenant: str | None = None) -> Schedule:
+        """DEAD → PENDING, due now, as a new attempt chain (its attempt log is kept and attempt
+        numbers go on, so no delivery id is reused; the retry limit counts the new chain's
+        attempts). An ordering key the schedule halted is resumed.
+        :class:`~tocsin.errors.ConflictError` naming the status unless it is DEAD."""
+
+    @abstractmethod
+    def redrive_where(self, *, now_ms: int, tenant: str | None = None,
+                      channel: str | None = None, due_from_ms: int | None = None,
+                      due_to_ms: int | None = None, limit: int = 10_000,
+                      chunk: int = 500) -> int:
+        """:meth:`redrive` up to ``limit`` DEAD schedules matching the filters (due in
+        ``[due_from_ms, due_to_ms)``), ``chunk`` per transaction; returns how many."""
+
+    @abstractmethod
+    def pause_channel(self, name: str, *, tenant: str, now_ms: int) -> PausedChannel:
+        """Stop claiming the channel's schedules (they wait, PENDING; those already claimed
+        finish). :class:`~tocsin.errors.NotFoundError` when the channel is not registered."""
+
+    @abstractmethod
+    def resume_channel(self, name: str, *, tenant: str) -> bool:
+        """Claim the channel's schedules again; False when it was not paused."""
+
+    @abstractmethod
+    def paused_channels(self, *, tenant: str | None = None) -> builtins.list[PausedChannel]:
+        """The paused channels (of ``tenant``), by tenant and name."""
+
+
+class MetricsStore(ABC):
+    """Counters that add up across any number of dispatchers and API replicas (rows the store
+    adds to atomically, summed when read), and the gauges read at scrape time."""
+
+    @abstractmethod
+    def add_counts(self, counts: Mapping[tuple[str, str], int]) -> None:
+        """Add to the counters ``(name, labels as canonical JSON)``, in one transaction.
+        (:meth:`DispatchStore.acknowledge` adds the delivery counters in its own.)"""
+
+    @abstractmethod
+    def counter_totals(self) -> dict[tuple[str, str], int]:
+        """Every counter's value, by ``(name, labels)``."""
+
+    @abstractmethod
+    def due_between(self, *, from_ms: int, to_ms: int, tenant: str | None = None) -> int:
+        """How many PENDING schedules are next due in ``[from_ms, to_ms)``."""
+
+    @abstractmethod
+    def pending_by_slot(self, *, from_ms: int, to_ms: int, slot_ms: int,
+                        tenant: str | None = None) -> builtins.list[tuple[int, int]]:
+        """PENDING schedules next due in ``[from_ms, to_ms)`` counted per ``slot_ms``:
+        ``(slot start, count)`` of the non-empty slots, in time order."""
+
+    @abstractmethod
+    def dead_count(self, *, tenant: str | None = None) -> int:
+        """How many schedules (of ``tenant``) are DEAD."""
+
+    @abstractmethod
+    def tokens_held(self, *, now_ms: int,
+                    tenant: str | None = None) -> dict[tuple[str, str], int]:
+        """Live policy tokens by ``(tenant, policy)``."""
+
+
 class HealthStore(ABC):
     """Heartbeats, figures for metrics, and the connection itself."""
 
@@ -384,7 +463,7 @@ class HealthStore(ABC):
 
 
 class Store(ScheduleStore, DispatchStore, ChannelStore, RecurringStore, PolicyStore,
-            TenantStore, KeyStore, HealthStore):
+            TenantStore, KeyStore, OperationsStore, MetricsStore, HealthStore):
     """The system of record: every role in one object. Every state change is one atomic
     statement or transaction, and every error is a :mod:`tocsin.errors` error
     (:class:`~tocsin.errors.StoreError` when the database fails). Callers may annotate the

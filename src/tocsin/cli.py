@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from tocsin.cli_apikeys import apikeys_app
+from tocsin.cli_ops import register as register_ops
+from tocsin.cli_output import emit, set_json
 from tocsin.config import Settings
 
 if TYPE_CHECKING:
@@ -36,21 +38,35 @@ app.add_typer(recurring_app, name="recurring")
 policies_app = typer.Typer(no_args_is_help=True, help="Throttling policies.")
 app.add_typer(policies_app, name="policies")
 app.add_typer(apikeys_app, name="apikeys")
+register_ops(app, channels_app)
+
+
+@app.callback()
+def _options(json_out: Annotated[bool, typer.Option(
+        "--json", help="Print JSON (the default when the output is piped).")] = False) -> None:
+    """Tocsin: a durable scheduler of delayed messages."""
+    set_json(json_out)
 
 StoreOpt = Annotated[
     str | None, typer.Option("--store", help="Store URL (sqlite:///… or postgresql://…).")
 ]
 MasterOpt = Annotated[str | None, typer.Option("--spark-master", help="Spark master URL.")]
 PortOpt = Annotated[int | None, typer.Option("--port", help="API port.")]
+LogOpt = Annotated[
+    str | None, typer.Option("--log-format", help="text (people) or json (collectors).")
+]
 ApiOpt = Annotated[
     str | None, typer.Option("--api", envvar="TOCSIN_API_URL", help="URL of a running Tocsin API.")
 ]
 
 
 def _settings(
-    store: str | None = None, master: str | None = None, port: int | None = None
+    store: str | None = None, master: str | None = None, port: int | None = None,
+    log_format: str | None = None,
 ) -> Settings:
     overrides: dict[str, Any] = {}
+    if log_format:
+        overrides["log_format"] = log_format
     if store:
         overrides["store"] = store
     if master:
@@ -68,7 +84,7 @@ def _client(api: str | None) -> Client:
 
 
 def _print(value: Any) -> None:
-    typer.echo(json.dumps(value, indent=2, default=str))
+    emit(value)
 
 
 def _fail(exc: Exception) -> NoReturn:
@@ -100,27 +116,29 @@ def _json(value: str, option: str) -> Any:
 
 
 @app.command()
-def up(store: StoreOpt = None, spark_master: MasterOpt = None, port: PortOpt = None) -> None:
+def up(store: StoreOpt = None, spark_master: MasterOpt = None, port: PortOpt = None,
+       log_format: LogOpt = None) -> None:
     """Run store, API and dispatcher on this machine (the embedded default: SQLite, local Spark)."""
     from tocsin.runner import run_up
 
-    run_up(_settings(store, spark_master, port))
+    run_up(_settings(store, spark_master, port, log_format))
 
 
 @app.command()
-def api(store: StoreOpt = None, port: PortOpt = None) -> None:
+def api(store: StoreOpt = None, port: PortOpt = None, log_format: LogOpt = None) -> None:
     """Run only the HTTP API (run as many replicas as you like)."""
     from tocsin.runner import run_api
 
-    run_api(_settings(store, None, port), expect_dispatcher=True)
+    run_api(_settings(store, None, port, log_format), expect_dispatcher=True)
 
 
 @app.command()
-def dispatcher(store: StoreOpt = None, spark_master: MasterOpt = None) -> None:
+def dispatcher(store: StoreOpt = None, spark_master: MasterOpt = None,
+               log_format: LogOpt = None) -> None:
     """Run only the dispatcher (one Spark Structured Streaming query)."""
     from tocsin.dispatcher.query import run_dispatcher
 
-    run_dispatcher(_settings(store, spark_master))
+    run_dispatcher(_settings(store, spark_master, None, log_format))
 
 
 @app.command("import")

@@ -29,6 +29,7 @@ from tocsin.domain.defaults import (
     RETRY_CAP_MS,
     ms,
 )
+from tocsin.logs import LogFormat, SparkLogLevel
 from tocsin.redact import redact
 
 __all__ = ["Settings"]
@@ -76,6 +77,12 @@ class Settings(BaseSettings):
     )
 
     spark_master: str = Field("local[*]", description="Spark master URL for the dispatcher.")
+    spark_log_level: SparkLogLevel = Field(
+        SparkLogLevel.ERROR, description="Level of Spark's own logging (JVM and py4j/pyspark)."
+    )
+    log_format: LogFormat = Field(
+        LogFormat.TEXT, description="Tocsin's log lines: text (people) or json (collectors)."
+    )
     trigger_seconds: float = Field(
         1.0, gt=0, description="Dispatcher micro-batch trigger interval."
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import signal
 import subprocess
@@ -17,9 +18,15 @@ from collections.abc import Callable
 from typing import Any
 
 from tocsin.config import Settings
+from tocsin.logs import setup_logging
 from tocsin.redact import redact_url
 
 __all__ = ["DispatcherSupervisor", "run_api", "run_up"]
+
+log = logging.getLogger("tocsin.runner")
+JVM_NOISE = (b"WARNING: Using incubator modules",)
+"""Lines the JVM itself prints on every start, whatever the log level (Spark 4 loads the
+incubating vector module): dropped from the dispatcher child's output."""
 
 
 def _die_with_parent() -> None:
@@ -50,11 +57,14 @@ class DispatcherSupervisor:
     def _loop(self) -> None:
         while not self._stopping.is_set():
             self._proc = subprocess.Popen([sys.executable, "-m", "tocsin", "dispatcher"],
-                                          env=self._env, preexec_fn=_die_with_parent)
+                                          env=self._env, preexec_fn=_die_with_parent,
+                                          stderr=subprocess.PIPE)
+            _forward(self._proc.stderr)
             code = self._proc.wait()
             if self._stopping.is_set():
                 return
-            print(f"tocsin: dispatcher exited with {code}; restarting", file=sys.stderr)
+            log.error("dispatcher exited; restarting", extra={"exit_code": code,
+                                                               "pause_s": self._pause})
             self._stopping.wait(self._pause)
 
     def stop(self, timeout_s: float = 30.0) -> None:
@@ -70,6 +80,14 @@ class DispatcherSupervisor:
                 proc.wait()
 
 
+def _forward(stream: Any) -> None:
+    """Copy the child's stderr to ours, line by line, without the JVM's start-up noise."""
+    for line in iter(stream.readline, b""):
+        if not line.startswith(JVM_NOISE):
+            sys.stderr.buffer.write(line)
+            sys.stderr.flush()
+
+
 def run_api(settings: Settings, *, expect_dispatcher: bool,
             on_shutdown: Callable[[], None] | None = None, **uvicorn_kw: Any) -> None:
     """Serve the HTTP API until interrupted; ``on_shutdown`` runs as the server stops (uvicorn
@@ -79,13 +97,16 @@ def run_api(settings: Settings, *, expect_dispatcher: bool,
     from tocsin.api.app import create_app
     from tocsin.keyfile import no_admin_hint
 
+    setup_logging(settings.log_format, settings.spark_log_level)
     app = create_app(settings, expect_dispatcher=expect_dispatcher)
     if hint := no_admin_hint(app.state.deps.store):
-        print(hint, file=sys.stderr, flush=True)
+        log.warning(hint)
     if on_shutdown is not None:
         app.router.add_event_handler("shutdown", on_shutdown)
-    print(f"tocsin: API listening on http://{settings.api_host}:{settings.api_port} "
-          f"(OpenAPI at /docs), store {redact_url(settings.store_url)}", flush=True)
+    url = f"http://{settings.api_host}:{settings.api_port}"
+    app.router.add_event_handler("startup", lambda: log.info(
+        "API ready: listening", extra={"url": url, "docs": f"{url}/docs", "ui": f"{url}/ui",
+                            "store": redact_url(settings.store_url)}))
     uvicorn.run(app, host=settings.api_host, port=settings.api_port, log_level="warning",
                 **uvicorn_kw)
 
@@ -113,14 +134,16 @@ def run_up(settings: Settings) -> None:
     from tocsin.stores import open_store
 
     settings = embedded_defaults(settings)
+    setup_logging(settings.log_format, settings.spark_log_level)
+    log.info("starting", extra={"store": redact_url(settings.store_url)})
     store = open_store(settings.store_url, buckets=settings.buckets)  # create and migrate
     try:
         written = ensure_admin_key(settings, store, now_ms=SystemClock().now_ms())
     finally:
         store.close()
     if written is not None:
-        print(f"tocsin: admin API key written to {written} (mode 0600); the CLI and the "
-              "Python client on this machine use it", flush=True)
+        log.info("admin API key written (mode 0600); the CLI and the Python client on this "
+                 "machine use it", extra={"path": str(written)})
     supervisor = DispatcherSupervisor(settings.environment())
     supervisor.start()
     try:

@@ -12,11 +12,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.api_server import ApiServer
 from tocsin.abc import Store
-from tocsin.api.metrics import beat_info
 from tocsin.clock import ManualClock
 from tocsin.config import Settings
-from tocsin.dispatcher.beat import DISPATCHER, SOURCE
+from tocsin.dispatcher.beat import DISPATCHER, SOURCE, batch_counts, beat_info
 from tocsin.dispatcher.deliver import Tally
+from tocsin.domain import Ack, Outcome, Status
 from tocsin.errors import StoreError
 from tocsin.stores.sqlite import SQLiteStore
 
@@ -117,32 +117,57 @@ def test_metrics_from_the_store(api: httpx.Client, api_store: Store) -> None:
     assert samples["tocsin_due_backlog"][()] >= 1
 
 
-def test_metrics_from_the_dispatcher_beat(api: httpx.Client, api_store: Store) -> None:
-    first = Tally(delivered=3, retried=1)
-    for lateness in (20, 700, 700):
-        first.observe_lateness(lateness)
-    info = beat_info(batch_id=1, batch_ms=250, tally=first, previous=None)
-    api_store.beat(DISPATCHER, now_ms=1_900_000_000_000, info=info)
-    second = Tally(delivered=2, dead=1)
-    for lateness in (40_000, 400_000):
-        second.observe_lateness(lateness)
-    info = beat_info(batch_id=2, batch_ms=500, tally=second, previous=info)
-    api_store.beat(DISPATCHER, now_ms=1_900_000_001_000, info=info)
+def test_counters_add_up_from_acknowledgements(api: httpx.Client, api_store: Store) -> None:
+    """Counters are the store's sums: each acknowledgement adds in its own transaction."""
+    before = _scrape(api)
+    now = 1_900_000_000_000
+
+    def acks(tenant: str, channel: str, *late_and_status: tuple[int, Status]) -> list[Ack]:
+        return [Ack(schedule_id=f"x{i}", delivery_id=f"x{i}-1", attempt=1,
+                    outcome=Outcome.DELIVERED, error=None, started_ms=now, ended_ms=now + late,
+                    due_ms=now, status=status, tenant=tenant, channel=channel)
+                for i, (late, status) in enumerate(late_and_status)]
+
+    # none of these rows exist: every ack is fenced, and still counted as an attempt
+    api_store.acknowledge(epoch=1, now_ms=now, acks=acks(
+        "m", "c1", (20, Status.DELIVERED), (700, Status.DELIVERED), (0, Status.PENDING)))
+    api_store.acknowledge(epoch=2, now_ms=now, acks=acks(
+        "m", "c1", (40_000, Status.DELIVERED), (0, Status.DEAD)))
+    api_store.add_counts(batch_counts(300))
+    api_store.beat(DISPATCHER, now_ms=now, info=beat_info(batch_id=1, batch_ms=500,
+                                                          tally=Tally(delivered=1)))
     samples = _scrape(api)
+    deliveries = {dict(k)["outcome"]: v for k, v in samples["tocsin_deliveries_total"].items()
+                  if dict(k)["tenant"] == "m"}
+    assert deliveries == {"delivered": 3, "retried": 1, "dead": 1}
+    mine = (("channel", "c1"), ("tenant", "m"))
+    buckets = {dict(k)["le"]: v for k, v in samples["tocsin_lateness_seconds_bucket"].items()
+               if dict(k)["tenant"] == "m"}
+    assert (buckets["0.05"], buckets["1.0"], buckets["60.0"], buckets["+Inf"]) == (1, 2, 3, 3)
+    assert samples["tocsin_lateness_seconds_count"][mine] == 3
+    assert samples["tocsin_lateness_seconds_sum"][mine] == pytest.approx(40.72)
+    assert samples["tocsin_fenced_total"][()] == before["tocsin_fenced_total"][()] + 5
+    assert samples["tocsin_batch_duration_seconds_count"][()] == (
+        before["tocsin_batch_duration_seconds_count"][()] + 1)
     assert samples["tocsin_dispatcher_last_batch_seconds"][()] == 0.5
-    assert samples["tocsin_dispatcher_last_batch_timestamp_seconds"][()] == 1_900_000_001.0
-    deliveries = {dict(k)["outcome"]: v for k, v in samples["tocsin_deliveries_total"].items()}
-    assert deliveries == {"delivered": 5, "retried": 1, "dead": 1, "fenced": 0}
-    buckets = {dict(k)["le"]: v for k, v in samples["tocsin_lateness_seconds_bucket"].items()}
-    assert (buckets["0.05"], buckets["1.0"], buckets["60.0"], buckets["+Inf"]) == (1, 3, 4, 5)
-    assert samples["tocsin_lateness_seconds_count"][()] == 5
-    assert samples["tocsin_lateness_seconds_sum"][()] == pytest.approx(441.42)
+    assert samples["tocsin_dispatcher_last_batch_timestamp_seconds"][()] == 1_900_000_000.0
 
 
-def test_a_malformed_beat_does_not_break_the_scrape(api: httpx.Client, api_store: Store) -> None:
+def test_gauges_due_soon_tokens_paused(api: httpx.Client, api_store: Store) -> None:
+    api.post("/v1/schedules", json={"channel": "out", "payload": 1, "delay": 120})
+    api.post("/v1/policies", json={"name": "gauge-pol", "max_in_flight": 5})
+    samples = _scrape(api)
+    assert samples["tocsin_due_soon"][(("within", "5m"),)] >= 1
+    assert samples["tocsin_due_soon"][(("within", "1h"),)] >= samples["tocsin_due_soon"][
+        (("within", "5m"),)]
+    assert "tocsin_paused_channels" in samples and "tocsin_halted_keys" in samples
+
+
+def test_an_old_beat_does_not_break_the_scrape(api: httpx.Client, api_store: Store) -> None:
     api_store.beat(DISPATCHER, now_ms=1_900_000_002_000, info={"v": 1, "batch_ms": 3})
     samples = _scrape(api)
-    assert "tocsin_schedules" in samples and "tocsin_deliveries_total" not in samples
+    assert "tocsin_schedules" in samples
+    assert "tocsin_dispatcher_last_batch_seconds" not in samples
 
 
 def test_openapi_describes_every_body(api: httpx.Client) -> None:

@@ -116,11 +116,33 @@ ROUTES: dict[tuple[str, str], Callable[[Tenants], Call]] = {
     ("DELETE", "/v1/apikeys/{key_id}"): lambda t: Call(Kind.ADMIN,
                                                        f"/v1/apikeys/{t.key_id()}"),
     ("POST", "/v1/deliveries/{delivery_id}/release"): lambda t: _release(t),
+    ("POST", "/v1/schedules/{schedule_id}/redrive"): lambda t: _dead(t),
+    ("POST", "/v1/schedules/redrive"): lambda t: _redrive_where(t),
+    ("POST", "/v1/channels/{name}/pause"): lambda t: Call(
+        Kind.OWN, f"/v1/channels/{t.channel()}/pause", witness="/v1/paused-channels"),
+    ("POST", "/v1/channels/{name}/resume"): lambda t: Call(
+        Kind.OWN, f"/v1/channels/{t.paused()}/resume", witness="/v1/paused-channels"),
+    ("GET", "/v1/status"): lambda t: Call(Kind.LIST, "/v1/status", seen=f'"{t.paused()}"'),
+    ("GET", "/v1/paused-channels"): lambda t: Call(Kind.LIST, "/v1/paused-channels",
+                                                   seen=f'"{t.paused()}"'),
     ("GET", "/healthz"): lambda t: Call(Kind.OPEN, "/healthz"),
     ("GET", "/readyz"): lambda t: Call(Kind.OPEN, "/readyz"),
     ("GET", "/metrics"): lambda t: Call(Kind.OPEN, "/metrics"),
 }
 """Every route of the OpenAPI document, and how to call it about a fresh object of A's."""
+
+
+def _dead(t: Tenants) -> Call:
+    sid = t.dead()
+    return Call(Kind.OWN, f"/v1/schedules/{sid}/redrive", witness=f"/v1/schedules/{sid}")
+
+
+def _redrive_where(t: Tenants) -> Call:
+    """By predicate: B's call re-drives only B's own (none); A's re-drives its one."""
+    channel = t.channel()
+    sid = t.dead(channel=channel)
+    return Call(Kind.LIST, "/v1/schedules/redrive", {"channel": channel},
+                witness=f"/v1/schedules/{sid}", seen='"redriven":1')
 
 
 def _release(t: Tenants) -> Call:

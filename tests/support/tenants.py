@@ -94,6 +94,23 @@ class Tenants:
             due_ms=row.due_ms, status=Status.DEAD, halt=True)])
         return key
 
+    def dead(self, **body: Any) -> str:
+        """A schedule of A's that died on its first attempt."""
+        row = self.claimed(**body)
+        now = time.time_ns() // 1_000_000
+        self.store.acknowledge(epoch=row.epoch, now_ms=now, acks=[Ack(
+            schedule_id=row.id, delivery_id=f"{row.id}-{row.attempt}", attempt=row.attempt,
+            outcome=Outcome.REJECTED, error="refused", started_ms=now, ended_ms=now,
+            due_ms=row.due_ms, status=Status.DEAD)])
+        return row.id
+
+    def paused(self) -> str:
+        """A new channel of A's, paused."""
+        name = self.channel()
+        r = self.a.post(f"/v1/channels/{name}/pause")
+        assert r.status_code == 200, r.text
+        return name
+
     def held_token(self) -> str:
         """The delivery id of a claimed schedule of A's that holds one of its policy's
         tokens."""

@@ -11,10 +11,12 @@ from tocsin.api import (
     apikeys,
     channels,
     health,
+    operations,
     ordering,
     policies,
     recurring,
     schedules,
+    status,
     tenants,
 )
 from tocsin.api.auth import authenticate
@@ -52,11 +54,14 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None,
     install_error_handlers(app)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes,
                        max_depth=settings.max_json_depth)
-    keyed = [m.router for m in (schedules, recurring, policies, channels, tenants, ordering,
-                                apikeys)]
+    keyed = [m.router for m in (operations, status, schedules, recurring, policies, channels,
+                                tenants, ordering, apikeys)]
     for router in [*keyed, policies.deliveries]:
         app.include_router(router, dependencies=[Depends(authenticate)])
     app.include_router(health.router)
+    from tocsin.ui import install_ui
+
+    install_ui(app)
     _describe_request_bodies(app)
     return app
 

@@ -1,25 +1,26 @@
 """Prometheus metrics, read from the store at scrape time (any API replica answers the same).
 
-From the store: ``tocsin_schedules{status}`` (gauge) and ``tocsin_due_backlog`` (gauge).
+Counters are sums of rows the store adds to atomically (:mod:`tocsin.stores.sql.metrics`), so
+they add up with any number of dispatchers and API replicas and never go back:
 
-From the dispatcher's heartbeat, the info it writes with ``store.beat("dispatcher", info=...)``
-after every micro-batch, built by :func:`tocsin.dispatcher.beat.beat_info` (re-exported here;
-the schema is documented there, version ``v`` = 1)::
+- ``tocsin_deliveries_total{tenant,channel,outcome}``: attempts (``delivered``, ``retried``,
+  ``dead``), counted in the acknowledging transaction;
+- ``tocsin_fenced_total``: acknowledgements refused by the epoch fence;
+- ``tocsin_lateness_seconds{tenant,channel}``: histogram of delivered schedules' lateness;
+- ``tocsin_batch_duration_seconds``: histogram of dispatcher micro-batches (every dispatcher).
 
-    {"v": 1, "batch_id": int, "batch_ms": int,
-     "batch":  {"delivered", "retried", "dead", "fenced", "lateness_sum_ms", "lateness_buckets"},
-     "totals": {the same keys, summed over every batch},
-     "lateness_bounds_ms": [upper bounds of lateness_buckets; one more bucket for +Inf]}
-
-gives ``tocsin_dispatcher_last_batch_seconds`` and ``..._timestamp_seconds`` (gauges),
-``tocsin_deliveries_total{outcome}`` (counter, from ``totals``) and
-``tocsin_lateness_seconds`` (histogram, from ``totals``). A beat of another version, or a
-malformed one, is skipped rather than failing the scrape.
+Gauges: ``tocsin_schedules{status}``, ``tocsin_due_backlog`` (PENDING and already due),
+``tocsin_due_soon{within}`` (PENDING, due in the next 5 minutes / hour),
+``tocsin_tokens_in_flight{tenant,policy}``, ``tocsin_paused_channels``,
+``tocsin_halted_keys``, and from the newest dispatcher heartbeat
+``tocsin_dispatcher_last_batch_seconds`` and ``..._timestamp_seconds``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from prometheus_client.core import (
@@ -32,12 +33,13 @@ from prometheus_client.registry import Collector
 
 from tocsin.abc import Store
 from tocsin.clock import Clock
-from tocsin.dispatcher.beat import BEAT_VERSION, DISPATCHER, beat_info
+from tocsin.dispatcher.beat import BATCH_BOUNDS_MS, BATCH_DURATION, BEAT_VERSION, DISPATCHER
+from tocsin.domain.delivery import LATENESS_BOUNDS_MS
+from tocsin.stores.sql.metrics import DELIVERIES, FENCED, LATENESS, LATENESS_SUM
 
-__all__ = ["OUTCOMES", "StoreCollector", "beat_info"]
+__all__ = ["StoreCollector"]
 
-OUTCOMES = ("delivered", "retried", "dead", "fenced")
-"""The ``outcome`` labels of ``tocsin_deliveries_total``: keys of the beat's ``totals``."""
+_SOON = (("5m", 300_000), ("1h", 3_600_000))
 
 
 class StoreCollector(Collector):
@@ -48,40 +50,83 @@ class StoreCollector(Collector):
         self.clock = clock
 
     def collect(self) -> Iterator[Metric]:
+        store, now = self.store, self.clock.now_ms()
+        yield from _counters(store.counter_totals())
         by_status = GaugeMetricFamily("tocsin_schedules", "Schedules by status.",
                                       labels=["status"])
-        for status, count in self.store.counts().items():
+        for status, count in store.counts().items():
             by_status.add_metric([status.value], count)
         yield by_status
         yield GaugeMetricFamily("tocsin_due_backlog", "PENDING schedules already due.",
-                                value=self.store.due_backlog(now_ms=self.clock.now_ms()))
-        beat = self.store.last_beat(DISPATCHER)
+                                value=store.due_backlog(now_ms=now))
+        soon = GaugeMetricFamily("tocsin_due_soon", "PENDING schedules due within a window.",
+                                 labels=["within"])
+        for name, span in _SOON:
+            soon.add_metric([name], store.due_between(from_ms=now, to_ms=now + span))
+        yield soon
+        tokens = GaugeMetricFamily("tocsin_tokens_in_flight", "Policy tokens held now.",
+                                   labels=["tenant", "policy"])
+        for (tenant, policy), n in sorted(store.tokens_held(now_ms=now).items()):
+            tokens.add_metric([tenant, policy], n)
+        yield tokens
+        yield GaugeMetricFamily("tocsin_paused_channels", "Channels paused now.",
+                                value=len(store.paused_channels()))
+        yield GaugeMetricFamily("tocsin_halted_keys", "Ordering keys halted now.",
+                                value=len(store.halted_keys()))
+        beat = store.last_beat(DISPATCHER)
         if beat is not None and beat[1].get("v") == BEAT_VERSION:
-            try:
-                metrics = list(dispatcher_metrics(*beat))
-            except (KeyError, TypeError, ValueError):
-                metrics = []
-            yield from metrics
+            at_ms, info = beat
+            yield GaugeMetricFamily("tocsin_dispatcher_last_batch_seconds",
+                                    "Duration of a dispatcher's latest micro-batch.",
+                                    value=float(info.get("batch_ms", 0)) / 1000)
+            yield GaugeMetricFamily("tocsin_dispatcher_last_batch_timestamp_seconds",
+                                    "When a dispatcher's latest micro-batch ended.",
+                                    value=at_ms / 1000)
 
 
-def dispatcher_metrics(at_ms: int, info: dict[str, Any]) -> Iterator[Metric]:
-    """The dispatcher's figures from one heartbeat (version :data:`BEAT_VERSION`)."""
-    yield GaugeMetricFamily("tocsin_dispatcher_last_batch_seconds",
-                            "Duration of the dispatcher's last micro-batch.",
-                            value=info["batch_ms"] / 1000)
-    yield GaugeMetricFamily("tocsin_dispatcher_last_batch_timestamp_seconds",
-                            "When the dispatcher's last micro-batch ended.", value=at_ms / 1000)
-    totals = info["totals"]
-    outcomes = CounterMetricFamily("tocsin_deliveries", "Delivery attempts by outcome.",
-                                   labels=["outcome"])
-    for outcome in OUTCOMES:
-        outcomes.add_metric([outcome], totals.get(outcome, 0))
-    yield outcomes
-    bounds, counts = info["lateness_bounds_ms"], totals["lateness_buckets"]
-    cumulative, buckets = 0, []
+def _counters(totals: dict[tuple[str, str], int]) -> Iterator[Metric]:
+    """The counter families from the store's counter rows."""
+    deliveries = CounterMetricFamily("tocsin_deliveries", "Delivery attempts by outcome.",
+                                     labels=["tenant", "channel", "outcome"])
+    lateness: dict[tuple[str, str], list[int]] = defaultdict(
+        lambda: [0] * (len(LATENESS_BOUNDS_MS) + 1))
+    late_sum: dict[tuple[str, str], int] = defaultdict(int)
+    batches = [0] * (len(BATCH_BOUNDS_MS) + 1)
+    batch_sum = fenced = 0
+    for (name, raw), value in sorted(totals.items()):
+        lab: dict[str, Any] = json.loads(raw)
+        where = (str(lab.get("tenant", "")), str(lab.get("channel", "")))
+        if name == DELIVERIES:
+            deliveries.add_metric([*where, str(lab.get("outcome"))], value)
+        elif name == LATENESS:
+            lateness[where][int(lab["le"])] += value
+        elif name == LATENESS_SUM:
+            late_sum[where] += value
+        elif name == FENCED:
+            fenced += value
+        elif name == BATCH_DURATION:
+            if "le" in lab:
+                batches[int(lab["le"])] += value
+            else:
+                batch_sum += value
+    yield deliveries
+    yield CounterMetricFamily("tocsin_fenced", "Acknowledgements refused by the epoch fence.",
+                              value=fenced)
+    late = HistogramMetricFamily("tocsin_lateness_seconds", "Delivered schedules' lateness "
+                                 "past their due time.", labels=["tenant", "channel"])
+    for where in sorted(lateness):
+        late.add_metric(list(where), _buckets(LATENESS_BOUNDS_MS, lateness[where]),
+                        late_sum[where] / 1000)
+    yield late
+    yield HistogramMetricFamily("tocsin_batch_duration_seconds", "Dispatcher micro-batches "
+                                "by duration.", buckets=_buckets(BATCH_BOUNDS_MS, batches),
+                                sum_value=batch_sum / 1000)
+
+
+def _buckets(bounds: Sequence[int], counts: Sequence[int]) -> list[tuple[str, float]]:
+    """Cumulative Prometheus buckets from per-bucket counts (the last one is +Inf)."""
+    out, total = [], 0
     for bound, count in zip([*bounds, None], counts, strict=True):
-        cumulative += count
-        buckets.append(("+Inf" if bound is None else str(bound / 1000), cumulative))
-    yield HistogramMetricFamily("tocsin_lateness_seconds",
-                                "Delivered schedules' lateness past their due time.",
-                                buckets=buckets, sum_value=totals["lateness_sum_ms"] / 1000)
+        total += count
+        out.append(("+Inf" if bound is None else str(bound / 1000), float(total)))
+    return out

@@ -12,6 +12,7 @@ __all__ = [
     "Firing",
     "FiringTime",
     "HaltedKey",
+    "PausedInfo",
     "PolicyInfo",
     "Readiness",
     "RecurringInfo",
@@ -94,6 +95,16 @@ class HaltedKey(TypedDict):
     tenant: str
     ordering_key: str
     halted: bool
+
+
+class PausedInfo(TypedDict):
+    """A channel's pause state: ``paused`` (with ``paused_at``), or resumed (``was_paused``)."""
+
+    tenant: str
+    name: str
+    paused: bool
+    paused_at: NotRequired[str]
+    was_paused: NotRequired[bool]
 
 
 class RecurringInfo(TypedDict):

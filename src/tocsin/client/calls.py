@@ -23,6 +23,7 @@ from tocsin.client.answers import (
     Firing,
     FiringTime,
     HaltedKey,
+    PausedInfo,
     PolicyInfo,
     Readiness,
     RecurringInfo,
@@ -177,7 +178,50 @@ def resume_key(ordering_key: str, tenant: str | None = None) -> Call[HaltedKey]:
                 params={"tenant": tenant} if tenant else None)
 
 
+def redrive(schedule_id: str) -> Call[ScheduleInfo]:
+    """Send a DEAD schedule again, as a new attempt chain (:class:`ConflictError` with the
+    ``status`` unless it is DEAD)."""
+    return Call("POST", _schedules(schedule_id, "redrive"))
+
+
+def redrive_dead(*, channel: str | None = None, tenant: str | None = None,
+                 due_from: datetime | str | None = None, due_to: datetime | str | None = None,
+                 limit: int = 10_000) -> Call[int]:
+    """Send again up to ``limit`` DEAD schedules matching the filters; how many were."""
+    body: dict[str, Any] = {"limit": limit}
+    for name, value in (("channel", channel), ("tenant", tenant)):
+        if value is not None:
+            body[name] = value
+    for name, when in (("due_from", due_from), ("due_to", due_to)):
+        if when is not None:
+            body[name] = instant(when, name)
+    return Call("POST", _schedules("redrive"), json=body, pick="redriven")
+
+
 # Channels
+
+def pause_channel(name: str, tenant: str | None = None) -> Call[PausedInfo]:
+    """Pause a channel: its schedules wait until it is resumed."""
+    return Call("POST", _path("/v1/channels", name, "pause"),
+                params={"tenant": tenant} if tenant else None)
+
+
+def resume_channel(name: str, tenant: str | None = None) -> Call[PausedInfo]:
+    """Resume a paused channel."""
+    return Call("POST", _path("/v1/channels", name, "resume"),
+                params={"tenant": tenant} if tenant else None)
+
+
+def status() -> Call[dict[str, Any]]:
+    """The one-screen summary: health, backlog, due next hour, dead, halted keys, paused
+    channels (of the key's tenant)."""
+    return Call("GET", "/v1/status")
+
+
+def paused_channels() -> Call[builtins.list[PausedInfo]]:
+    """The paused channels."""
+    return Call("GET", "/v1/paused-channels", pick="items")
+
 
 def add_channel(name: str, kind: str, config: Mapping[str, Any]) -> Call[ChannelInfo]:
     """Register or replace a channel (the server checks ``config`` for its ``kind``)."""

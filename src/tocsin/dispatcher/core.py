@@ -23,7 +23,7 @@ from typing import NamedTuple, TypeVar
 
 from tocsin.abc import ClaimedRow, Store
 from tocsin.clock import Clock
-from tocsin.dispatcher.beat import DISPATCHER, SOURCE, beat_info
+from tocsin.dispatcher.beat import DISPATCHER, SOURCE, batch_counts, beat_info
 from tocsin.dispatcher.channel_cache import ChannelCache
 from tocsin.dispatcher.deliver import Tally, judge
 from tocsin.dispatcher.options import DispatchOptions
@@ -149,14 +149,14 @@ class DispatchCore:
         return tally
 
     def record_batch(self, batch_id: int, tally: Tally, *, started_ms: int) -> None:
-        """Beat ``dispatcher`` with the batch's figures and the running totals (lost, not
-        fatal, when the store is down: the batch itself is done)."""
+        """Beat ``dispatcher`` with the batch's figures and add its duration to the
+        batch counters (lost, not fatal, when the store is down: the batch itself is done).
+        Running totals are the store's counters, never a read-then-write of the beat."""
         ended = self.clock.now_ms()
         try:
-            last = self.store.last_beat(DISPATCHER)
             self.store.beat(DISPATCHER, now_ms=ended, info=beat_info(
-                batch_id=batch_id, batch_ms=ended - started_ms, tally=tally,
-                previous=last[1] if last else None))
+                batch_id=batch_id, batch_ms=ended - started_ms, tally=tally))
+            self.store.add_counts(batch_counts(ended - started_ms))
         except StoreError as exc:
             log.warning("dispatcher: could not record batch %d: %s", batch_id, exc)
 

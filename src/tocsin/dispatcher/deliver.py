@@ -18,15 +18,11 @@ from tocsin.abc import ClaimedRow
 from tocsin.clock import Clock
 from tocsin.dispatcher.channel_cache import ChannelCache
 from tocsin.domain import Ack, ChannelSpec, Envelope, Outcome, Result, RetryPolicy, Status
-from tocsin.domain.delivery import NO_HEADERS
+from tocsin.domain.delivery import LATENESS_BOUNDS_MS, NO_HEADERS
 from tocsin.domain.schedule import PayloadKind
 from tocsin.ids import delivery_id
 
 __all__ = ["LATENESS_BOUNDS_MS", "Tally", "envelope_of", "judge"]
-
-LATENESS_BOUNDS_MS = (50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000)
-"""Upper bounds of the lateness histogram's buckets (the last bucket is unbounded)."""
-
 
 @dataclass(kw_only=True, slots=True)
 class Tally:
@@ -70,14 +66,15 @@ def envelope_of(row: ClaimedRow) -> Envelope:
 
 
 def _verdict(env: Envelope, result: Result, spec: ChannelSpec | None, retry: RetryPolicy,
-             started_ms: int, ended_ms: int, rng: random.Random) -> Ack:
+             started_ms: int, ended_ms: int, rng: random.Random, tries: int) -> Ack:
+    """``tries``: the attempt's number within its chain (a re-drive starts a new chain)."""
     status, next_ms = Status.DELIVERED, None
     if result.outcome is not Outcome.DELIVERED:
         limit = (spec.max_attempts if spec else None) or retry.max_attempts
-        if result.outcome is Outcome.RETRY and env.attempt < limit:
+        if result.outcome is Outcome.RETRY and tries < limit:
             wait = result.retry_after_ms  # the receiver's Retry-After wins over the back-off
             status, next_ms = Status.PENDING, ended_ms + (
-                retry.delay_ms(env.attempt, rng) if wait is None else wait)
+                retry.delay_ms(tries, rng) if wait is None else wait)
         else:
             status = Status.DEAD
     return Ack(schedule_id=env.schedule_id, delivery_id=env.delivery_id, attempt=env.attempt,
@@ -85,7 +82,7 @@ def _verdict(env: Envelope, result: Result, spec: ChannelSpec | None, retry: Ret
                ended_ms=ended_ms, due_ms=env.due_ms, status=status, next_ms=next_ms,
                dead_letter=spec.dead_letter if spec and status is Status.DEAD else None,
                halt=bool(spec and spec.halts_on_dead and status is Status.DEAD
-                         and env.ordering_key))
+                         and env.ordering_key), tenant=env.tenant, channel=env.channel)
 
 
 def judge(rows: Iterable[ClaimedRow], *, channels: ChannelCache, retry: RetryPolicy,
@@ -93,8 +90,11 @@ def judge(rows: Iterable[ClaimedRow], *, channels: ChannelCache, retry: RetryPol
     """Hand claimed rows to their channels; the verdict on each, by epoch, and their tally
     (``fenced`` is left to the acknowledgement)."""
     by_channel: dict[tuple[str, str], list[Envelope]] = defaultdict(list)
+    re_driven: dict[str, int] = {}
     for row in rows:  # a schedule goes to the channel of its own tenant
         by_channel[(row.tenant, row.channel)].append(envelope_of(row))
+        if row.chain_base:
+            re_driven[row.id] = row.chain_base
     tally = Tally()
     by_epoch: dict[int, list[Ack]] = defaultdict(list)
     for (tenant, name), envelopes in by_channel.items():
@@ -107,7 +107,8 @@ def judge(rows: Iterable[ClaimedRow], *, channels: ChannelCache, retry: RetryPol
             result = by_id.get(env.delivery_id) or Result(
                 delivery_id=env.delivery_id, outcome=Outcome.RETRY,
                 error=f"channel {name} gave no answer for this delivery")
-            ack = _verdict(env, result, spec, retry, started, ended, rng)
+            ack = _verdict(env, result, spec, retry, started, ended, rng,
+                           env.attempt - re_driven.get(env.schedule_id, 0))
             by_epoch[env.epoch].append(ack)
             if ack.status is Status.DELIVERED:
                 tally.delivered += 1

@@ -6,6 +6,7 @@ The session runs wherever ``settings.spark_master`` says: ``local[*]`` on one ma
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from tocsin.config import Settings
 from tocsin.dispatcher.options import DispatchOptions
+from tocsin.logs import SparkLogLevel, setup_logging, spark_java_options
+from tocsin.redact import redact_url
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -21,13 +24,18 @@ if TYPE_CHECKING:
 __all__ = ["EXPANDER_NAME", "QUERY_NAME", "run_dispatcher", "spark_session", "start_dispatcher",
            "start_expander"]
 
+log = logging.getLogger("tocsin.dispatcher")
 QUERY_NAME = "tocsin-dispatcher"
 EXPANDER_NAME = "tocsin-expander"
 
 
 def spark_session(master: str = "local[*]", *, app_name: str = "tocsin",
-                  extra: dict[str, str] | None = None) -> SparkSession:
-    """A Spark session bound to loopback, using this interpreter for Python workers."""
+                  extra: dict[str, str] | None = None,
+                  log_level: SparkLogLevel = SparkLogLevel.ERROR) -> SparkSession:
+    """A Spark session bound to loopback, using this interpreter for Python workers, logging
+    at ``log_level`` through Tocsin's log4j2 file from the JVM's first line (a level set
+    after the session starts would come too late for its start-up warnings)."""
+    java = spark_java_options(log_level)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -46,11 +54,13 @@ def spark_session(master: str = "local[*]", *, app_name: str = "tocsin",
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.extraJavaOptions", java)
+        .config("spark.executor.extraJavaOptions", java)
     )
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    spark.sparkContext.setLogLevel(log_level.value)
     from tocsin.dispatcher.expander import ExpansionDataSource
     from tocsin.dispatcher.source import TocsinDataSource
 
@@ -90,7 +100,13 @@ def start_expander(spark: SparkSession, options: DispatchOptions, *, checkpoint:
 def run_dispatcher(settings: Settings) -> None:
     """Run the dispatcher, the recurring expansion and, when ``ingest_topic`` is set, the
     Kafka ingestion in this process until one stops (``tocsin dispatcher``)."""
-    spark = spark_session(settings.spark_master)
+    from tocsin.dispatcher.progress import ProgressLog
+
+    setup_logging(settings.log_format, settings.spark_log_level)
+    log.info("dispatcher starting", extra={"spark_master": settings.spark_master,
+                                           "store": redact_url(settings.store_url)})
+    spark = spark_session(settings.spark_master, log_level=settings.spark_log_level)
+    spark.streams.addListener(ProgressLog())
     options = DispatchOptions.from_settings(settings)
     checkpoint = settings.checkpoint_dir
     queries = [
@@ -104,6 +120,7 @@ def run_dispatcher(settings: Settings) -> None:
         from tocsin.pipelines.ingest import start_ingest
 
         queries.append(start_ingest(spark, settings))
+    log.info("dispatcher ready", extra={"queries": [q.name for q in queries]})
     try:
         spark.streams.awaitAnyTermination()
     finally:

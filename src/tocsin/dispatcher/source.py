@@ -29,13 +29,14 @@ __all__ = ["ARROW_SCHEMA", "DueStreamReader", "TocsinDataSource", "bucket_ranges
 
 SPARK_SCHEMA = (
     "id string, tenant string, channel string, payload binary, payload_kind string, "
-    "headers string, due_ms bigint, attempt int, key string, ordering_key string, epoch bigint"
+    "headers string, due_ms bigint, attempt int, key string, ordering_key string, epoch bigint, "
+    "chain_base int"
 )
 ARROW_SCHEMA = pa.schema([
     ("id", pa.string()), ("tenant", pa.string()), ("channel", pa.string()),
     ("payload", pa.binary()), ("payload_kind", pa.string()), ("headers", pa.string()),
     ("due_ms", pa.int64()), ("attempt", pa.int32()), ("key", pa.string()),
-    ("ordering_key", pa.string()), ("epoch", pa.int64()),
+    ("ordering_key", pa.string()), ("epoch", pa.int64()), ("chain_base", pa.int32()),
 ])
 ARROW_CHUNK = 10_000
 

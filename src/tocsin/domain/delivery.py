@@ -12,7 +12,10 @@ from typing import Any, NamedTuple
 from tocsin.clock import iso_ms
 from tocsin.domain.schedule import PayloadKind, Status, payload_value
 
-__all__ = ["Ack", "Delivery", "Envelope", "Outcome", "Result"]
+__all__ = ["LATENESS_BOUNDS_MS", "Ack", "Delivery", "Envelope", "Outcome", "Result"]
+
+LATENESS_BOUNDS_MS = (50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000)
+"""Upper bounds of the lateness histogram's buckets (the last bucket is unbounded)."""
 
 ENVELOPE_VERSION = 1
 NO_HEADERS: Mapping[str, str] = MappingProxyType({})
@@ -137,3 +140,6 @@ class Ack(NamedTuple):
     """Channel that gets a copy when ``status`` is DEAD."""
     halt: bool = False
     """When DEAD: halt the schedule's ordering key until it is resumed."""
+    tenant: str = ""
+    """The schedule's tenant and channel: the labels of the delivery counters."""
+    channel: str = ""

@@ -66,7 +66,7 @@ COUNTS_SQL = (
 """Schedules by status: rows of ``(status, count)``, a status possibly more than once."""
 CLAIM_COLUMNS = (
     "id, tenant, channel, payload, payload_kind, headers, due_ms, attempts + 1, key, "
-    "ordering_key, claim_epoch"
+    "ordering_key, claim_epoch, chain_base"
 )
 CHANNEL_COLUMNS = "name, kind, config, tenant"
 DELIVERY_COLUMNS = (
@@ -190,7 +190,7 @@ def status_counts(rows: Iterable[Sequence[Any]]) -> dict[Status, int]:
 def claimed_from_row(row: Sequence[Any]) -> ClaimedRow:
     """A ``CLAIM_COLUMNS`` row as a :class:`ClaimedRow`."""
     return ClaimedRow(row[0], row[1], row[2], bytes(row[3]), row[4], row[5], row[6], row[7],
-                      row[8], row[9], row[10])
+                      row[8], row[9], row[10], row[11])
 
 
 def delivery_from_row(row: Sequence[Any]) -> Delivery:

@@ -36,7 +36,7 @@ default 1 000: a dispatch batch rewrites the same hot pages many times, and each
 run by whichever writer crosses the mark while it holds the write lock, copied them again. A
 200 000-row drain went from ~13 000/s to ~16 000/s. Much larger WALs make every page lookup
 slower (readers search the WAL index), so the WAL is kept bounded."""
-_BY_NEXT = itemgetter(11, 0)  # (next_ms, id) of a claim row with next_ms appended
+_BY_NEXT = itemgetter(12, 0)  # (next_ms, id) of a claim row with next_ms appended
 
 
 class SQLiteStore(SqlStore):

@@ -10,6 +10,7 @@ from typing import Any
 
 from tocsin.abc import ClaimedRow, DispatchStore
 from tocsin.domain import Ack, Status
+from tocsin.domain.delivery import LATENESS_BOUNDS_MS
 from tocsin.stores.rows import (
     CLAIM_COLUMNS,
     DELIVERY_COLUMNS,
@@ -20,6 +21,8 @@ from tocsin.stores.rows import (
     insert_values,
 )
 from tocsin.stores.sql.base import SqlBase, executemany
+from tocsin.stores.sql.metrics import FENCED, add_counts, delivery_counts
+from tocsin.stores.sql.operations import NOT_PAUSED
 from tocsin.stores.sql.policies import claim_throttled, return_tokens, throttled_next_ms
 from tocsin.stores.sql.schedules import INSERT
 
@@ -60,8 +63,16 @@ class SqlDispatch(SqlBase, DispatchStore):
             row = conn.execute(
                 "SELECT (SELECT min(next_ms) FROM schedules WHERE status = 'PENDING' "
                 "AND policy IS NULL), "
-                "(SELECT min(claimed_ms) FROM schedules WHERE status = 'CLAIMED')").fetchone()
-            return row[0], row[1], throttled_next_ms(conn, d, now_ms=now_ms)
+                "(SELECT min(claimed_ms) FROM schedules WHERE status = 'CLAIMED'), "
+                "(SELECT count(*) FROM paused_channels)").fetchone()
+            pending = row[0]
+            if row[2] and pending is not None:  # the plain min() unless something is paused
+                found = conn.execute(
+                    "SELECT s.next_ms FROM schedules s WHERE s.status = 'PENDING' "
+                    f"AND s.policy IS NULL AND {NOT_PAUSED} ORDER BY s.next_ms LIMIT 1"
+                ).fetchone()
+                pending = found[0] if found else None
+            return pending, row[1], throttled_next_ms(conn, d, now_ms=now_ms)
 
         pending, claimed, throttled = self._work(work, write=False)
         return earliest(pending if throttled is None else min(throttled, pending or throttled),
@@ -100,7 +111,7 @@ class SqlDispatch(SqlBase, DispatchStore):
                     "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
                     "WHERE id IN (SELECT s.id FROM schedules s WHERE s.status = 'PENDING' "
                     "AND s.policy IS NULL AND s.bucket BETWEEN ? AND ? AND s.next_ms <= ? "
-                    f"AND {d.head} ORDER BY s.next_ms LIMIT ?{d.skip_locked})"),
+                    f"AND {d.head} AND {NOT_PAUSED} ORDER BY s.next_ms LIMIT ?{d.skip_locked})"),
                     (epoch, now_ms, bucket_lo, bucket_hi, until_ms, limit - len(rows)))
             if len(rows) < limit:
                 rows += claim_throttled(conn, d, epoch=epoch, bucket_lo=bucket_lo,
@@ -143,6 +154,9 @@ class SqlDispatch(SqlBase, DispatchStore):
             if retries or dead:
                 return_tokens(conn, d, [a.delivery_id for a in acks
                                         if a.status is not Status.DELIVERED])
+            counts = delivery_counts(acks, LATENESS_BOUNDS_MS)
+            counts[(FENCED, "{}")] += len(acks) - applied
+            add_counts(conn, d, counts)  # in this transaction: counted exactly when applied
             return applied
 
         return self._work(work)

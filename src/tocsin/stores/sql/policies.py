@@ -15,6 +15,7 @@ from tocsin.errors import ConflictError, NotFoundError
 from tocsin.ids import delivery_id
 from tocsin.stores.rows import CLAIM_COLUMNS
 from tocsin.stores.sql.base import Dialect, SqlBase, executemany, tenant_is
+from tocsin.stores.sql.operations import NOT_PAUSED
 
 __all__ = [
     "POLICY_COLUMNS",
@@ -124,7 +125,8 @@ def claim_throttled(conn: Any, d: Dialect, *, epoch: int, bucket_lo: int, bucket
             "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
             "WHERE id IN (SELECT s.id FROM schedules s WHERE s.status = 'PENDING' "
             "AND s.tenant = ? AND s.policy = ? AND s.bucket BETWEEN ? AND ? "
-            f"AND s.next_ms <= ? AND {d.head} ORDER BY s.next_ms LIMIT ?{d.skip_locked}) "
+            f"AND s.next_ms <= ? AND {d.head} AND {NOT_PAUSED} "
+            f"ORDER BY s.next_ms LIMIT ?{d.skip_locked}) "
             f"RETURNING {CLAIM_COLUMNS}, next_ms"),
             (epoch, now_ms, *key, bucket_lo, bucket_hi, until_ms, free)).fetchall(),
             key=lambda r: (r[-1], r[0]))

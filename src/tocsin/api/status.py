@@ -1,0 +1,62 @@
+"""``GET /v1/status``: the one-screen summary behind ``tocsin status`` and the dashboard's
+overview — API, dispatcher and expander health, backlog, what falls due in the next hour,
+the dead, halted keys and paused channels. Scoped like every read (a tenant key: its own)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from tocsin.api.auth import scope
+from tocsin.api.deps import Deps
+from tocsin.api.views import iso
+from tocsin.dispatcher.beat import DISPATCHER, SOURCE
+from tocsin.dispatcher.expansion import EXPANDER
+from tocsin.domain.defaults import ms
+from tocsin.errors import StoreError
+
+__all__ = ["router", "summary"]
+
+router = APIRouter(tags=["operations"])
+HOUR_MS = 3_600_000
+
+
+def _component(deps: Deps, *names: str, window_ms: int) -> dict[str, Any]:
+    """A component's health from the newest of its beats."""
+    beats = [b for b in (deps.store.last_beat(n) for n in names) if b]
+    if not beats:
+        return {"healthy": False, "last_beat": None, "age_s": None}
+    at, info = max(beats, key=lambda b: b[0])
+    age = deps.clock.now_ms() - at
+    return {"healthy": age <= window_ms, "last_beat": iso(at), "age_s": round(age / 1000, 1),
+            **({"last_batch_ms": info["batch_ms"]} if "batch_ms" in info else {})}
+
+
+def summary(deps: Deps, tenant: str | None) -> dict[str, Any]:
+    """The status of the store (of ``tenant``'s schedules, or all when None)."""
+    store, now = deps.store, deps.clock.now_ms()
+    try:
+        store.ping()
+    except StoreError as exc:
+        return {"api": "ok", "store": f"unavailable: {exc}"}
+    window = ms(max(10.0, 5 * deps.settings.trigger_seconds))
+    return {
+        "api": "ok", "store": "ok", "tenant": tenant,
+        "dispatcher": _component(deps, DISPATCHER, SOURCE, window_ms=window),
+        # the expander beats only after a batch: a quiet one is not a dead one
+        "expander": _component(deps, EXPANDER, window_ms=max(window, HOUR_MS)),
+        "backlog": store.due_between(from_ms=0, to_ms=now + 1, tenant=tenant),
+        "due_next_hour": store.due_between(from_ms=now + 1, to_ms=now + HOUR_MS, tenant=tenant),
+        "dead": store.dead_count(tenant=tenant),
+        "halted_keys": [{"tenant": k.tenant, "ordering_key": k.ordering_key}
+                        for k in store.halted_keys(tenant=tenant)],
+        "paused_channels": [{"tenant": p.tenant, "name": p.name}
+                            for p in store.paused_channels(tenant=tenant)],
+    }
+
+
+@router.get("/v1/status", summary="One-screen summary: health, backlog, due next hour, dead, "
+            "halted keys, paused channels")
+def status(request: Request) -> dict[str, Any]:
+    return summary(Deps.of(request), scope(request))

@@ -1,0 +1,96 @@
+"""How the ``tocsin`` verbs print: tables for a person at a terminal, JSON for a program
+(``--json``, or whenever the output is piped — so scripts keep reading JSON)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import typer
+
+__all__ = ["emit", "json_wanted", "render_status", "set_json"]
+
+_forced = False
+_MAX_CELL = 60
+
+
+def set_json(value: bool) -> None:
+    """``--json`` given on the command line."""
+    global _forced
+    _forced = value
+
+
+def _is_terminal() -> bool:
+    return sys.stdout.isatty()
+
+
+def json_wanted() -> bool:
+    """JSON when asked for, or when the output is not a terminal."""
+    return _forced or not _is_terminal()
+
+
+def _cell(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= _MAX_CELL else text[:_MAX_CELL - 1] + "…"
+
+
+def emit(value: Any) -> None:
+    """Print ``value``: JSON (as before) or a table."""
+    if json_wanted():
+        typer.echo(json.dumps(value, indent=2, default=str))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        columns = list(dict.fromkeys(k for row in value for k in row))
+        table = Table(*columns, show_lines=False)
+        for row in value:
+            table.add_row(*(_cell(row.get(c)) for c in columns))
+        console.print(table)
+    elif isinstance(value, dict):
+        table = Table("field", "value", show_header=False)
+        for key, item in value.items():
+            table.add_row(str(key), _cell(item))
+        console.print(table)
+    elif isinstance(value, list) and not value:
+        console.print("(none)")
+    else:
+        console.print(value)
+
+
+def render_status(status: dict[str, Any]) -> None:
+    """``tocsin status`` on one screen."""
+    if json_wanted():
+        typer.echo(json.dumps(status, indent=2, default=str))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    def health(part: dict[str, Any] | None) -> str:
+        if not part:
+            return "[red]unknown[/]"
+        age = "never" if part.get("age_s") is None else f"{part['age_s']} s ago"
+        mark = "[green]healthy[/]" if part.get("healthy") else "[red]no recent heartbeat[/]"
+        return f"{mark} (last beat {age})"
+
+    table = Table(title="Tocsin", show_header=False)
+    table.add_row("API", f"[green]{status.get('api')}[/]")
+    table.add_row("store", str(status.get("store")))
+    if status.get("tenant"):
+        table.add_row("tenant", str(status["tenant"]))
+    table.add_row("dispatcher", health(status.get("dispatcher")))
+    table.add_row("expander", health(status.get("expander")))
+    for key, label in (("backlog", "due now (backlog)"), ("due_next_hour", "due next hour"),
+                       ("dead", "dead")):
+        if key in status:
+            table.add_row(label, str(status[key]))
+    halted = status.get("halted_keys") or []
+    table.add_row("halted keys", ", ".join(f"{k['tenant']}/{k['ordering_key']}"
+                                           for k in halted) or "none")
+    paused = status.get("paused_channels") or []
+    table.add_row("paused channels", ", ".join(f"{p['tenant']}/{p['name']}"
+                                               for p in paused) or "none")
+    Console().print(table)

@@ -1,0 +1,91 @@
+"""Tocsin's own log lines, for people (``text``) or collectors (``json``, one object a line),
+and Spark's JVM and Python logging quietened to its own level (``spark_log_level``).
+
+Tocsin logs through the standard library under the ``tocsin`` logger; nothing else is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from enum import StrEnum
+from importlib import resources
+from typing import Any
+
+__all__ = ["LogFormat", "SparkLogLevel", "setup_logging", "spark_java_options"]
+
+_CONTEXT_SKIP = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
+    "message", "asctime"}
+
+
+class LogFormat(StrEnum):
+    """How Tocsin writes its log lines."""
+
+    TEXT = "text"
+    """``2026-01-01T10:00:00.000Z tocsin INFO dispatcher: ready`` — for a terminal."""
+    JSON = "json"
+    """One JSON object a line (``ts``, ``level``, ``logger``, ``msg`` and any context)."""
+
+
+class SparkLogLevel(StrEnum):
+    """The level of Spark's own logging (its JVM's log4j and the py4j/pyspark loggers)."""
+
+    OFF = "OFF"
+    """Nothing."""
+    ERROR = "ERROR"
+    """Errors only: the default."""
+    WARN = "WARN"
+    """Spark's warnings too (e.g. "Current batch is falling behind")."""
+    INFO = "INFO"
+    """Spark's progress chatter, for debugging Spark."""
+
+
+class _Text(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s tocsin %(levelname)s %(name)s: %(message)s%(context)s",
+                         "%Y-%m-%dT%H:%M:%S")
+
+    def format(self, record: logging.LogRecord) -> str:
+        extra = _context(record)
+        record.context = "".join(f" {k}={v}" for k, v in extra.items())
+        return super().format(record)
+
+
+class _Json(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {"ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+                               "level": record.levelname, "logger": record.name,
+                               "msg": record.getMessage(), **_context(record)}
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def _context(record: logging.LogRecord) -> dict[str, Any]:
+    """The ``extra=`` fields of a record."""
+    return {k: v for k, v in record.__dict__.items() if k not in _CONTEXT_SKIP
+            and k != "context"}
+
+
+def setup_logging(fmt: LogFormat = LogFormat.TEXT,
+                  spark_level: SparkLogLevel = SparkLogLevel.ERROR) -> None:
+    """Send the ``tocsin`` logger's lines (INFO and up) to stderr in ``fmt``; hold the py4j
+    and pyspark Python loggers to ``spark_level``."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Json() if fmt is LogFormat.JSON else _Text())
+    tocsin = logging.getLogger("tocsin")
+    tocsin.handlers[:] = [handler]
+    tocsin.setLevel(logging.INFO)
+    tocsin.propagate = False
+    quiet = logging.CRITICAL + 1 if spark_level is SparkLogLevel.OFF else getattr(
+        logging, "WARNING" if spark_level is SparkLogLevel.WARN else spark_level.value)
+    for name in ("py4j", "pyspark"):
+        logging.getLogger(name).setLevel(quiet)
+
+
+def spark_java_options(level: SparkLogLevel) -> str:
+    """JVM options that make Spark log through Tocsin's log4j2 file at ``level``."""
+    path = resources.files("tocsin.dispatcher") / "log4j2.properties"
+    return (f"-Dlog4j2.configurationFile=file:{path} -Dtocsin.spark.level={level.value}")
+

@@ -1,0 +1,242 @@
+"""The dashboard's pages and actions. Every read is scoped like the API's (``scope``), every
+change goes to the caller's tenant (``tenant_for``) through the same store calls."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from tocsin.api.auth import scope, tenant_for
+from tocsin.api.deps import Deps
+from tocsin.api.parsing import parse_instant
+from tocsin.api.status import summary
+from tocsin.api.views import iso
+from tocsin.apikeys import find_key
+from tocsin.domain import Status
+from tocsin.errors import AuthenticationError, TocsinError
+from tocsin.ui.figures import deliveries_by_outcome, lateness_percentiles, pending_next_24h
+from tocsin.ui.session import COOKIE, check_csrf, csrf_token, principal_from_cookie
+
+__all__ = ["install_ui"]
+
+_here = resources.files("tocsin.ui")
+templates = Jinja2Templates(directory=str(_here / "templates"))
+templates.env.filters["iso"] = lambda ms: iso(ms) or ""
+pages = APIRouter(prefix="/ui", include_in_schema=False)
+actions = APIRouter(prefix="/ui", include_in_schema=False, dependencies=[Depends(check_csrf)])
+
+
+def install_ui(app: FastAPI) -> None:
+    """Serve the dashboard at ``/ui`` (and its static files at ``/ui/static``)."""
+    app.mount("/ui/static", StaticFiles(directory=str(_here / "static")), name="ui-static")
+    app.include_router(pages)
+    app.include_router(actions)
+
+
+def _page(request: Request, name: str, title: str, here: str, **ctx: Any) -> Response:
+    try:
+        principal_from_cookie(request)
+    except AuthenticationError:
+        return RedirectResponse("/ui/login", status_code=303)
+    return templates.TemplateResponse(request, name, {
+        "title": title, "here": here, "csrf": csrf_token(request.cookies.get(COOKIE, "")),
+        "tenant": scope(request), **ctx})
+
+
+def _done(message: str) -> HTMLResponse:
+    """An action's answer: a message, and the page reloads to show the change."""
+    return HTMLResponse(f"<p class='ok'>{message}</p>", headers={"HX-Refresh": "true"})
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    found = json.loads(raw) if raw else {}
+    return {k: v for k, v in found.items() if v not in ("", None)} if isinstance(found,
+                                                                                 dict) else {}
+
+
+@pages.get("/login")
+def login_page(request: Request) -> Response:
+    return templates.TemplateResponse(request, "login.html", {"title": "Sign in", "here": "",
+                                                              "csrf": ""})
+
+
+@pages.post("/login")
+async def login(request: Request) -> Response:
+    key = str((await _body(request)).get("key", "")).strip()
+    if not key or find_key(Deps.of(request).store, key) is None:
+        return HTMLResponse("<p class='bad'>Unknown or revoked API key.</p>", status_code=200)
+    response = HTMLResponse("<p class='ok'>Signed in.</p>", headers={"HX-Redirect": "/ui"})
+    response.set_cookie(COOKIE, key, httponly=True, samesite="strict", path="/ui",
+                        secure=request.url.scheme == "https")
+    return response
+
+
+@actions.post("/logout")
+def logout() -> Response:
+    response = HTMLResponse("", headers={"HX-Redirect": "/ui/login"})
+    response.delete_cookie(COOKIE, path="/ui")
+    return response
+
+
+@pages.get("")
+def overview(request: Request) -> Response:
+    return _page(request, "overview.html", "Overview", "/ui")
+
+
+@pages.get("/fragments/overview")
+def overview_fragment(request: Request) -> Response:
+    deps = Deps.of(request)
+    principal_from_cookie(request)
+    tenant, now = scope(request), deps.clock.now_ms()
+    totals = deps.store.counter_totals()
+    return templates.TemplateResponse(request, "_overview.html", {
+        "s": summary(deps, tenant), "pending": pending_next_24h(deps.store, now, tenant),
+        "outcomes": deliveries_by_outcome(totals, tenant),
+        "lateness": lateness_percentiles(totals, tenant)})
+
+
+@pages.get("/schedules")
+def schedules(request: Request, id: str = "", status: str = "", channel: str = "",
+              tenant: str = "", due_from: str = "", due_to: str = "") -> Response:
+    store, rows, error = Deps.of(request).store, [], None
+    try:
+        principal_from_cookie(request)
+        if id:
+            rows = [store.get(id.strip(), tenant=scope(request))]
+        else:
+            rows = store.list(status=Status(status) if status else None,
+                              channel=channel or None,
+                              due_from_ms=parse_instant(due_from, "due_from") if due_from else None,
+                              due_to_ms=parse_instant(due_to, "due_to") if due_to else None,
+                              limit=200, tenant=(tenant or None) if scope(request) is None
+                              else scope(request))
+    except AuthenticationError:
+        return RedirectResponse("/ui/login", status_code=303)
+    except (TocsinError, ValueError) as exc:
+        error = str(exc)
+    return _page(request, "schedules.html", "Schedules", "/ui/schedules", rows=rows,
+                 error=error, q={"id": id, "status": status, "channel": channel,
+                                 "tenant": tenant, "due_from": due_from, "due_to": due_to},
+                 statuses=[s.value for s in Status])
+
+
+@pages.get("/schedules/{schedule_id}")
+def schedule(request: Request, schedule_id: str) -> Response:
+    store = Deps.of(request).store
+    try:
+        principal_from_cookie(request)
+        found = store.get(schedule_id, tenant=scope(request))
+    except AuthenticationError:
+        return RedirectResponse("/ui/login", status_code=303)
+    return _page(request, "schedule.html", f"Schedule {schedule_id}", "/ui/schedules",
+                 s=found, log=store.deliveries(schedule_id, tenant=scope(request)))
+
+
+@pages.get("/dead")
+def dead(request: Request) -> Response:
+    try:
+        principal_from_cookie(request)
+    except AuthenticationError:
+        return RedirectResponse("/ui/login", status_code=303)
+    rows = Deps.of(request).store.list(status=Status.DEAD, limit=500, tenant=scope(request))
+    return _page(request, "dead.html", "Dead letters", "/ui/dead", rows=rows)
+
+
+@pages.get("/channels")
+def channels(request: Request) -> Response:
+    from tocsin.api.views import channel_out
+
+    try:
+        principal_from_cookie(request)
+    except AuthenticationError:
+        return RedirectResponse("/ui/login", status_code=303)
+    store = Deps.of(request).store
+    paused = {(p.tenant, p.name): p for p in store.paused_channels(tenant=scope(request))}
+    rows = [channel_out(c) for c in store.list_channels(tenant=scope(request))]
+    return _page(request, "channels.html", "Channels", "/ui/channels", rows=rows, paused=paused)
+
+
+@pages.get("/keys")
+def keys(request: Request) -> Response:
+    try:
+        principal_from_cookie(request)
+    except AuthenticationError:
+        return RedirectResponse("/ui/login", status_code=303)
+    return _page(request, "keys.html", "Halted ordering keys", "/ui/keys",
+                 rows=Deps.of(request).store.halted_keys(tenant=scope(request)))
+
+
+@pages.get("/recurring")
+def recurring(request: Request) -> Response:
+    from tocsin.api.views import recurring_out
+
+    try:
+        principal_from_cookie(request)
+    except AuthenticationError:
+        return RedirectResponse("/ui/login", status_code=303)
+    deps = Deps.of(request)
+    now = deps.clock.now_ms()
+    rules = deps.store.list_recurring(tenant=scope(request), limit=200)
+    rows = [(recurring_out(r, now_ms=now), deps.store.recurring_firings(
+        r.id, tenant=scope(request), after_ms=now - 86_400_000, limit=5)) for r in rules]
+    return _page(request, "recurring.html", "Recurring schedules", "/ui/recurring", rows=rows)
+
+
+@pages.get("/policies")
+def policies(request: Request) -> Response:
+    from tocsin.api.views import policy_out
+
+    try:
+        principal_from_cookie(request)
+    except AuthenticationError:
+        return RedirectResponse("/ui/login", status_code=303)
+    deps = Deps.of(request)
+    held = deps.store.tokens_held(now_ms=deps.clock.now_ms(), tenant=scope(request))
+    rows = [policy_out(p, in_flight=held.get((p.tenant, p.name), 0))
+            for p in deps.store.list_policies(tenant=scope(request))]
+    return _page(request, "policies.html", "Throttling policies", "/ui/policies", rows=rows)
+
+
+@actions.post("/schedules/{schedule_id}/redrive")
+def redrive(request: Request, schedule_id: str) -> Response:
+    deps = Deps.of(request)
+    deps.store.redrive(schedule_id, now_ms=deps.clock.now_ms(), tenant=scope(request))
+    return _done(f"Schedule {schedule_id} re-driven.")
+
+
+@actions.post("/dead/redrive")
+async def redrive_where(request: Request) -> Response:
+    deps, body = Deps.of(request), await _body(request)
+    named = body.get("tenant")
+    count = deps.store.redrive_where(
+        now_ms=deps.clock.now_ms(), channel=body.get("channel"),
+        tenant=tenant_for(request, named) if named else scope(request),
+        due_from_ms=parse_instant(body["due_from"], "due_from") if "due_from" in body else None,
+        due_to_ms=parse_instant(body["due_to"], "due_to") if "due_to" in body else None,
+        limit=int(body.get("limit", 10_000)))
+    return _done(f"{count} dead schedules re-driven.")
+
+
+@actions.post("/channels/{name}/{verb}")
+def pause_or_resume(request: Request, name: str, verb: str) -> Response:
+    deps, tenant = Deps.of(request), tenant_for(request)
+    if verb == "pause":
+        deps.store.pause_channel(name, tenant=tenant, now_ms=deps.clock.now_ms())
+    else:
+        deps.store.get_channel(name, tenant=tenant)
+        deps.store.resume_channel(name, tenant=tenant)
+    return _done(f"Channel {tenant}/{name}: {'paused' if verb == 'pause' else 'resumed'}.")
+
+
+@actions.post("/keys/{ordering_key}/resume")
+def resume_key(request: Request, ordering_key: str) -> Response:
+    tenant = tenant_for(request)
+    Deps.of(request).store.resume_key(tenant=tenant, ordering_key=ordering_key)
+    return _done(f"Ordering key {tenant}/{ordering_key} resumed.")

@@ -1,0 +1,122 @@
+"""The dashboard over a real API server and store (HTTP, as a browser's requests would be):
+sign-in cookie, every page, re-drive, pause/resume, CSRF and tenant scoping."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.api_server import ApiServer
+from tocsin.apikeys import issue_key
+from tocsin.domain import Ack, ChannelKind, ChannelSpec, NewSchedule, Outcome, Role, Status
+from tocsin.stores.sqlite import SQLiteStore
+from tocsin.ui.session import COOKIE, csrf_token
+
+PAGES = ["/ui", "/ui/fragments/overview", "/ui/schedules", "/ui/dead", "/ui/channels",
+         "/ui/keys", "/ui/recurring", "/ui/policies"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    tmp = tmp_path_factory.mktemp("ui")
+    store = SQLiteStore(tmp / "t.db", buckets=8)
+    store.put_channel(ChannelSpec(name="out", kind=ChannelKind.FILE,
+                                  config={"path": str(tmp / "out.jsonl")}))
+    store.put_channel(ChannelSpec(name="hook", kind=ChannelKind.WEBHOOK, config={
+        "url": "https://example.com/x", "headers": {"Authorization": "Bearer s3cret"}}))
+    served = ApiServer(store).start()
+    yield served
+    served.stop()
+
+
+def _browser(server: ApiServer, key: str | None) -> httpx.Client:
+    client = httpx.Client(base_url=server.url, timeout=30)
+    if key is not None:
+        r = client.post("/ui/login", json={"key": key})
+        assert r.status_code == 200 and r.headers.get("hx-redirect") == "/ui", r.text
+        cookie = r.headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie and "path=/ui" in cookie
+    return client
+
+
+def _dead(store: SQLiteStore, tenant: str = "default", channel: str = "out") -> str:
+    now = time.time_ns() // 1_000_000
+    [(s, _)] = store.create([NewSchedule(channel=channel, payload=b"{}", due_ms=now,
+                                         tenant=tenant)], now_ms=now)
+    [row] = [r for r in store.claim(epoch=store.next_epoch(), bucket_lo=0, bucket_hi=7,
+                                    until_ms=now, now_ms=now, lease_ms=60_000, limit=1000)
+             if r.id == s.id]
+    store.acknowledge(epoch=row.epoch, now_ms=now, acks=[Ack(
+        schedule_id=s.id, delivery_id=f"{s.id}-1", attempt=1, outcome=Outcome.REJECTED,
+        error="refused for good", started_ms=now, ended_ms=now, due_ms=now,
+        status=Status.DEAD)])
+    return s.id
+
+
+def test_without_a_key_every_page_sends_to_the_login(server: ApiServer) -> None:
+    anon = _browser(server, None)
+    for page in ["/ui", "/ui/dead", "/ui/channels"]:
+        r = anon.get(page, follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"] == "/ui/login"
+    assert "API key" in anon.get("/ui/login").text
+    bad = anon.post("/ui/login", json={"key": "tsk_nope"})
+    assert "Unknown or revoked" in bad.text and "set-cookie" not in bad.headers
+    assert anon.get("/ui/static/htmx.min.js").status_code == 200
+
+
+def test_each_page_loads_and_secrets_stay_redacted(server: ApiServer) -> None:
+    sid = _dead(server.store)
+    ui = _browser(server, server.admin_key)
+    for page in PAGES:
+        r = ui.get(page)
+        assert r.status_code == 200, (page, r.text)
+    assert sid in ui.get("/ui/dead").text
+    assert "refused for good" in ui.get(f"/ui/schedules/{sid}").text
+    assert sid in ui.get("/ui/schedules", params={"status": "DEAD"}).text
+    channels = ui.get("/ui/channels").text
+    assert "hook" in channels and "s3cret" not in channels
+
+
+def test_redrive_and_pause_need_the_csrf_token(server: ApiServer) -> None:
+    sid = _dead(server.store)
+    ui = _browser(server, server.admin_key)
+    refused = ui.post(f"/ui/schedules/{sid}/redrive")
+    assert refused.status_code == 403 and server.store.get(sid).status is Status.DEAD
+    token = {"X-CSRF-Token": csrf_token(server.admin_key)}
+    cross = ui.post(f"/ui/schedules/{sid}/redrive",
+                    headers={**token, "Origin": "https://evil.example"})
+    assert cross.status_code == 403 and server.store.get(sid).status is Status.DEAD
+    done = ui.post(f"/ui/schedules/{sid}/redrive", headers=token)
+    assert done.status_code == 200 and done.headers["hx-refresh"] == "true"
+    assert server.store.get(sid).status is Status.PENDING
+    others = [_dead(server.store, channel="bulk") for _ in range(2)]
+    bulk = ui.post("/ui/dead/redrive", json={"channel": "bulk", "limit": "10"}, headers=token)
+    assert "2 dead schedules re-driven" in bulk.text
+    assert {server.store.get(i).status for i in others} == {Status.PENDING}
+    assert ui.post("/ui/channels/out/pause", headers=token).status_code == 200
+    assert [p.name for p in server.store.paused_channels()] == ["out"]
+    assert "Resume" in ui.get("/ui/channels").text
+    assert ui.post("/ui/channels/out/resume", headers=token).status_code == 200
+    assert server.store.paused_channels() == []
+
+
+def test_a_tenant_key_sees_only_its_tenant(server: ApiServer, tmp_path: Path) -> None:
+    mine, theirs = _dead(server.store, "acme"), _dead(server.store, "globex")
+    key = issue_key(server.store, role=Role.TENANT, tenant="acme", now_ms=0)[1]
+    ui = _browser(server, key)
+    dead = ui.get("/ui/dead").text
+    assert mine in dead and theirs not in dead
+    token = {"X-CSRF-Token": csrf_token(key)}
+    assert ui.post(f"/ui/schedules/{theirs}/redrive", headers=token).status_code == 404
+    assert server.store.get(theirs).status is Status.DEAD
+    ro = issue_key(server.store, role=Role.TENANT, tenant="acme", read_only=True, now_ms=0)[1]
+    viewer = _browser(server, ro)
+    assert viewer.get("/ui/dead").status_code == 200
+    assert viewer.post(f"/ui/schedules/{mine}/redrive",
+                       headers={"X-CSRF-Token": csrf_token(ro)}).status_code == 403
+    assert server.store.get(mine).status is Status.DEAD
+    assert COOKIE == "tocsin_key"
