@@ -148,7 +148,8 @@ def import_(
                                             "(default: from the file names).")] = None,
     mapping: Annotated[list[str] | None, typer.Option("--map", help="FIELD=COLUMN: take a "
                                                       "field from a column (repeatable).")] = None,
-    tenant: Annotated[str | None, typer.Option(help="Write every row to this tenant.")] = None,
+    tenant: Annotated[str | None, typer.Option(help="Write every row to this tenant (with a "
+                                               "tenant key: its own).")] = None,
     rejects: Annotated[str | None, typer.Option(help="Folder for rejected rows.")] = None,
     partitions: Annotated[int | None, typer.Option(help="Most concurrent writers.")] = None,
     store: StoreOpt = None, spark_master: MasterOpt = None,
@@ -161,6 +162,7 @@ def import_(
 
     settings = _settings(store, spark_master)
     try:
+        tenant = _import_tenant(settings, tenant)
         source = SourceFormat(fmt) if fmt else SourceFormat.of(path)
         shape = RowShape(format=source, mapping=parse_mapping(mapping or []), tenant=tenant)
         summary = run_import(spark_session(settings.spark_master, app_name="tocsin-import"),
@@ -169,6 +171,33 @@ def import_(
     except (TocsinError, ValueError) as exc:
         _fail(exc)
     _print(summary.to_dict())
+
+
+def _import_tenant(settings: Settings, named: str | None) -> str | None:
+    """The tenant an import writes to: with ``TOCSIN_API_KEY`` set, the key decides as on the
+    API (a tenant key: its own tenant, naming another is refused; read-only: refused); without
+    one, the operator (who can open the store anyway) decides, as an admin would."""
+    if settings.api_key is None:
+        return named
+    from tocsin.apikeys import find_key
+    from tocsin.domain import Role
+    from tocsin.errors import AuthenticationError, ForbiddenError
+    from tocsin.stores import open_store
+
+    store = open_store(settings.store_url, buckets=settings.buckets)
+    try:
+        key = find_key(store, settings.api_key.get_secret_value())
+    finally:
+        store.close()
+    if key is None:
+        raise AuthenticationError("TOCSIN_API_KEY is unknown or revoked in this store")
+    if key.read_only:
+        raise ForbiddenError("key", "a read-only key cannot import")
+    if key.role is Role.TENANT:
+        if named is not None and named != key.tenant:
+            raise ForbiddenError("tenant", f"this key acts for tenant {key.tenant!r} only")
+        return key.tenant
+    return named
 
 
 @app.command()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from tocsin.cli import app
@@ -33,3 +34,37 @@ def test_ingest_needs_a_topic(tmp_path: Path) -> None:
                            env={"TOCSIN_INGEST_TOPIC": ""})
     assert result.exit_code == 1
     assert "TOCSIN_INGEST_TOPIC" in result.output
+
+
+def test_import_takes_the_tenant_from_the_callers_key(tmp_path: Path) -> None:
+    """With ``TOCSIN_API_KEY`` set, the key decides the tenant as on the API: a tenant key
+    writes to its own tenant only, a read-only or unknown key imports nothing."""
+    from tocsin.apikeys import issue_key
+    from tocsin.cli import _import_tenant
+    from tocsin.config import Settings
+    from tocsin.domain import Role
+    from tocsin.errors import AuthenticationError, ForbiddenError
+    from tocsin.stores import open_store
+
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    store = open_store(url, buckets=8)
+    acme = issue_key(store, role=Role.TENANT, tenant="acme", now_ms=0)[1]
+    reader = issue_key(store, role=Role.TENANT, tenant="acme", read_only=True, now_ms=0)[1]
+    admin = issue_key(store, role=Role.ADMIN, now_ms=0)[1]
+    store.close()
+
+    def tenant(key: str, named: str | None) -> str | None:
+        return _import_tenant(Settings(store=url, api_key=key), named)
+
+    assert tenant(acme, None) == "acme" and tenant(acme, "acme") == "acme"
+    assert tenant(admin, "globex") == "globex" and tenant(admin, None) is None
+    for key, named, error in ((acme, "globex", ForbiddenError), (reader, None, ForbiddenError),
+                              ("tsk_key_0123456789abcdef_" + "0" * 64, None,
+                               AuthenticationError)):
+        with pytest.raises(error):
+            tenant(key, named)
+    data = tmp_path / "rows.jsonl"
+    data.write_text('{"channel": "out", "payload": 1, "delay": 60}\n')
+    refused = runner.invoke(app, ["import", str(data), "--store", url, "--tenant", "globex"],
+                            env={"TOCSIN_API_KEY": acme})
+    assert refused.exit_code == 1 and "tenant" in refused.output
