@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from tocsin.abc import Channel, Store
@@ -30,6 +30,7 @@ from tocsin.dispatcher.core import DispatchCore, Offset, channel_spec
 from tocsin.dispatcher.deliver import Tally
 from tocsin.dispatcher.expansion import ExpandTally, ExpansionCore
 from tocsin.dispatcher.options import DispatchOptions
+from tocsin.dispatcher.runs import new_run_id
 from tocsin.domain import ChannelSpec
 
 __all__ = ["LocalDispatcher", "Step"]
@@ -66,7 +67,8 @@ class LocalDispatcher:
                  rng: random.Random | None = None) -> None:
         from tocsin.channels import build_channel
 
-        self.options = options or DispatchOptions(store_url="", buckets=store.buckets)
+        options = options or DispatchOptions(store_url="", buckets=store.buckets)
+        self.options = options if options.run else replace(options, run=new_run_id())
         self.clock = clock
         self.recordings = recordings
 
@@ -94,6 +96,8 @@ class LocalDispatcher:
             self._expansion_offset = end
         started = self.clock.now_ms()
         end = self.dispatch.next_offset(self._offset)
+        if end != self._offset:
+            self.dispatch.warm()
         for span in self.dispatch.parts(self._offset, end):
             rows = self.dispatch.claim(span)
             step.claimed += len(rows)

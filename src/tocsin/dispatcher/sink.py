@@ -41,6 +41,7 @@ class DeliveryStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskTally:
         core = worker().dispatch(self.options)
         started = core.clock.now_ms()
+        core.warm()  # once per worker process: the run's first batch opens the channels
         tally = Tally()
         for batch in iterator:
             rows = [ClaimedRow(*r) for r in zip(*(c.to_pylist() for c in batch.columns),
