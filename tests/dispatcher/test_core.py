@@ -8,7 +8,7 @@ before, and "never" by steps that find nothing to do — no sleeps. The Spark en
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -181,10 +181,22 @@ def test_a_key_goes_in_order_one_at_a_time(rig: Rig) -> None:
     ids = rig.schedule("seq", n=5, ordering_key="k")
     loose = rig.schedule("seq", n=3)
     first = rig.local.step()
-    assert first.delivered.delivered == 1 + 3  # the key's head, and every unordered one
-    rig.local.run_until_idle()
+    # the task delivers the key's due run head after head (each acknowledged before the next
+    # is claimed), and every unordered one
+    assert first.delivered.delivered == 5 + 3
     keyed = [i for i in rig.got("seq") if i in ids]
     assert keyed == ids and set(rig.got("seq")) == set(ids + loose)
+
+
+def test_a_key_with_a_backlog_drains_in_order_in_few_batches(
+        rig: Rig, say: Callable[[str], None]) -> None:
+    rig.channel("seq")
+    ids = rig.schedule("seq", n=500, ordering_key="hot")
+    rig.local.run_until_idle()
+    assert rig.got("seq") == ids
+    assert {rig.get(i).status for i in ids} == {Status.DELIVERED}
+    say(f"a key with 500 due schedules: {rig.local.batches} micro-batches")
+    assert rig.local.batches < 50
 
 
 def test_a_key_waits_for_its_retrying_head(rig: Rig) -> None:

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from fastapi import Request  # at run time: FastAPI reads the annotation of check_params
 
 from tocsin.errors import ValidationError
-
-if TYPE_CHECKING:
-    from fastapi import Request
 
 __all__ = ["PAYLOAD_FIELDS", "TEXT_ESCAPE", "check_params", "text_problem"]
 

@@ -29,6 +29,7 @@ from tocsin.dispatcher.channel_cache import ChannelCache
 from tocsin.dispatcher.core import DispatchCore, Offset, channel_spec
 from tocsin.dispatcher.deliver import Tally
 from tocsin.dispatcher.expansion import ExpandTally, ExpansionCore
+from tocsin.dispatcher.keyruns import continue_key_runs
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runs import new_run_id
 from tocsin.domain import ChannelSpec
@@ -98,10 +99,16 @@ class LocalDispatcher:
         end = self.dispatch.next_offset(self._offset)
         if end != self._offset:
             self.dispatch.warm()
-        for span in self.dispatch.parts(self._offset, end):
+        for partition, span in enumerate(self.dispatch.parts(self._offset, end)):
+            task_started = self.clock.now_ms()
             rows = self.dispatch.claim(span)
             step.claimed += len(rows)
             step.delivered.add(self.dispatch.deliver(rows))
+            more, claimed = continue_key_runs(
+                self.dispatch, partition, started_ms=task_started,
+                keyed=any(r.ordering_key is not None for r in rows))
+            step.claimed += claimed
+            step.delivered.add(more)
             step.dispatched = True
         if step.dispatched:
             self.dispatch.record_batch(self.batches, step.delivered, started_ms=started)
