@@ -43,6 +43,7 @@ __all__ = [
     "PausedChannel",
     "PolicyStore",
     "RecurringStore",
+    "RunInfo",
     "ScheduleStore",
     "Store",
     "TenantStore",
@@ -68,6 +69,15 @@ class ClaimedRow(NamedTuple):
     chain_base: int = 0
     """Attempts made before this attempt chain (a re-drive starts a new chain): the retry
     limit counts ``attempt - chain_base``, while ``attempt`` (and so the delivery id) goes on."""
+
+
+class RunInfo(NamedTuple):
+    """A dispatcher run: when it started, last beat, and finished its first batch (or None)."""
+
+    run: str
+    started_ms: int
+    beat_ms: int
+    ready_ms: int | None
 
 
 class HaltedKey(NamedTuple):
@@ -182,8 +192,28 @@ class DispatchStore(ABC):
     :func:`~tocsin.stores.rows.insert_values`)."""
 
     @abstractmethod
-    def next_epoch(self) -> int:
-        """A new epoch, greater than every epoch this store has handed out."""
+    def next_epoch(self, *, run: str | None = None, now_ms: int = 0) -> int:
+        """A new epoch, greater than every epoch this store has handed out; recorded as taken
+        by dispatcher run ``run`` (when given) at ``now_ms``."""
+
+    @abstractmethod
+    def beat_run(self, run: str, *, now_ms: int, ready: bool = False) -> None:
+        """Record that dispatcher run ``run`` is alive at ``now_ms`` (its row made on the
+        first beat); ``ready``: it has finished its first batch (kept from the first time)."""
+
+    @abstractmethod
+    def end_run(self, run: str) -> None:
+        """Mark ``run`` stopped: its claims are released by the next :meth:`release_dead_runs`."""
+
+    @abstractmethod
+    def release_dead_runs(self, *, now_ms: int, stale_ms: int) -> int:
+        """Release the claims of every run whose last beat is older than ``stale_ms`` (their
+        lease ends now, so the next claim takes them with the same attempt), and forget those
+        runs. Returns how many claims were released."""
+
+    @abstractmethod
+    def runs(self) -> builtins.list[RunInfo]:
+        """The known dispatcher runs, the newest start first."""
 
     @abstractmethod
     def next_due_ms(self, *, now_ms: int, lease_ms: int) -> int | None:

@@ -38,8 +38,10 @@ def _die_with_parent() -> None:
 class DispatcherSupervisor:
     """Keeps one dispatcher child process running until :meth:`stop`."""
 
-    def __init__(self, env: dict[str, str] | None = None, *, restart_pause_s: float = 2.0) -> None:
+    def __init__(self, env: dict[str, str] | None = None, *, restart_pause_s: float = 2.0,
+                 run: str | None = None) -> None:
         self._env = {**os.environ, **(env or {})}
+        self._run = run  # the first child's run id, registered by the caller
         self._pause = restart_pause_s
         self._proc: subprocess.Popen[bytes] | None = None
         self._stopping = threading.Event()
@@ -55,9 +57,14 @@ class DispatcherSupervisor:
         self._thread.start()
 
     def _loop(self) -> None:
+        from tocsin.dispatcher.runs import RUN_ENV, new_run_id
+
         while not self._stopping.is_set():
+            # each child is a new run, so a crashed child's claims are released at once
+            env = {**self._env, RUN_ENV: self._run or new_run_id()}
+            self._run = None
             self._proc = subprocess.Popen([sys.executable, "-m", "tocsin", "dispatcher"],
-                                          env=self._env, preexec_fn=_die_with_parent,
+                                          env=env, preexec_fn=_die_with_parent,
                                           stderr=subprocess.PIPE)
             _forward(self._proc.stderr)
             code = self._proc.wait()
@@ -130,21 +137,26 @@ def run_up(settings: Settings) -> None:
     """Store, API and dispatcher on one machine, in one command; on first start it writes the
     local admin key (see :mod:`tocsin.keyfile`)."""
     from tocsin.clock import SystemClock
+    from tocsin.dispatcher.runs import new_run_id
     from tocsin.keyfile import ensure_admin_key
     from tocsin.stores import open_store
 
     settings = embedded_defaults(settings)
     setup_logging(settings.log_format, settings.spark_log_level)
     log.info("starting", extra={"store": redact_url(settings.store_url)})
+    run = new_run_id()
     store = open_store(settings.store_url, buckets=settings.buckets)  # create and migrate
     try:
         written = ensure_admin_key(settings, store, now_ms=SystemClock().now_ms())
+        # registered before the API answers: /readyz waits for this run's first batch, not
+        # trusting the beats of a dispatcher that died just before
+        store.beat_run(run, now_ms=SystemClock().now_ms())
     finally:
         store.close()
     if written is not None:
         log.info("admin API key written (mode 0600); the CLI and the Python client on this "
                  "machine use it", extra={"path": str(written)})
-    supervisor = DispatcherSupervisor(settings.environment())
+    supervisor = DispatcherSupervisor(settings.environment(), run=run)
     supervisor.start()
     try:
         run_api(settings, expect_dispatcher=True, on_shutdown=supervisor.stop)

@@ -17,6 +17,7 @@ from tocsin.config import Settings
 from tocsin.dispatcher.beat import DISPATCHER, SOURCE, batch_counts, beat_info
 from tocsin.dispatcher.deliver import Tally
 from tocsin.domain import Ack, Outcome, Status
+from tocsin.dispatcher.runs import RUN_STALE_MS
 from tocsin.errors import StoreError
 from tocsin.stores.sqlite import SQLiteStore
 
@@ -68,6 +69,26 @@ def test_the_window_is_five_triggers_when_longer(api_store: Store, clock: Manual
         assert "within 20 s" in httpx.get(f"{server.url}/readyz").json()["problems"][0]
     finally:
         server.stop()
+
+
+def test_readyz_waits_for_the_newest_runs_first_batch(watched: str, api_store: Store,
+                                                      clock: ManualClock) -> None:
+    now = clock.now_ms()
+    api_store.beat_run("old", now_ms=now - 5_000, ready=True)
+    api_store.beat(DISPATCHER, now_ms=now - 1_000)  # the old run's beats are still fresh
+    assert httpx.get(watched).status_code == 200
+    clock.advance(1)
+    api_store.beat_run("new", now_ms=clock.now_ms())  # a restart: a new run, not yet warm
+    starting = httpx.get(watched)
+    assert starting.status_code == 503
+    assert starting.json()["problems"] == [
+        "dispatcher: run new is starting (its first batch has not run)"]
+    api_store.beat_run("new", now_ms=clock.now_ms(), ready=True)
+    assert httpx.get(watched).status_code == 200
+    clock.advance(RUN_STALE_MS + 1)
+    api_store.beat(DISPATCHER, now_ms=clock.now_ms())
+    stopped = httpx.get(watched)  # batch beats alone do not make a run whose beat stopped live
+    assert stopped.status_code == 503 and "run new has not beaten" in stopped.json()["problems"][0]
 
 
 class _DownStore(SQLiteStore):

@@ -8,17 +8,18 @@ before, and "never" by steps that find nothing to do — no sleeps. The Spark en
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from tocsin.abc import Store
+from tocsin.abc import ClaimedRow, Store
 from tocsin.channels.recording import Recordings
 from tocsin.clock import ManualClock
 from tocsin.dispatcher.channel_cache import SPEC_TTL_MS
 from tocsin.dispatcher.local import LocalDispatcher
 from tocsin.dispatcher.options import DispatchOptions
+from tocsin.dispatcher.runs import RUN_BEAT_MS, RUN_STALE_MS
 from tocsin.domain import (
     DEFAULT_TENANT,
     ChannelKind,
@@ -181,10 +182,22 @@ def test_a_key_goes_in_order_one_at_a_time(rig: Rig) -> None:
     ids = rig.schedule("seq", n=5, ordering_key="k")
     loose = rig.schedule("seq", n=3)
     first = rig.local.step()
-    assert first.delivered.delivered == 1 + 3  # the key's head, and every unordered one
-    rig.local.run_until_idle()
+    # the task delivers the key's due run head after head (each acknowledged before the next
+    # is claimed), and every unordered one
+    assert first.delivered.delivered == 5 + 3
     keyed = [i for i in rig.got("seq") if i in ids]
     assert keyed == ids and set(rig.got("seq")) == set(ids + loose)
+
+
+def test_a_key_with_a_backlog_drains_in_order_in_few_batches(
+        rig: Rig, say: Callable[[str], None]) -> None:
+    rig.channel("seq")
+    ids = rig.schedule("seq", n=500, ordering_key="hot")
+    rig.local.run_until_idle()
+    assert rig.got("seq") == ids
+    assert {rig.get(i).status for i in ids} == {Status.DELIVERED}
+    say(f"a key with 500 due schedules: {rig.local.batches} micro-batches")
+    assert rig.local.batches < 50
 
 
 def test_a_key_waits_for_its_retrying_head(rig: Rig) -> None:
@@ -235,26 +248,64 @@ def test_a_rate_limit_spreads_starts_over_time(rig: Rig) -> None:
     assert len(rig.got("rated")) == 6
 
 
-def test_a_claim_lost_in_a_crash_is_reclaimed_after_the_lease(rig: Rig) -> None:
+def _claim_now(local: LocalDispatcher) -> list[ClaimedRow]:
+    """One batch's claims by ``local``'s core, neither delivered nor acknowledged (a crash
+    between the claim and the acknowledgement)."""
+    core, start = local.dispatch, {"until": 0, "epoch": 0}
+    end = core.next_offset(start)
+    return [row for span in core.parts(start, end) for row in core.claim(span)]
+
+
+def test_a_dead_runs_claims_go_out_once_its_beat_is_stale_with_the_same_delivery_ids(
+        rig: Rig) -> None:
     rig.channel("out")
     ids = rig.schedule("out", n=3)
-    core = rig.local.dispatch
-    start = {"until": 0, "epoch": 0}
-    end = core.next_offset(start)
-    claimed = [row for span in core.parts(start, end) for row in core.claim(span)]
+    claimed = _claim_now(rig.local)
     assert sorted(r.id for r in claimed) == sorted(ids)
-    rig.restart()  # the process died between the claim and the delivery
-    assert rig.local.run_until_idle().delivered == 0  # still leased to the dead epoch
+    assert {r.attempt for r in claimed} == {1}
+    rig.restart()  # the process died (kill -9) between the claim and the acknowledgement
+    assert rig.local.run_until_idle().delivered == 0  # the dead run beat just now
     assert {rig.get(i).status for i in ids} == {Status.CLAIMED}
-    rig.at(T0 + LEASE)
-    assert rig.local.step().idle  # a claim is reclaimed once its lease is exceeded
-    rig.at(T0 + LEASE + 1)
+    rig.at(T0 + RUN_STALE_MS - 1)
+    assert rig.local.run_until_idle().delivered == 0  # not yet: it may only be slow
+    rig.at(T0 + RUN_STALE_MS + RUN_BEAT_MS)  # far sooner than the lease
     rig.local.run_until_idle()
-    assert sorted(rig.got("out")) == sorted(ids)
     assert {rig.get(i).status for i in ids} == {Status.DELIVERED}
     # the lost attempt is repeated as itself: receivers drop the repeat by its delivery id
     assert sorted(e.delivery_id for e in rig.recordings.recorded("out")) == sorted(
         f"{i}-1" for i in ids)
+    assert {d.attempt for i in ids for d in rig.store.deliveries(i)} == {1}
+
+
+def test_a_claim_without_a_run_is_reclaimed_after_the_lease_with_the_same_delivery_id(
+        rig: Rig) -> None:
+    rig.channel("out")
+    [sid] = rig.schedule("out")
+    [row] = rig.store.claim(epoch=rig.store.next_epoch(), bucket_lo=0,
+                            bucket_hi=rig.store.buckets - 1, until_ms=T0, now_ms=T0,
+                            lease_ms=LEASE, limit=10)  # a claimant that never said its run
+    rig.at(T0 + LEASE)
+    assert rig.local.run_until_idle().delivered == 0
+    rig.at(T0 + LEASE + 1)
+    rig.local.run_until_idle()
+    assert [e.delivery_id for e in rig.recordings.recorded("out")] == [f"{sid}-{row.attempt}"]
+    assert row.attempt == 1
+
+
+def test_a_live_runs_claims_are_never_taken_by_another_run(rig: Rig) -> None:
+    rig.channel("out")
+    [sid] = rig.schedule("out")
+    first = rig.local
+    [row] = _claim_now(first)  # in flight in the first dispatcher: a long batch
+    second = rig.restart()  # a second dispatcher on the same store (a double deploy)
+    for at in range(T0, T0 + 5 * RUN_STALE_MS, RUN_BEAT_MS):
+        rig.at(at)
+        first.dispatch.watch_runs(at)  # the first run's own beat thread
+        assert second.step().claimed == 0
+    assert rig.get(sid).status is Status.CLAIMED
+    assert first.dispatch.deliver([row]).delivered == 1  # its verdict still applies
+    assert [e.delivery_id for e in rig.recordings.recorded("out")] == [f"{sid}-1"]
+    assert rig.get(sid).status is Status.DELIVERED
 
 
 def test_a_stale_epoch_cannot_acknowledge_a_reclaimed_row(rig: Rig) -> None:

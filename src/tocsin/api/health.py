@@ -18,6 +18,7 @@ from tocsin.api.auth import authenticate, require_admin
 from tocsin.api.deps import Deps
 from tocsin.api.metrics import StoreCollector
 from tocsin.dispatcher.beat import DISPATCHER, SOURCE
+from tocsin.dispatcher.runs import RUN_STALE_MS
 from tocsin.domain.defaults import ms
 from tocsin.errors import StoreError
 
@@ -62,9 +63,19 @@ def readyz(request: Request) -> JSONResponse:
 
 
 def _dispatcher_problems(deps: Deps) -> list[str]:
-    """Why the dispatcher looks dead: neither its batch beat nor its idle beat (written every
-    few seconds even when nothing is due) is within max(10 s, 5 triggers)."""
+    """Why the dispatcher is not ready: its newest run (:mod:`tocsin.dispatcher.runs`) has not
+    finished its first batch (workers started, channels open) or stopped beating, or neither
+    its batch beat nor its idle beat (written every few seconds even when nothing is due) is
+    within max(10 s, 5 triggers)."""
     window_ms = ms(max(10.0, 5 * deps.settings.trigger_seconds))
+    runs = deps.store.runs()
+    if runs:
+        newest, now = runs[0], deps.clock.now_ms()
+        if now - newest.beat_ms > RUN_STALE_MS:
+            return [f"dispatcher: run {newest.run} has not beaten for "
+                    f"{(now - newest.beat_ms) / 1000:.1f} s"]
+        if newest.ready_ms is None:
+            return [f"dispatcher: run {newest.run} is starting (its first batch has not run)"]
     beats = [b[0] for b in (deps.store.last_beat(DISPATCHER), deps.store.last_beat(SOURCE)) if b]
     if not beats:
         return [f"dispatcher: no heartbeat yet (expected within {window_ms / 1000:g} s)"]

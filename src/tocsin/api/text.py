@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from fastapi import Request
+from fastapi import Request  # at run time: FastAPI reads the annotation of check_params
 
 from tocsin.errors import ValidationError
 

@@ -27,6 +27,7 @@ from tocsin.dispatcher.beat import DISPATCHER, SOURCE, batch_counts, beat_info
 from tocsin.dispatcher.channel_cache import ChannelCache
 from tocsin.dispatcher.deliver import Tally, judge
 from tocsin.dispatcher.options import DispatchOptions
+from tocsin.dispatcher.runs import RUN_BEAT_MS, RUN_STALE_MS
 from tocsin.domain import ChannelSpec
 from tocsin.errors import NotFoundError, StoreError
 
@@ -35,7 +36,9 @@ __all__ = ["CLAIM_MARKER_KEEP_MS", "BucketSpan", "DispatchCore", "Offset", "buck
 
 T = TypeVar("T")
 Offset = dict[str, int]
-"""A batch's end: ``{"until": ms, "epoch": n}``; the same offset twice means no batch."""
+"""A batch's end: ``{"until": ms, "epoch": n}``; the same offset twice means no batch. A run's
+first batch runs even when nothing is due (``"warm": 1``): it starts the workers and opens the
+channels, and ``/readyz`` waits for it."""
 log = logging.getLogger("tocsin.dispatcher")
 STORE_RETRY_S = 90.0
 """How long a claim or an acknowledgement keeps retrying a store that does not answer (a
@@ -105,6 +108,10 @@ class DispatchCore:
         self.rng = rng or random.Random()
         self._last_beat_ms: int | None = None
         self._last_prune_ms: int | None = None
+        self._last_runs_ms: int | None = None
+        self._first_batch = True
+        self._warm = False
+        self._ready = False
 
     def next_offset(self, start: Offset) -> Offset:
         """The next batch's offset, or ``start`` when nothing is claimable (or the store is
@@ -114,13 +121,50 @@ class DispatchCore:
             if self._last_beat_ms is None or now - self._last_beat_ms > opts.idle_beat_ms:
                 self.store.beat(SOURCE, now_ms=now)
                 self._last_beat_ms = now
+            self.watch_runs(now)
             due = self.store.next_due_ms(now_ms=now, lease_ms=opts.lease_ms)
+            if self._first_batch:  # the warm-up batch runs even when nothing is due
+                self._first_batch = False
+                return {"until": now, "epoch": self.store.next_epoch(run=opts.run, now_ms=now),
+                        "warm": 1}
             if due is None or due > now:
                 return start
-            return {"until": now, "epoch": self.store.next_epoch()}
+            return {"until": now, "epoch": self.store.next_epoch(run=opts.run, now_ms=now)}
         except StoreError as exc:
             log.warning("dispatcher: store unavailable, no batch: %s", exc)
             return start
+
+    def watch_runs(self, now: int) -> None:
+        """At most every :data:`RUN_BEAT_MS`: beat this run, and release the claims of runs
+        whose beat stopped (they go out at the next batch, under the same delivery ids)."""
+        if self._last_runs_ms is not None and now - self._last_runs_ms < RUN_BEAT_MS:
+            return
+        self._last_runs_ms = now
+        if self.options.run:
+            self.store.beat_run(self.options.run, now_ms=now)
+        released = self.store.release_dead_runs(now_ms=now, stale_ms=RUN_STALE_MS)
+        if released:
+            log.warning("dispatcher: released %d claims of dispatcher runs that stopped beating",
+                        released)
+
+    def warm(self) -> None:
+        """Open every registered channel once in this process (the first batch does it, so the
+        first schedules do not wait for connections); a channel that cannot be built is left
+        for its first delivery to report."""
+        if self._warm:
+            return
+        self._warm = True
+        try:
+            specs = self.store.list_channels()
+        except StoreError as exc:
+            log.warning("dispatcher: could not list channels to open: %s", exc)
+            return
+        for spec in specs:
+            try:
+                self.channels.channel(spec)
+            except Exception as exc:  # reported again, per delivery, when it is used
+                log.warning("dispatcher: channel %s/%s does not open: %r", spec.tenant,
+                            spec.name, exc)
 
     def parts(self, start: Offset, end: Offset) -> list[BucketSpan]:
         """The batch ``(start, end]`` split into bucket ranges, each with its share of the cap."""
@@ -157,6 +201,9 @@ class DispatchCore:
             self.store.beat(DISPATCHER, now_ms=ended, info=beat_info(
                 batch_id=batch_id, batch_ms=ended - started_ms, tally=tally))
             self.store.add_counts(batch_counts(ended - started_ms))
+            if self.options.run and not self._ready:  # the run's first batch is done
+                self.store.beat_run(self.options.run, now_ms=ended, ready=True)
+                self._ready = True
         except StoreError as exc:
             log.warning("dispatcher: could not record batch %d: %s", batch_id, exc)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from tocsin.abc import Channel, Store
@@ -29,7 +29,9 @@ from tocsin.dispatcher.channel_cache import ChannelCache
 from tocsin.dispatcher.core import DispatchCore, Offset, channel_spec
 from tocsin.dispatcher.deliver import Tally
 from tocsin.dispatcher.expansion import ExpandTally, ExpansionCore
+from tocsin.dispatcher.keyruns import continue_key_runs
 from tocsin.dispatcher.options import DispatchOptions
+from tocsin.dispatcher.runs import new_run_id
 from tocsin.domain import ChannelSpec
 
 __all__ = ["LocalDispatcher", "Step"]
@@ -66,7 +68,8 @@ class LocalDispatcher:
                  rng: random.Random | None = None) -> None:
         from tocsin.channels import build_channel
 
-        self.options = options or DispatchOptions(store_url="", buckets=store.buckets)
+        options = options or DispatchOptions(store_url="", buckets=store.buckets)
+        self.options = options if options.run else replace(options, run=new_run_id())
         self.clock = clock
         self.recordings = recordings
 
@@ -94,10 +97,18 @@ class LocalDispatcher:
             self._expansion_offset = end
         started = self.clock.now_ms()
         end = self.dispatch.next_offset(self._offset)
-        for span in self.dispatch.parts(self._offset, end):
+        if end != self._offset:
+            self.dispatch.warm()
+        for partition, span in enumerate(self.dispatch.parts(self._offset, end)):
+            task_started = self.clock.now_ms()
             rows = self.dispatch.claim(span)
             step.claimed += len(rows)
             step.delivered.add(self.dispatch.deliver(rows))
+            more, claimed = continue_key_runs(
+                self.dispatch, partition, started_ms=task_started,
+                keyed=any(r.ordering_key is not None for r in rows))
+            step.claimed += claimed
+            step.delivered.add(more)
             step.dispatched = True
         if step.dispatched:
             self.dispatch.record_batch(self.batches, step.delivered, started_ms=started)

@@ -30,6 +30,9 @@ class DispatchOptions:
     """Recurring firings up to this far ahead are expanded into schedules."""
     max_per_minute: int = 100_000
     """A recurring schedule making more messages a minute than this is failed, not expanded."""
+    run: str = ""
+    """This dispatcher run's id (:mod:`tocsin.dispatcher.runs`); empty: epochs are taken
+    without a run, and only the lease frees a dead dispatcher's claims."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DispatchOptions:

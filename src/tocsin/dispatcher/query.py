@@ -99,15 +99,24 @@ def start_expander(spark: SparkSession, options: DispatchOptions, *, checkpoint:
 
 def run_dispatcher(settings: Settings) -> None:
     """Run the dispatcher, the recurring expansion and, when ``ingest_topic`` is set, the
-    Kafka ingestion in this process until one stops (``tocsin dispatcher``)."""
+    Kafka ingestion in this process until one stops (``tocsin dispatcher``). The run beats
+    from a thread of this process from the start (:mod:`tocsin.dispatcher.runs`)."""
+    from dataclasses import replace
+
+    from tocsin.clock import SystemClock
     from tocsin.dispatcher.progress import ProgressLog
+    from tocsin.dispatcher.runs import RUN_ENV, RunBeat, new_run_id
+    from tocsin.stores import open_store
 
     setup_logging(settings.log_format, settings.spark_log_level)
     log.info("dispatcher starting", extra={"spark_master": settings.spark_master,
                                            "store": redact_url(settings.store_url)})
+    run = os.environ.get(RUN_ENV) or new_run_id()
+    beat = RunBeat(open_store(settings.store_url, buckets=settings.buckets), run,
+                   clock=SystemClock()).start()
     spark = spark_session(settings.spark_master, log_level=settings.spark_log_level)
     spark.streams.addListener(ProgressLog())
-    options = DispatchOptions.from_settings(settings)
+    options = replace(DispatchOptions.from_settings(settings), run=run)
     checkpoint = settings.checkpoint_dir
     queries = [
         start_dispatcher(spark, options, checkpoint=checkpoint,
@@ -127,3 +136,4 @@ def run_dispatcher(settings: Settings) -> None:
         for query in queries:
             query.stop()
         spark.stop()
+        beat.stop()

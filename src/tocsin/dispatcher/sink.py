@@ -17,6 +17,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 
 from tocsin.abc import ClaimedRow
 from tocsin.dispatcher.deliver import Tally
+from tocsin.dispatcher.keyruns import continue_key_runs
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runtime import worker
 
@@ -41,11 +42,20 @@ class DeliveryStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskTally:
         core = worker().dispatch(self.options)
         started = core.clock.now_ms()
-        tally = Tally()
+        core.warm()  # once per worker process: the run's first batch opens the channels
+        tally, keyed = Tally(), False
         for batch in iterator:
             rows = [ClaimedRow(*r) for r in zip(*(c.to_pylist() for c in batch.columns),
                                                strict=True)]
             tally.add(core.deliver(rows))
+            keyed = keyed or any(r.ordering_key is not None for r in rows)
+        if keyed:  # a key's due run goes out in this task, in order (tocsin.dispatcher.keyruns)
+            from pyspark import TaskContext
+
+            context = TaskContext.get()
+            if context is not None:
+                tally.add(continue_key_runs(core, context.partitionId(), keyed=True,
+                                            started_ms=started)[0])
         return TaskTally(tally=tally, started_ms=started, ended_ms=core.clock.now_ms())
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

@@ -8,7 +8,7 @@ import builtins
 from collections.abc import Sequence
 from typing import Any
 
-from tocsin.abc import ClaimedRow, DispatchStore
+from tocsin.abc import ClaimedRow, DispatchStore, RunInfo
 from tocsin.domain import Ack, Status
 from tocsin.domain.delivery import LATENESS_BOUNDS_MS
 from tocsin.stores.rows import (
@@ -49,12 +49,54 @@ class SqlDispatch(SqlBase, DispatchStore):
         """Mark the schedules ``ids`` still CLAIMED by ``epoch`` DELIVERED; how many were."""
         raise NotImplementedError
 
-    def next_epoch(self) -> int:
-        # A transactional counter, not a SEQUENCE: a sequence's increments are not durable
-        # until some later commit flushes them, so after a crash it could hand out an epoch twice.
-        rows = self._write("UPDATE meta SET v = CAST(CAST(v AS BIGINT) + 1 AS TEXT) "
-                           "WHERE k = 'epoch' RETURNING v", idempotent=True)
-        return int(rows[0][0])
+    def next_epoch(self, *, run: str | None = None, now_ms: int = 0) -> int:
+        d = self._dialect
+
+        def work(conn: Any) -> int:
+            # A transactional counter, not a SEQUENCE: a sequence's increments are not durable
+            # until some later commit flushes them, so after a crash it could hand out an
+            # epoch twice.
+            epoch = int(conn.execute("UPDATE meta SET v = CAST(CAST(v AS BIGINT) + 1 AS TEXT) "
+                                     "WHERE k = 'epoch' RETURNING v").fetchall()[0][0])
+            if run:
+                conn.execute(d.q("INSERT INTO epoch_runs VALUES (?, ?, ?)"), (epoch, run, now_ms))
+            return epoch
+
+        return self._work(work, idempotent=True)
+
+    def beat_run(self, run: str, *, now_ms: int, ready: bool = False) -> None:
+        self._changed("INSERT INTO runs VALUES (?, ?, ?, ?) ON CONFLICT (run) DO UPDATE "
+                      "SET beat_ms = excluded.beat_ms, "
+                      "ready_ms = coalesce(runs.ready_ms, excluded.ready_ms)",
+                      (run, now_ms, now_ms, now_ms if ready else None), idempotent=True)
+
+    def end_run(self, run: str) -> None:
+        self._changed("UPDATE runs SET beat_ms = 0 WHERE run = ?", (run,), idempotent=True)
+
+    def release_dead_runs(self, *, now_ms: int, stale_ms: int) -> int:
+        d = self._dialect
+
+        def work(conn: Any) -> int:
+            dead = [r[0] for r in conn.execute(d.q("SELECT run FROM runs WHERE beat_ms < ?"),
+                                               (now_ms - stale_ms,)).fetchall()]
+            released = 0
+            for run in dead:
+                # claimed_ms = 0: the lease is over, so the next claim takes the row as a lease
+                # reclaim — the same attempt, so the same delivery id.
+                released += int(conn.execute(d.q(
+                    "UPDATE schedules SET claimed_ms = 0 WHERE status = 'CLAIMED' "
+                    "AND claim_epoch IN (SELECT epoch FROM epoch_runs WHERE run = ?)"),
+                    (run,)).rowcount)
+                conn.execute(d.q("DELETE FROM epoch_runs WHERE run = ?"), (run,))
+                conn.execute(d.q("DELETE FROM runs WHERE run = ?"), (run,))
+            return released
+
+        return self._work(work, idempotent=True)
+
+    def runs(self) -> builtins.list[RunInfo]:
+        return [RunInfo(str(r[0]), int(r[1]), int(r[2]), None if r[3] is None else int(r[3]))
+                for r in self._rows("SELECT run, started_ms, beat_ms, ready_ms FROM runs "
+                                    "ORDER BY started_ms DESC, run")]
 
     def next_due_ms(self, *, now_ms: int, lease_ms: int) -> int | None:
         d = self._dialect
@@ -162,5 +204,11 @@ class SqlDispatch(SqlBase, DispatchStore):
         return self._work(work)
 
     def forget_claims(self, *, before_ms: int) -> int:
-        return self._changed("DELETE FROM claims WHERE claimed_ms < ?", (before_ms,),
-                             idempotent=True)
+        d = self._dialect
+
+        def work(conn: Any) -> int:
+            conn.execute(d.q("DELETE FROM epoch_runs WHERE taken_ms < ?"), (before_ms,))
+            return int(conn.execute(d.q("DELETE FROM claims WHERE claimed_ms < ?"),
+                                    (before_ms,)).rowcount)
+
+        return self._work(work, idempotent=True)
