@@ -16,8 +16,8 @@ from tocsin.clock import ManualClock
 from tocsin.config import Settings
 from tocsin.dispatcher.beat import DISPATCHER, SOURCE, batch_counts, beat_info
 from tocsin.dispatcher.deliver import Tally
-from tocsin.domain import Ack, Outcome, Status
 from tocsin.dispatcher.runs import RUN_STALE_MS
+from tocsin.domain import Ack, Outcome, Status
 from tocsin.errors import StoreError
 from tocsin.stores.sqlite import SQLiteStore
 

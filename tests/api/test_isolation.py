@@ -85,7 +85,7 @@ def test_an_idempotency_key_is_per_tenant(tenants: Tenants) -> None:
 
 def test_registering_a_channel_never_replaces_anothers(tenants: Tenants) -> None:
     before = tenants.a.get("/v1/channels/out").json()
-    hijack = {"name": "out", "kind": "file", "config": {"path": str(tenants.tmp / "stolen")}}
+    hijack = {"name": "out", "kind": "file", "config": {"path": f"{tenants.tmp.name}-stolen"}}
     assert tenants.b.post("/v1/channels", json=hijack, params={"tenant": A}).status_code == 403
     assert tenants.b.post("/v1/channels", json=hijack).status_code == 201, "B's own 'out'"
     assert tenants.a.get("/v1/channels/out").json() == before

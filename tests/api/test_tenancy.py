@@ -97,7 +97,7 @@ ROUTES: dict[tuple[str, str], Callable[[Tenants], Call]] = {
     ("DELETE", "/v1/policies/{name}"): _named("policies", Tenants.policy),
     ("POST", "/v1/channels"): lambda t: Call(
         Kind.CREATE, "/v1/channels", {"name": t.fresh("ch"), "kind": "file", "config": {
-            "path": str(t.tmp / "elsewhere.jsonl")}}, witness="/v1/channels",
+            "path": f"{t.tmp.name}-elsewhere.jsonl"}}, witness="/v1/channels",
         params={"tenant": A}),
     ("GET", "/v1/channels"): lambda t: Call(Kind.LIST, "/v1/channels", seen=t.channel()),
     ("GET", "/v1/channels/{name}"): _named("channels", Tenants.channel),

@@ -62,7 +62,7 @@ class Tenants:
         """A new file channel of A's."""
         name = self.fresh("ch")
         r = self.a.post("/v1/channels", json={"name": name, "kind": "file", "config": {
-            "path": str(self.tmp / f"{name}.jsonl")}})
+            "path": f"{self.tmp.name}-{name}.jsonl"}})  # under the tenant's own root
         assert r.status_code == 201, r.text
         return name
 
@@ -140,7 +140,7 @@ def two_tenants(store: Store, url: str, admin_key: str, tmp: Path) -> Iterator[T
         tenants = Tenants(store=store, tmp=tmp, **clients)
         for who in (tenants.a, tenants.b):
             r = who.post("/v1/channels", json={"name": "out", "kind": "file", "config": {
-                "path": str(tmp / f"out-{id(who)}.jsonl")}})
+                "path": f"{tmp.name}-out-{id(who)}.jsonl"}})
             assert r.status_code == 201, r.text
         r = tenants.admin.put(f"/v1/tenants/{A}", json={"durability": "strict"})
         assert r.status_code == 200, r.text
