@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from itertools import pairwise
 from zoneinfo import ZoneInfo
@@ -322,3 +323,14 @@ def test_a_year_of_firings_across_every_transition() -> None:
     assert len(got) == 8 * 366
     assert sorted(set(gaps)) == [9_000_000, 10_800_000, 12_600_000]
     assert gaps.count(9_000_000) == gaps.count(12_600_000) == 1
+
+
+def test_a_rule_bounded_to_less_than_a_minute_counts_only_its_firings() -> None:
+    """The rate cap reads the firings a minute can hold: a one-off burst (start == end) of an
+    every-second rule fires once, so 5 000 messages a firing is 5 000 a minute, not 300 000."""
+    every_second = CronTrigger.parse("* * * * * *", "UTC")
+    at = 1_900_000_000_000
+    assert every_second.firings_per_minute == 60
+    assert replace(every_second, start_ms=at, end_ms=at).firings_per_minute == 1
+    assert replace(every_second, start_ms=at, end_ms=at + 10_000).firings_per_minute == 11
+    assert replace(every_second, start_ms=at, end_ms=at + 3_600_000).firings_per_minute == 60

@@ -94,8 +94,14 @@ class CronTrigger:
     @property
     def firings_per_minute(self) -> int:
         """The most firings in any one minute: the values of the second field (1 for a rule
-        of five fields, which fires at second 0)."""
-        return len(CronSim(self.expr, datetime(2000, 1, 1, tzinfo=UTC)).seconds)
+        of five fields, which fires at second 0), or fewer when the trigger's start and end
+        leave it less than a minute (a one-off burst: ``start == end`` fires once)."""
+        most = len(CronSim(self.expr, datetime(2000, 1, 1, tzinfo=UTC)).seconds)
+        if self.start_ms is not None and self.end_ms is not None \
+                and self.end_ms - self.start_ms < 60_000:
+            window = self.firings(self.start_ms - 1, self.end_ms)
+            return min(most, sum(1 for _ in zip(range(most), window, strict=False)))
+        return most
 
     def firings(self, after_ms: int, until_ms: int | None = None) -> Iterator[int]:
         """Firing instants (UTC ms) strictly after ``after_ms`` and up to ``until_ms`` inclusive
