@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tocsin.domain.defaults import BUCKETS
+
 if TYPE_CHECKING:
     from tocsin.abc import Store
 
 __all__ = ["open_store"]
 
 
-def open_store(url: str, *, buckets: int = 64) -> Store:
+def open_store(url: str, *, buckets: int = BUCKETS) -> Store:
     """Open (creating and migrating when needed) the store at ``url``."""
     if url.startswith("sqlite://"):
         from tocsin.stores.sqlite import SQLiteStore

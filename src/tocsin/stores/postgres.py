@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
+from tocsin.domain.defaults import BUCKETS
 from tocsin.errors import StoreError
 from tocsin.stores.rows import CLAIM_COLUMNS, migrations
 from tocsin.stores.sql import POSTGRES, SqlStore
@@ -75,7 +76,7 @@ class PostgresStore(SqlStore):
 
     _dialect = POSTGRES
 
-    def __init__(self, url: str, *, buckets: int = 64, min_size: int = 1, max_size: int = 10,
+    def __init__(self, url: str, *, buckets: int = BUCKETS, min_size: int = 1, max_size: int = 10,
                  timeout_s: float = 10.0) -> None:
         self.url = url
         self._where = _redact(url)

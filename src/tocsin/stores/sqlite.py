@@ -20,6 +20,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tocsin.domain.defaults import BUCKETS
 from tocsin.errors import StoreError
 from tocsin.stores.rows import CLAIM_COLUMNS, migrations
 from tocsin.stores.sql import SQLITE, SqlStore
@@ -44,7 +45,7 @@ class SQLiteStore(SqlStore):
 
     _dialect = SQLITE
 
-    def __init__(self, path: str | Path, *, buckets: int = 64) -> None:
+    def __init__(self, path: str | Path, *, buckets: int = BUCKETS) -> None:
         path = str(path)
         if path == ":memory:":
             self._target = f"file:tocsin-{uuid.uuid4().hex}?mode=memory&cache=shared"
