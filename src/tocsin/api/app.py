@@ -9,12 +9,14 @@ from fastapi import Depends, FastAPI
 from tocsin.abc import Store
 from tocsin.api import (
     apikeys,
+    bulk,
     channels,
     health,
     ordering,
     policies,
     recurring,
     schedules,
+    stats,
     tenants,
 )
 from tocsin.api.auth import authenticate
@@ -52,8 +54,8 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None,
     install_error_handlers(app)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes,
                        max_depth=settings.max_json_depth)
-    keyed = [m.router for m in (schedules, recurring, policies, channels, tenants, ordering,
-                                apikeys)]
+    keyed = [m.router for m in (bulk, stats, schedules, recurring, policies, channels, tenants,
+                                ordering, apikeys)]
     for router in [*keyed, policies.deliveries]:
         app.include_router(router, dependencies=[Depends(authenticate)])
     app.include_router(health.router)
