@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
+from tocsin import cli_bulk
 from tocsin.cli_apikeys import apikeys_app
 from tocsin.config import Settings
 
@@ -36,6 +37,7 @@ app.add_typer(recurring_app, name="recurring")
 policies_app = typer.Typer(no_args_is_help=True, help="Throttling policies.")
 app.add_typer(policies_app, name="policies")
 app.add_typer(apikeys_app, name="apikeys")
+cli_bulk.register(app)
 
 StoreOpt = Annotated[
     str | None, typer.Option("--store", help="Store URL (sqlite:///… or postgresql://…).")

@@ -20,7 +20,7 @@ from tocsin.api.text import text_problem
 from tocsin.domain import MAX_BULK, BulkResult, Selection
 from tocsin.errors import ValidationError
 
-__all__ = ["RescheduleWhereIn", "SelectionIn", "router"]
+__all__ = ["RescheduleWhereIn", "SelectionIn", "router", "shift_ms"]
 
 router = APIRouter(prefix="/v1/schedules", tags=["bulk"])
 
@@ -72,12 +72,13 @@ def bulk_out(result: BulkResult, verb: str) -> dict[str, Any]:
             "more": result.more}
 
 
-def _shift_ms(value: float | str) -> int:
-    """``shift`` in milliseconds: a duration, negative with a leading ``-``."""
+def shift_ms(value: float | str) -> int:
+    """``shift`` in milliseconds: seconds or an ISO 8601 duration, negative with a ``-``."""
     if isinstance(value, str):
         text = value.strip()
         sign, magnitude = (-1, text[1:]) if text.startswith("-") else (1, text)
-        span = parse_duration(magnitude, "shift")
+        numeric = magnitude.replace(".", "", 1).isdigit()
+        span = parse_duration(float(magnitude) if numeric else magnitude, "shift")
     else:
         sign = -1 if value < 0 else 1
         span = parse_duration(abs(value), "shift")
@@ -103,7 +104,7 @@ async def reschedule_where(body: RescheduleWhereIn, request: Request) -> dict[st
     due_ms = due_of(body.due_at, body.delay, now_ms=now, grace_ms=deps.settings.grace_ms)
     if (due_ms is None) == (body.shift is None):
         raise ValidationError("due_at", "give exactly one of due_at, delay or shift")
-    shift_ms = None if body.shift is None else _shift_ms(body.shift)
+    shift = None if body.shift is None else shift_ms(body.shift)
     result = await run_in_threadpool(deps.store.reschedule_where, selection, now_ms=now,
-                                     due_ms=due_ms, shift_ms=shift_ms, limit=body.limit)
+                                     due_ms=due_ms, shift_ms=shift, limit=body.limit)
     return bulk_out(result, "rescheduled")
