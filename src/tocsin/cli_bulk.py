@@ -142,9 +142,31 @@ def stats(window: Annotated[str, typer.Option(help="How far back (PT1H, 600).")]
               tenant=tenant)
 
 
+def archive(
+    partitions: Annotated[int | None, typer.Option(help="Spark partitions "
+                                                   "(bucket ranges).")] = None,
+    store: StoreOpt = None, spark_master: MasterOpt = None,
+) -> None:
+    """Move finished schedules older than the retention to Parquet, then delete them from
+    the store (a Spark job; docs/pipelines.md)."""
+    from tocsin import cli
+    from tocsin.dispatcher.query import spark_session
+    from tocsin.errors import TocsinError
+    from tocsin.pipelines.archive import run_archive
+
+    settings = cli._settings(store, spark_master)
+    try:
+        summary = run_archive(spark_session(settings.spark_master, app_name="tocsin-archive"),
+                              settings=settings, partitions=partitions)
+    except TocsinError as exc:
+        cli._fail(exc)
+    cli._print(summary)
+
+
 def register(app: typer.Typer) -> None:
     """Add these verbs to the ``tocsin`` application."""
     app.add_typer(bulk_app, name="bulk")
     app.command("cancel-where")(cancel_where)
     app.command("reschedule-where")(reschedule_where)
     app.command("stats")(stats)
+    app.command("archive")(archive)

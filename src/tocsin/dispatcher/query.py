@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,9 +105,14 @@ def run_dispatcher(settings: Settings) -> None:
         from tocsin.pipelines.ingest import start_ingest
 
         queries.append(start_ingest(spark, settings))
+    from tocsin.pipelines.archive import start_archive_timer
+
+    stop_archive = threading.Event()
+    start_archive_timer(spark, settings, stop_archive)  # daily, unless archive_every_seconds=0
     try:
         spark.streams.awaitAnyTermination()
     finally:
+        stop_archive.set()
         for query in queries:
             query.stop()
         spark.stop()
