@@ -14,6 +14,8 @@ if [ "${1:-}" = "--dev" ]; then
     command -v rabbitmq-server >/dev/null 2>&1 || [ -x /usr/sbin/rabbitmq-server ] || apt_pkgs+=(rabbitmq-server)
     # the benchmarks' webhook receiver (bench/webhook_clients.py)
     command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_pkgs+=(nginx)
+    # the report test opens the HTML report in headless Chromium (tests/pipelines/test_report.py)
+    command -v chromium >/dev/null 2>&1 || apt_pkgs+=(chromium)
 fi
 if [ ${#apt_pkgs[@]} -gt 0 ]; then
     sudo=""

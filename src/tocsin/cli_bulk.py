@@ -163,6 +163,55 @@ def archive(
     cli._print(summary)
 
 
+def report(
+    since: Annotated[str, typer.Option(help="How far back: 7d, 12h, 90m, or seconds.")] = "7d",
+    sla: Annotated[float, typer.Option(help="Lateness (seconds) above which a delivery "
+                                       "misses the SLA.")] = 60.0,
+    out: Annotated[str | None, typer.Option(help="Folder for report.html and report.json "
+                                            "(default: home/reports/report-<ms>).")] = None,
+    partitions: Annotated[int | None, typer.Option(help="Spark partitions "
+                                                   "(time slices).")] = None,
+    store: StoreOpt = None, spark_master: MasterOpt = None,
+) -> None:
+    """Delivery analytics over the store and the archive: per tenant, channel and hour
+    (a Spark job; an HTML page with plots and the same figures as JSON)."""
+    from tocsin import cli
+    from tocsin.clock import SystemClock
+    from tocsin.dispatcher.query import spark_session
+    from tocsin.errors import TocsinError
+    from tocsin.pipelines.report import run_report
+
+    settings = cli._settings(store, spark_master)
+    now = SystemClock().now_ms()
+    folder = out or str(settings.home / "reports" / f"report-{now}")
+    try:
+        figures = run_report(spark_session(settings.spark_master, app_name="tocsin-report"),
+                             settings=settings, since_ms=_since_ms(since),
+                             sla_ms=int(sla * 1000), out_dir=folder, partitions=partitions)
+    except TocsinError as exc:
+        cli._fail(exc)
+    cli._print({"report": f"{folder}/report.html", "json": f"{folder}/report.json",
+                "rows": len(figures["hours"]), "channels": len(figures["totals"]),
+                "seconds": figures["seconds"]})
+
+
+def _since_ms(value: str) -> int:
+    """``7d``, ``12h``, ``90m``, ``30s`` or seconds, in milliseconds."""
+    from tocsin.errors import ValidationError
+
+    units = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1000}
+    text = value.strip().lower()
+    unit = units.get(text[-1:])
+    number = text[:-1] if unit else text
+    try:
+        ms = int(float(number) * (unit or 1000))
+    except ValueError:
+        raise ValidationError("since", f"{value!r} is not like 7d, 12h, 90m or 3600") from None
+    if ms <= 0:
+        raise ValidationError("since", "must be positive")
+    return ms
+
+
 def register(app: typer.Typer) -> None:
     """Add these verbs to the ``tocsin`` application."""
     app.add_typer(bulk_app, name="bulk")
@@ -170,3 +219,4 @@ def register(app: typer.Typer) -> None:
     app.command("reschedule-where")(reschedule_where)
     app.command("stats")(stats)
     app.command("archive")(archive)
+    app.command("report")(report)
