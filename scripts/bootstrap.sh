@@ -14,7 +14,8 @@ if [ "${1:-}" = "--dev" ]; then
     command -v rabbitmq-server >/dev/null 2>&1 || [ -x /usr/sbin/rabbitmq-server ] || apt_pkgs+=(rabbitmq-server)
     # the benchmarks' webhook receiver (bench/webhook_clients.py)
     command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_pkgs+=(nginx)
-    # the dashboard tests drive headless Chromium (tests/ui/test_browser.py)
+    # headless Chromium: the dashboard tests (tests/ui/test_browser.py) and the report test
+    # (tests/pipelines/test_report.py)
     command -v chromium >/dev/null 2>&1 || apt_pkgs+=(chromium chromium-driver)
 fi
 if [ ${#apt_pkgs[@]} -gt 0 ]; then

@@ -22,6 +22,8 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 # processes the tests start inherit it.
 os.environ.setdefault("TOCSIN_WEBHOOK_ALLOW", "127.0.0.0/8,::1")
 os.environ.setdefault("TOCSIN_FILE_ROOTS", tempfile.gettempdir())
+# The dispatcher processes the tests start never run the daily archive on their own.
+os.environ.setdefault("TOCSIN_ARCHIVE_EVERY_SECONDS", "0")
 
 _SUPPORT = Path(__file__).parent / "support"
 pytest_plugins = [

@@ -154,3 +154,22 @@ def test_the_local_admin_key_is_picked_up_on_loopback(api_url: str, server: ApiS
     assert refused.exit_code == 1 and "API key" in refused.output
     write_key(tmp_path / "admin.key", server.admin_key)
     assert isinstance(_run("channels", "ls", "--api", api_url), list)
+
+
+def test_cancel_where_reschedule_where_and_stats(api_url: str, tmp_path: Path) -> None:
+    _run("channels", "add", "camp", "--kind", "file", "--path", str(tmp_path / "c.jsonl"),
+         "--api", api_url)
+    made = [_run("schedule", "camp", "--payload", "{}", "--delay", "600", "--key", f"c9/{i}",
+                 "--api", api_url)["id"] for i in range(3)]
+    moved = _run("reschedule-where", "--key-prefix", "c9/", "--shift", "-60", "--api", api_url)
+    assert moved == {"matched": 3, "rescheduled": 3, "too_late": 0, "more": False}
+    got = _run("cancel-where", "--key-prefix", "c9/", "--limit", "2", "--api", api_url)
+    assert got == {"matched": 2, "cancelled": 2, "too_late": 0, "more": True}
+    assert _run("cancel-where", "--channel", "camp", "--api", api_url)["cancelled"] == 1
+    assert {_run("get", i, "--api", api_url)["schedule"]["status"] for i in made} == {
+        "CANCELLED"}
+    [camp] = [c for c in _run("stats", "--window", "600", "--api", api_url)
+              if c["channel"] == "camp"]
+    assert (camp["pending"], camp["cancelled"]) == (0, 3)
+    refused = runner.invoke(app, ["cancel-where", "--api", api_url])
+    assert refused.exit_code == 1 and "selection" in refused.output

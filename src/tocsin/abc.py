@@ -28,9 +28,12 @@ from tocsin.domain import (
     Status,
     Tenant,
 )
+from tocsin.domain.selection import BulkResult, Selection
 
 __all__ = [
+    "BulkChangeStore",
     "Channel",
+    "ChannelStats",
     "ChannelStore",
     "ClaimedRow",
     "DispatchStore",
@@ -45,6 +48,7 @@ __all__ = [
     "RecurringStore",
     "RunInfo",
     "ScheduleStore",
+    "StatsStore",
     "Store",
     "TenantStore",
 ]
@@ -460,6 +464,50 @@ class MetricsStore(ABC):
     def tokens_held(self, *, now_ms: int,
                     tenant: str | None = None) -> dict[tuple[str, str], int]:
         """Live policy tokens by ``(tenant, policy)``."""
+class BulkChangeStore(ABC):
+    """Cancel and reschedule every waiting schedule of a :class:`Selection`, in chunks of
+    ``chunk`` per transaction, each row by the compare-and-set of a single change (PENDING
+    only). ``limit`` bounds the schedules looked at (None: all of them, for the Spark job)."""
+
+    @abstractmethod
+    def cancel_where(self, selection: Selection, *, now_ms: int, limit: int | None = 10_000,
+                     chunk: int = 500) -> BulkResult:
+        """Cancel the selection's PENDING schedules; those firing are counted ``too_late``."""
+
+    @abstractmethod
+    def reschedule_where(self, selection: Selection, *, now_ms: int, due_ms: int | None = None,
+                         shift_ms: int | None = None, limit: int | None = 10_000,
+                         chunk: int = 500) -> BulkResult:
+        """Move the selection's PENDING schedules to ``due_ms``, or each by ``shift_ms``
+        (exactly one of the two); those firing are counted ``too_late``."""
+
+
+class ChannelStats(NamedTuple):
+    """The live figures of one channel of one tenant (:meth:`StatsStore.stats`)."""
+
+    tenant: str
+    channel: str
+    pending: int
+    due_soon: int
+    """PENDING and due within the look-ahead."""
+    delivered: int
+    """Finished within the window, by outcome."""
+    dead: int
+    cancelled: int
+    retried: int
+    """Attempts within the window that failed and will be tried again."""
+    lateness_ms: tuple[int, int, int, int] | None
+    """p50, p95, p99 and max lateness of the window's most recent deliveries (None: none)."""
+
+
+class StatsStore(ABC):
+    """Cheap live figures: bounded windows over indexes only."""
+
+    @abstractmethod
+    def stats(self, *, now_ms: int, window_ms: int, ahead_ms: int,
+              tenant: str | None = None) -> builtins.list[ChannelStats]:
+        """Per (tenant, channel): what waits, what falls due within ``ahead_ms``, what finished
+        and how late deliveries were within the last ``window_ms``."""
 
 
 class HealthStore(ABC):
@@ -493,7 +541,8 @@ class HealthStore(ABC):
 
 
 class Store(ScheduleStore, DispatchStore, ChannelStore, RecurringStore, PolicyStore,
-            TenantStore, KeyStore, OperationsStore, MetricsStore, HealthStore):
+            TenantStore, KeyStore, OperationsStore, MetricsStore, BulkChangeStore, StatsStore,
+            HealthStore):
     """The system of record: every role in one object. Every state change is one atomic
     statement or transaction, and every error is a :mod:`tocsin.errors` error
     (:class:`~tocsin.errors.StoreError` when the database fails). Callers may annotate the

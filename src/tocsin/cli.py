@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
+from tocsin import cli_bulk
 from tocsin.cli_apikeys import apikeys_app
 from tocsin.cli_ops import register as register_ops
 from tocsin.cli_output import emit, set_json
@@ -39,6 +40,7 @@ policies_app = typer.Typer(no_args_is_help=True, help="Throttling policies.")
 app.add_typer(policies_app, name="policies")
 app.add_typer(apikeys_app, name="apikeys")
 register_ops(app, channels_app)
+cli_bulk.register(app)
 
 
 @app.callback()

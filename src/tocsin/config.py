@@ -133,6 +133,17 @@ class Settings(BaseSettings):
                                                     "empty = no answers.")
     ingest_max_per_batch: int = Field(100_000, ge=1, description="Most commands per "
                                                                  "micro-batch.")
+    archive_retention_seconds: float = Field(
+        7 * 86_400.0, ge=0, description="Finished schedules (and their attempts) older than "
+        "this move from the store to the archive (`tocsin archive`).")
+    archive_tenant_retention: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Per-tenant retention overrides, TENANT=SECONDS "
+        "(comma-separated), e.g. acme=2592000.")
+    archive_every_seconds: float = Field(
+        86_400.0, ge=0, description="How often the dispatcher process runs the archive job "
+        "(first run one interval after start); 0 = never.")
+    archive_dir: str = Field("", description="Where the archive's Parquet goes (any path "
+                             "Spark writes: a folder, s3a://, hdfs://). Empty = home/archive.")
 
     file_roots: Annotated[list[Path], NoDecode] = Field(
         default_factory=list,
@@ -151,7 +162,8 @@ class Settings(BaseSettings):
         "Empty = public addresses only.",
     )
 
-    @field_validator("file_roots", "credential_roots", "webhook_allow", mode="before")
+    @field_validator("file_roots", "credential_roots", "webhook_allow",
+                     "archive_tenant_retention", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         """A list from the environment is comma-separated."""
@@ -191,6 +203,11 @@ class Settings(BaseSettings):
     def key_retention_ms(self) -> int:
         """``task_key_retention_seconds`` in milliseconds."""
         return ms(self.task_key_retention_seconds)
+
+    @property
+    def archive_path(self) -> str:
+        """Where the archive's Parquet goes: ``archive_dir``, else ``home/archive``."""
+        return self.archive_dir or str((self.home / "archive").resolve())
 
     @property
     def checkpoint_dir(self) -> Path:

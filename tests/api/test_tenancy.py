@@ -60,6 +60,22 @@ def _recurring(t: Tenants, suffix: str = "", body: Any = None) -> Call:
     return Call(Kind.OWN, f"/v1/recurring/{rid}{suffix}", body, witness=f"/v1/recurring/{rid}")
 
 
+def _by_predicate(t: Tenants, verb: str, change: dict[str, Any]) -> Call:
+    """A change by predicate over a fresh key prefix of A's: B naming tenant A is refused."""
+    prefix = t.fresh("prefix") + "/"
+    sid = t.schedule(key=f"{prefix}1")["id"]
+    return Call(Kind.CREATE, f"/v1/schedules/{verb}", {"key_prefix": prefix, "tenant": A,
+                                                        **change},
+                witness=f"/v1/schedules/{sid}")
+
+
+def _stats(t: Tenants) -> Call:
+    """Live figures: A's fresh channel with a waiting schedule shows for A only."""
+    channel = t.channel()
+    t.schedule(channel=channel)
+    return Call(Kind.LIST, "/v1/stats", seen=f'"{channel}"')
+
+
 def _named(noun: str, make: Callable[[Tenants], str]) -> Callable[[Tenants], Call]:
     def call(t: Tenants) -> Call:
         path = f"/v1/{noun}/{make(t)}"
@@ -125,6 +141,10 @@ ROUTES: dict[tuple[str, str], Callable[[Tenants], Call]] = {
     ("GET", "/v1/status"): lambda t: Call(Kind.LIST, "/v1/status", seen=f'"{t.paused()}"'),
     ("GET", "/v1/paused-channels"): lambda t: Call(Kind.LIST, "/v1/paused-channels",
                                                    seen=f'"{t.paused()}"'),
+    ("POST", "/v1/schedules/cancel"): lambda t: _by_predicate(t, "cancel", {}),
+    ("POST", "/v1/schedules/reschedule"): lambda t: _by_predicate(t, "reschedule",
+                                                                  {"shift": 60}),
+    ("GET", "/v1/stats"): lambda t: _stats(t),
     ("GET", "/healthz"): lambda t: Call(Kind.OPEN, "/healthz"),
     ("GET", "/readyz"): lambda t: Call(Kind.OPEN, "/readyz"),
     ("GET", "/metrics"): lambda t: Call(Kind.OPEN, "/metrics"),

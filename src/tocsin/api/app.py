@@ -9,6 +9,7 @@ from fastapi import Depends, FastAPI
 from tocsin.abc import Store
 from tocsin.api import (
     apikeys,
+    bulk,
     channels,
     health,
     operations,
@@ -16,6 +17,7 @@ from tocsin.api import (
     policies,
     recurring,
     schedules,
+    stats,
     status,
     tenants,
 )
@@ -54,8 +56,8 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None,
     install_error_handlers(app)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes,
                        max_depth=settings.max_json_depth)
-    keyed = [m.router for m in (operations, status, schedules, recurring, policies, channels,
-                                tenants, ordering, apikeys)]
+    keyed = [m.router for m in (operations, status, bulk, stats, schedules, recurring, policies,
+                                channels, tenants, ordering, apikeys)]
     for router in [*keyed, policies.deliveries]:
         app.include_router(router, dependencies=[Depends(authenticate)])
     app.include_router(health.router)

@@ -33,7 +33,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
-from tocsin.client import calls
+from tocsin.client import bulk, calls
 from tocsin.client.answers import (
     ApiKeyInfo,
     ChannelInfo,
@@ -159,6 +159,9 @@ class Client:
     get = _sync(calls.get)
     cancel = _sync(calls.cancel)
     reschedule = _sync(calls.reschedule)
+    cancel_where = _sync(bulk.cancel_where)
+    reschedule_where = _sync(bulk.reschedule_where)
+    stats = _sync(bulk.stats)
     deliveries = _sync(calls.deliveries)
     halted_keys = _sync(calls.halted_keys)
     resume_key = _sync(calls.resume_key)
@@ -232,6 +235,9 @@ class AsyncClient:
     get = _async(calls.get)
     cancel = _async(calls.cancel)
     reschedule = _async(calls.reschedule)
+    cancel_where = _async(bulk.cancel_where)
+    reschedule_where = _async(bulk.reschedule_where)
+    stats = _async(bulk.stats)
     deliveries = _async(calls.deliveries)
     halted_keys = _async(calls.halted_keys)
     resume_key = _async(calls.resume_key)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -129,10 +130,15 @@ def run_dispatcher(settings: Settings) -> None:
         from tocsin.pipelines.ingest import start_ingest
 
         queries.append(start_ingest(spark, settings))
+    from tocsin.pipelines.archive import start_archive_timer
+
+    stop_archive = threading.Event()
+    start_archive_timer(spark, settings, stop_archive)  # daily, unless archive_every_seconds=0
     log.info("dispatcher ready", extra={"queries": [q.name for q in queries]})
     try:
         spark.streams.awaitAnyTermination()
     finally:
+        stop_archive.set()
         for query in queries:
             query.stop()
         spark.stop()

@@ -20,12 +20,15 @@ from tocsin.domain.recurring import (
 )
 from tocsin.domain.retry import RetryPolicy
 from tocsin.domain.schedule import NewSchedule, PayloadKind, Schedule, Status
+from tocsin.domain.selection import MAX_BULK, BulkResult, Selection
 from tocsin.domain.tenant import DEFAULT_TENANT, Durability, Tenant
 
 __all__ = [
     "DEFAULT_TENANT",
+    "MAX_BULK",
     "Ack",
     "ApiKey",
+    "BulkResult",
     "ChannelKind",
     "ChannelSpec",
     "CronTrigger",
@@ -47,6 +50,7 @@ __all__ = [
     "RetryPolicy",
     "Role",
     "Schedule",
+    "Selection",
     "SkipReason",
     "SkippedFiring",
     "Status",

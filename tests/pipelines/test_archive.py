@@ -1,0 +1,148 @@
+"""``tocsin archive``: finished schedules and their attempts move to Parquet, partitioned by
+day and tenant, then leave the store; on both stores, on the session Spark."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.dataset as ds
+import pytest
+
+from tocsin.channels.recording import Recordings
+from tocsin.clock import ManualClock, SystemClock
+from tocsin.config import Settings
+from tocsin.dispatcher.local import LocalDispatcher
+from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
+from tocsin.errors import ValidationError
+from tocsin.pipelines.archive import Retention, run_archive
+from tocsin.stores import open_store
+from tocsin.testing.dispatch import wait_until
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DAY = 86_400_000
+LIVE = "live"
+"""The slow test's tenant of schedules delivered during the job, in real time: kept."""
+NOW = 1_800_000_000_000 // DAY * DAY + DAY // 2   # midday, UTC
+
+
+def _finished_history(store: Any, n: int) -> dict[str, int]:
+    """``n`` finished schedules spread over the last 10 days (delivered, cancelled, dead; a
+    tenant ``t2``; keyed ones), each delivered one with an attempt; ``{id: finished_ms}``."""
+    items = [NewSchedule(channel="out", payload=b"{}", due_ms=NOW - 10 * DAY + i * (10 * DAY // n),
+                         tenant="t2" if i % 5 == 0 else "default",
+                         key=f"k/{i}" if i % 7 == 0 else None) for i in range(n)]
+    made = [s for s, _ in store.create(items, now_ms=NOW - 11 * DAY)]
+    finished: dict[str, int] = {}
+    delivered, others, attempts = [], [], []
+    for i, s in enumerate(made):
+        end = s.due_ms + 500
+        if i % 10 == 3:
+            others.append(("CANCELLED", end, s.id))
+        elif i % 10 == 6:
+            others.append(("DEAD", end, s.id))
+        else:
+            delivered.append((end, s.id))
+            attempts.append((f"{s.id}-1", s.id, 1, 1, end - 10, end, "delivered", None, 500))
+        finished[s.id] = end
+    q = store._dialect.q
+
+    def work(conn: Any) -> None:
+        from tocsin.stores.sql.base import executemany
+
+        executemany(conn, q("UPDATE schedules SET status = 'DELIVERED', attempts = 1, "
+                            "delivered_ms = ? WHERE id = ?"), delivered)
+        executemany(conn, q("UPDATE schedules SET status = ?, next_ms = ? WHERE id = ?"), others)
+        executemany(conn, q("INSERT INTO deliveries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                    attempts)
+
+    store._work(work)
+    return finished
+
+
+def _check_archive(spark: SparkSession, backend_url: str, tmp_path: Path, n: int) -> None:
+    settings = Settings(store=backend_url, home=tmp_path, buckets=16,
+                        archive_tenant_retention=["t2=86400", f"{LIVE}=1e9"])
+    store = open_store(backend_url, buckets=16)
+    finished = _finished_history(store, n)
+    pending = store.create([NewSchedule(channel="out", payload=b"{}", due_ms=NOW - 20 * DAY)],
+                           now_ms=NOW - 21 * DAY)[0][0].id
+    retention = Retention.from_settings(settings)
+    rows = {s: store.get(s) for s in finished}
+    gone = {s for s, end in finished.items()
+            if end < retention.cutoff(rows[s].tenant, keyed=rows[s].key is not None,
+                                      now_ms=NOW)}
+    # Every kind of row both goes and stays: the per-tenant override and the task-key bound.
+    assert any(rows[s].tenant == "t2" and NOW - finished[s] < 3 * DAY for s in gone)
+    assert any(rows[s].key and rows[s].tenant == "t2" and s not in gone for s in finished)
+    summary = run_archive(spark, settings=settings, clock=ManualClock(NOW), partitions=3)
+    want_attempts = sum(1 for s in gone if rows[s].status is Status.DELIVERED)
+    assert (summary["schedules"], summary["deleted_schedules"]) == (len(gone), len(gone))
+    assert (summary["deliveries"], summary["deleted_deliveries"]) == (want_attempts,
+                                                                        want_attempts)
+    archived = ds.dataset(f"{tmp_path}/archive/schedules", format="parquet",
+                          partitioning="hive").to_table().to_pylist()
+    assert sorted(r["id"] for r in archived) == sorted(gone)
+    for r in archived[:50]:
+        assert (r["tenant"], r["status"], r["finished_ms"]) == (
+            rows[r["id"]].tenant, rows[r["id"]].status.value, finished[r["id"]])
+        assert str(r["day"]) == summary_day(finished[r["id"]])
+    attempts = ds.dataset(f"{tmp_path}/archive/deliveries", format="parquet",
+                          partitioning="hive").to_table(columns=["schedule_id"]).to_pylist()
+    assert len(attempts) == want_attempts and {a["schedule_id"] for a in attempts} <= gone
+    kept = set(finished) - gone
+    for s in list(kept)[:100]:
+        assert store.get(s).status is rows[s].status
+    assert all(store.deliveries(s) for s in kept if rows[s].status is Status.DELIVERED)
+    assert store.get(pending).status is Status.PENDING
+    again = run_archive(spark, settings=settings, clock=ManualClock(NOW + 1), partitions=3)
+    assert again["schedules"] == 0 and again["deleted_schedules"] == 0
+    store.close()
+
+
+def summary_day(ms: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d")
+
+
+def test_archive(spark: SparkSession, backend_url: str, tmp_path: Path) -> None:
+    _check_archive(spark, backend_url, tmp_path, 2_000)
+
+
+def test_bad_tenant_retention_names_the_setting(tmp_path: Path) -> None:
+    for entry in ("acme", "acme=soon", "=5", "acme=-1"):
+        with pytest.raises(ValidationError) as caught:
+            Retention.from_settings(Settings(home=tmp_path, archive_tenant_retention=[entry]))
+        assert caught.value.field == "archive_tenant_retention"
+
+
+@pytest.mark.slow
+def test_archive_100k_while_dispatch_delivers(spark: SparkSession, backend_url: str,
+                                              tmp_path: Path) -> None:
+    """100 000 finished rows over 10 days; schedules falling due meanwhile are delivered
+    while the job reads, writes and deletes."""
+    store = open_store(backend_url, buckets=16)
+    store.put_channel(ChannelSpec(name="live", kind=ChannelKind.RECORDING, tenant=LIVE))
+    recordings = Recordings()
+    local = LocalDispatcher(store, clock=SystemClock(), recordings=recordings)
+    stop = threading.Event()
+    worker = threading.Thread(target=local.run, args=(stop,), kwargs={"interval_s": 0.05})
+    worker.start()
+    now = SystemClock().now_ms()
+    live = {s.id for s, _ in store.create(
+        [NewSchedule(channel="live", payload=b"{}", due_ms=now + i * 20, tenant=LIVE)
+         for i in range(1000)],
+        now_ms=now)}
+    try:
+        _check_archive(spark, backend_url, tmp_path, 100_000)
+        wait_until(lambda: all(store.get(s).status is Status.DELIVERED for s in live),
+                   timeout_s=120, what="the live schedules delivered")
+    finally:
+        stop.set()
+        worker.join()
+        local.close()
+        store.close()
