@@ -30,7 +30,6 @@ __all__ = ["SQLiteStore"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
 WAL_CHECKPOINT_PAGES = 10_000
 """Copy the WAL back into the database once it holds this many pages (~40 MB), not SQLite's
 default 1 000: a dispatch batch rewrites the same hot pages many times, and each checkpoint,
