@@ -235,11 +235,22 @@ class DispatchStore(ABC):
         now_ms: int,
         lease_ms: int,
         limit: int,
+        replay: bool = True,
     ) -> builtins.list[ClaimedRow]:
         """Claim, for ``epoch``, up to ``limit`` schedules in buckets ``[bucket_lo, bucket_hi]``
         that are PENDING with next time ``<= until_ms`` (no lower bound), or CLAIMED longer ago
         than the lease, earliest first. Called again with the same epoch and range (a replay), it
-        claims nothing new and returns the rows that epoch claimed and has not acknowledged."""
+        claims nothing new and returns the rows that epoch claimed and has not acknowledged.
+        ``replay=False``: an epoch's further claims of the range within one task (a hand-over
+        window, :mod:`tocsin.dispatcher.handover`): no replay marker, always claim anew."""
+
+    @abstractmethod
+    def next_claimable_ms(self, *, bucket_lo: int, bucket_hi: int, until_ms: int, now_ms: int,
+                          lease_ms: int) -> int | None:
+        """The earliest next time ``<= until_ms`` of an unthrottled PENDING schedule in buckets
+        ``[bucket_lo, bucket_hi]`` that a claim would take (head of its key, channel not
+        paused), or ``now_ms`` when a claim there is older than the lease; None when neither.
+        A read: a hand-over window asks it before it waits for the next due instant."""
 
     @abstractmethod
     def acknowledge(self, *, epoch: int, acks: Sequence[Ack], now_ms: int) -> int:

@@ -27,6 +27,12 @@ class Clock:
         """The current instant as an aware UTC datetime."""
         return from_ms(self.now_ms())
 
+    def sleep_until(self, ms: int) -> None:
+        """Wait until the clock reads ``ms`` (at once if it already does)."""
+        delay = ms - self.now_ms()
+        if delay > 0:
+            time.sleep(delay / 1000)
+
 
 class SystemClock(Clock):
     """The real clock."""
@@ -57,6 +63,11 @@ class ManualClock(Clock):
             if ms < self._now:
                 raise ValueError("a clock never runs backwards")
             self._now = ms
+
+    def sleep_until(self, ms: int) -> None:
+        """Waiting on a manual clock is a jump: time moves to ``ms`` at once."""
+        with self._lock:
+            self._now = max(self._now, ms)
 
 
 def to_ms(instant: datetime) -> int:

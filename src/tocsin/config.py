@@ -89,6 +89,14 @@ class Settings(BaseSettings):
     partitions: int = Field(
         4, ge=1, description="Bucket-range partitions (Spark tasks) per micro-batch."
     )
+    hand_over_seconds: float = Field(
+        2.0, ge=0, description="Each dispatch task's hand-over window: after its micro-batch it "
+        "keeps its buckets this long and hands each schedule over at its due time (0: off)."
+    )
+    relay: bool = Field(
+        True, description="Run the relay query, which hands over in the main query's gaps "
+        "between windows (one more Spark task slot)."
+    )
     batch_cap: int = Field(100_000, ge=1, description="Most schedules claimed in one micro-batch.")
     lease_seconds: float = Field(
         120.0, gt=0, description="A claim older than this is claimed again."

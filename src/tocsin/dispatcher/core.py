@@ -114,8 +114,9 @@ class DispatchCore:
         self._ready = False
 
     def next_offset(self, start: Offset) -> Offset:
-        """The next batch's offset, or ``start`` when nothing is claimable (or the store is
-        down: no batch now, ask again next trigger). Beats ``dispatcher-source`` when idle."""
+        """The next batch's offset, or ``start`` when nothing is claimable within the hand-over
+        window (or the store is down: no batch now, ask again next trigger). Beats
+        ``dispatcher-source`` when idle."""
         opts, now = self.options, self.clock.now_ms()
         try:
             if self._last_beat_ms is None or now - self._last_beat_ms > opts.idle_beat_ms:
@@ -127,7 +128,7 @@ class DispatchCore:
                 self._first_batch = False
                 return {"until": now, "epoch": self.store.next_epoch(run=opts.run, now_ms=now),
                         "warm": 1}
-            if due is None or due > now:
+            if due is None or due > now + opts.hand_over_ms:
                 return start
             return {"until": now, "epoch": self.store.next_epoch(run=opts.run, now_ms=now)}
         except StoreError as exc:
@@ -147,24 +148,26 @@ class DispatchCore:
             log.warning("dispatcher: released %d claims of dispatcher runs that stopped beating",
                         released)
 
-    def warm(self) -> None:
+    def warm(self) -> bool:
         """Open every registered channel once in this process (the first batch does it, so the
         first schedules do not wait for connections); a channel that cannot be built is left
-        for its first delivery to report."""
+        for its first delivery to report. True the first time (this process's first batch:
+        it holds no hand-over window, so the run turns ready at once)."""
         if self._warm:
-            return
+            return False
         self._warm = True
         try:
             specs = self.store.list_channels()
         except StoreError as exc:
             log.warning("dispatcher: could not list channels to open: %s", exc)
-            return
+            return True
         for spec in specs:
             try:
                 self.channels.channel(spec)
             except Exception as exc:  # reported again, per delivery, when it is used
                 log.warning("dispatcher: channel %s/%s does not open: %r", spec.tenant,
                             spec.name, exc)
+        return True
 
     def parts(self, start: Offset, end: Offset) -> list[BucketSpan]:
         """The batch ``(start, end]`` split into bucket ranges, each with its share of the cap."""

@@ -29,7 +29,7 @@ from tocsin.dispatcher.channel_cache import ChannelCache
 from tocsin.dispatcher.core import DispatchCore, Offset, channel_spec
 from tocsin.dispatcher.deliver import Tally
 from tocsin.dispatcher.expansion import ExpandTally, ExpansionCore
-from tocsin.dispatcher.keyruns import continue_key_runs
+from tocsin.dispatcher.handover import KEY_RUN_BUDGET_MS, hold
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runs import new_run_id
 from tocsin.domain import ChannelSpec
@@ -69,6 +69,8 @@ class LocalDispatcher:
         from tocsin.channels import build_channel
 
         options = options or DispatchOptions(store_url="", buckets=store.buckets)
+        # No hand-over windows: a step is one batch at the clock's present, and waits for none.
+        options = replace(options, hand_over_ms=0)
         self.options = options if options.run else replace(options, run=new_run_id())
         self.clock = clock
         self.recordings = recordings
@@ -104,11 +106,11 @@ class LocalDispatcher:
             rows = self.dispatch.claim(span)
             step.claimed += len(rows)
             step.delivered.add(self.dispatch.deliver(rows))
-            more, claimed = continue_key_runs(
-                self.dispatch, partition, started_ms=task_started,
-                keyed=any(r.ordering_key is not None for r in rows))
-            step.claimed += claimed
-            step.delivered.add(more)
+            if any(r.ordering_key is not None for r in rows):  # a key's due run, in this task
+                more, claimed = hold(self.dispatch, partition, wait=False,
+                                     end_ms=task_started + KEY_RUN_BUDGET_MS)
+                step.claimed += claimed
+                step.delivered.add(more)
             step.dispatched = True
         if step.dispatched:
             self.dispatch.record_batch(self.batches, step.delivered, started_ms=started)

@@ -30,6 +30,11 @@ class DispatchOptions:
     """Recurring firings up to this far ahead are expanded into schedules."""
     max_per_minute: int = 100_000
     """A recurring schedule making more messages a minute than this is failed, not expanded."""
+    hand_over_ms: int = 2_000
+    """A task's hand-over window (:mod:`tocsin.dispatcher.handover`); 0: no window, each
+    schedule goes out with the micro-batch after its due time."""
+    relay: int = 0
+    """1 in the relay query, which covers the main query's gaps between windows."""
     run: str = ""
     """This dispatcher run's id (:mod:`tocsin.dispatcher.runs`); empty: epochs are taken
     without a run, and only the lease frees a dead dispatcher's claims."""
@@ -43,6 +48,7 @@ class DispatchOptions:
                    retry_base_ms=ms(settings.retry_base_seconds),
                    retry_cap_ms=ms(settings.retry_cap_seconds),
                    max_attempts=settings.max_attempts,
+                   hand_over_ms=ms(settings.hand_over_seconds),
                    horizon_ms=ms(settings.recurring_horizon_seconds),
                    max_per_minute=settings.recurring_max_per_minute)
 

@@ -22,12 +22,23 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-__all__ = ["EXPANDER_NAME", "QUERY_NAME", "run_dispatcher", "spark_session", "start_dispatcher",
-           "start_expander"]
+__all__ = ["EXPANDER_NAME", "QUERY_NAME", "RELAY_NAME", "master_for", "run_dispatcher",
+           "spark_session", "start_dispatcher", "start_expander", "start_relay"]
 
 log = logging.getLogger("tocsin.dispatcher")
 QUERY_NAME = "tocsin-dispatcher"
+RELAY_NAME = "tocsin-relay"
 EXPANDER_NAME = "tocsin-expander"
+
+
+def master_for(master: str, partitions: int) -> str:
+    """``local[*]`` with a task slot for every task that may wait at once: a hand-over window
+    holds its slot while it waits (mostly asleep, not on a core), so the slots are the
+    dispatcher's partitions twice over (a batch and its successor's planning), the relay, the
+    expander and an ingest or archive job. Any other master is taken as given."""
+    if master != "local[*]":
+        return master
+    return f"local[{max(os.cpu_count() or 1, 2 * partitions + 3)}]"
 
 
 def spark_session(master: str = "local[*]", *, app_name: str = "tocsin",
@@ -91,6 +102,20 @@ def start_dispatcher(spark: SparkSession, options: DispatchOptions, *, checkpoin
                   trigger_seconds=trigger_seconds, name=name)
 
 
+def start_relay(spark: SparkSession, options: DispatchOptions, *, checkpoint: Path,
+                trigger_seconds: float = 1.0, name: str = RELAY_NAME) -> StreamingQuery:
+    """Start the relay: one task over every bucket whose hand-over windows are shifted half a
+    window, handing over in the main query's gaps between batches
+    (:mod:`tocsin.dispatcher.handover`)."""
+    import math
+    from dataclasses import replace
+
+    relay = replace(options, relay=1, partitions=1,
+                    batch_cap=math.ceil(options.batch_cap / options.partitions))
+    return _start(spark, "tocsin", relay, checkpoint=checkpoint,
+                  trigger_seconds=trigger_seconds, name=name)
+
+
 def start_expander(spark: SparkSession, options: DispatchOptions, *, checkpoint: Path,
                    trigger_seconds: float = 1.0, name: str = EXPANDER_NAME) -> StreamingQuery:
     """Start the recurring expansion query (firings within the horizon → schedules)."""
@@ -115,7 +140,8 @@ def run_dispatcher(settings: Settings) -> None:
     run = os.environ.get(RUN_ENV) or new_run_id()
     beat = RunBeat(open_store(settings.store_url, buckets=settings.buckets), run,
                    clock=SystemClock()).start()
-    spark = spark_session(settings.spark_master, log_level=settings.spark_log_level)
+    spark = spark_session(master_for(settings.spark_master, settings.partitions),
+                          log_level=settings.spark_log_level)
     spark.streams.addListener(ProgressLog())
     options = replace(DispatchOptions.from_settings(settings), run=run)
     checkpoint = settings.checkpoint_dir
@@ -126,6 +152,9 @@ def run_dispatcher(settings: Settings) -> None:
                                                                        "-expander"),
                        trigger_seconds=settings.trigger_seconds),
     ]
+    if settings.relay and options.hand_over_ms > 0:
+        queries.append(start_relay(spark, options, checkpoint=checkpoint.with_name(
+            checkpoint.name + "-relay"), trigger_seconds=settings.trigger_seconds))
     if settings.ingest_topic:  # the Kafka commands topic (docs/pipelines.md)
         from tocsin.pipelines.ingest import start_ingest
 

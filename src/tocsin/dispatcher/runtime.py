@@ -34,7 +34,7 @@ class Worker:
         self.clock = clock
         self._lock = threading.Lock()
         self._stores: dict[tuple[str, int], Store] = {}
-        self._dispatch: dict[tuple[str, int], DispatchCore] = {}
+        self._dispatch: dict[tuple[str, int, int], DispatchCore] = {}
         self._expansion: dict[tuple[str, int], ExpansionCore] = {}
 
     def store(self, options: DispatchOptions) -> Store:
@@ -50,8 +50,10 @@ class Worker:
             return store
 
     def dispatch(self, options: DispatchOptions) -> DispatchCore:
-        """The delivery core over that store (its live channels kept between batches)."""
-        key, store = (options.store_url, options.buckets), self.store(options)
+        """The delivery core over that store (its live channels kept between batches); the
+        relay query has a core of its own."""
+        key = (options.store_url, options.buckets, options.relay)
+        store = self.store(options)
         with self._lock:
             old = self._dispatch.get(key)
             if old is None or old.options != options:

@@ -2,7 +2,8 @@
 
 ``write`` runs in each Spark task with the record batches its bucket range claimed; it hands
 them to :meth:`~tocsin.dispatcher.core.DispatchCore.deliver` (send, verdict, acknowledge under
-their epoch), then returns a tally. ``commit`` runs on the driver once every task of the batch
+their epoch), holds its bucket range for a hand-over window (:mod:`tocsin.dispatcher.handover`),
+then returns a tally. ``commit`` runs on the driver once every task of the batch
 succeeded, and records the batch's figures as the dispatcher's heartbeat (read by ``/readyz``
 and ``/metrics``).
 """
@@ -17,7 +18,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 
 from tocsin.abc import ClaimedRow
 from tocsin.dispatcher.deliver import Tally
-from tocsin.dispatcher.keyruns import continue_key_runs
+from tocsin.dispatcher.handover import KEY_RUN_BUDGET_MS, hold, window_end
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runtime import worker
 
@@ -40,25 +41,30 @@ class DeliveryStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskTally:
+        from pyspark import TaskContext
+
         core = worker().dispatch(self.options)
         started = core.clock.now_ms()
-        core.warm()  # once per worker process: the run's first batch opens the channels
+        first = core.warm()  # once per worker process: the first batch opens the channels
         tally, keyed = Tally(), False
         for batch in iterator:
             rows = [ClaimedRow(*r) for r in zip(*(c.to_pylist() for c in batch.columns),
                                                strict=True)]
             tally.add(core.deliver(rows))
             keyed = keyed or any(r.ordering_key is not None for r in rows)
-        if keyed:  # a key's due run goes out in this task, in order (tocsin.dispatcher.keyruns)
-            from pyspark import TaskContext
-
-            context = TaskContext.get()
-            if context is not None:
-                tally.add(continue_key_runs(core, context.partitionId(), keyed=True,
-                                            started_ms=started)[0])
+        context, window = TaskContext.get(), self.options.hand_over_ms
+        if context is not None and window > 0 and not first:
+            shift = window // 2 if self.options.relay else 0
+            tally.add(hold(core, context.partitionId(), relay=bool(self.options.relay),
+                           end_ms=window_end(core.clock.now_ms(), window, shift_ms=shift))[0])
+        elif context is not None and keyed:  # no window: a key's due run still goes out here
+            tally.add(hold(core, context.partitionId(), wait=False,
+                           end_ms=started + KEY_RUN_BUDGET_MS)[0])
         return TaskTally(tally=tally, started_ms=started, ended_ms=core.clock.now_ms())
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.options.relay:  # the main query's batches are the dispatcher's beat
+            return
         core = worker().dispatch(self.options)
         total = Tally()
         started = core.clock.now_ms()

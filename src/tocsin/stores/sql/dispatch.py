@@ -130,14 +130,15 @@ class SqlDispatch(SqlBase, DispatchStore):
         now_ms: int,
         lease_ms: int,
         limit: int,
+        replay: bool = True,
     ) -> builtins.list[ClaimedRow]:
         d = self._dialect
 
         def work(conn: Any) -> builtins.list[tuple[Any, ...]]:
             # The marker first: a concurrent replay of this (epoch, range) waits on it.
-            marked = conn.execute(d.q("INSERT INTO claims VALUES (?, ?, ?, ?) "
-                                      "ON CONFLICT DO NOTHING"),
-                                  (epoch, bucket_lo, bucket_hi, now_ms)).rowcount
+            marked = not replay or conn.execute(d.q("INSERT INTO claims VALUES (?, ?, ?, ?) "
+                                                    "ON CONFLICT DO NOTHING"),
+                                                (epoch, bucket_lo, bucket_hi, now_ms)).rowcount
             if not marked:
                 return list(conn.execute(d.q(
                     f"SELECT {CLAIM_COLUMNS} FROM schedules WHERE status = 'CLAIMED' "
@@ -152,7 +153,7 @@ class SqlDispatch(SqlBase, DispatchStore):
                 rows += self._claim_sorted(conn, d.q(
                     "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
                     "WHERE id IN (SELECT s.id FROM schedules s WHERE s.status = 'PENDING' "
-                    "AND s.policy IS NULL AND s.bucket BETWEEN ? AND ? AND s.next_ms <= ? "
+                    "AND s.policy IS NULL AND +s.bucket BETWEEN ? AND ? AND s.next_ms <= ? "
                     f"AND {d.head} AND {NOT_PAUSED} ORDER BY s.next_ms LIMIT ?{d.skip_locked})"),
                     (epoch, now_ms, bucket_lo, bucket_hi, until_ms, limit - len(rows)))
             if len(rows) < limit:
@@ -162,7 +163,28 @@ class SqlDispatch(SqlBase, DispatchStore):
             return rows
 
         # Repeating a claim is a replay: it returns what the first run claimed.
-        return [claimed_from_row(r) for r in self._work(work, idempotent=True)]
+        return [claimed_from_row(r) for r in self._work(work, idempotent=replay)]
+
+    def next_claimable_ms(self, *, bucket_lo: int, bucket_hi: int, until_ms: int, now_ms: int,
+                          lease_ms: int) -> int | None:
+        d = self._dialect
+
+        def work(conn: Any) -> int | None:
+            reclaim = conn.execute(d.q(
+                "SELECT 1 FROM schedules WHERE status = 'CLAIMED' AND claimed_ms < ? "
+                "AND bucket BETWEEN ? AND ? LIMIT 1"),
+                (now_ms - lease_ms, bucket_lo, bucket_hi)).fetchone()
+            if reclaim:
+                return now_ms
+            # +s.bucket: the next_ms index, not every far-future row of the bucket range.
+            row = conn.execute(d.q(
+                "SELECT s.next_ms FROM schedules s WHERE s.status = 'PENDING' "
+                "AND s.policy IS NULL AND +s.bucket BETWEEN ? AND ? AND s.next_ms <= ? "
+                f"AND {d.head} AND {NOT_PAUSED} ORDER BY s.next_ms LIMIT 1"),
+                (bucket_lo, bucket_hi, until_ms)).fetchone()
+            return None if row is None else int(row[0])
+
+        return self._work(work, write=False)
 
     def acknowledge(self, *, epoch: int, acks: Sequence[Ack], now_ms: int) -> int:
         if not acks:

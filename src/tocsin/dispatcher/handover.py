@@ -1,0 +1,120 @@
+"""Hand-over windows: a schedule goes to its channel at its due instant, not at the next trigger.
+
+A micro-batch claims what is due and delivers it; then each task stays with its bucket range
+until its window ends, and hands each further schedule over at its due time::
+
+    loop until the window's end:
+        next = store.next_claimable_ms(range, until=end)    a read
+        sleep until next (at most POLL_MS, then look again: new schedules, cancels)
+        claim what is due now (the window's epoch)          the compare-and-set
+        deliver, acknowledge
+
+The claim at the due instant is the hand-over: a cancel that commits before it wins, one after
+it finds the schedule CLAIMED and answers 409 — the same compare-and-set as a micro-batch's
+claim, so ``DELETE`` means what it always meant. Nothing is claimed ahead of its time.
+
+Windows end on a grid (multiples of the window, ``hand_over_ms``), at least half a window after
+they open, so every task of a batch ends together and the next batch starts at once. Between
+two batches (commit, planning, task launch) the *relay* query covers the gap: one task over
+every bucket whose windows are shifted half a window, which hands over only in the first half
+of each period, right after the main windows end (:func:`relay_zone`).
+
+A window takes only claims that a dead run released (``claimed_ms`` 0); a lease that ended is
+the micro-batch's to reclaim. With ``wait=False`` (the in-process runner) a window does not
+wait: it claims again while the last claim held a keyed row, so a key's due run goes out in
+order within one task, not one schedule per micro-batch.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tocsin.dispatcher.core import BucketSpan, DispatchCore, bucket_ranges, retrying
+from tocsin.dispatcher.deliver import Tally
+
+__all__ = ["KEY_RUN_BUDGET_MS", "POLL_MS", "RACE_PAUSE_MS", "hold", "relay_zone", "released_only", "span_of",
+           "window_end"]
+
+POLL_MS = 100
+"""A waiting window looks at the store at least this often (a schedule created or moved
+to fall due soon, a cancel)."""
+RACE_PAUSE_MS = 5
+"""After a claim that found nothing it was told of (another task took it, a cancel won)."""
+KEY_RUN_BUDGET_MS = 1_000
+"""Without a window, how long a task keeps claiming the next heads of its keys."""
+
+
+def window_end(now_ms: int, window_ms: int, *, shift_ms: int = 0) -> int:
+    """The first instant of the grid ``k * window_ms + shift_ms`` at least half a window after
+    ``now_ms``: where a window opened at ``now_ms`` ends."""
+    half = now_ms + window_ms // 2 - shift_ms
+    return -(-half // window_ms) * window_ms + shift_ms
+
+
+def relay_zone(now_ms: int, window_ms: int) -> tuple[int, int]:
+    """The relay's next zone ``[start, end)``: the first half of the period of the main grid
+    that holds ``now_ms``, or of the next period when ``now_ms`` is past its half."""
+    start = now_ms // window_ms * window_ms
+    if now_ms - start >= window_ms // 2:
+        start += window_ms
+    return start, start + window_ms // 2
+
+
+def released_only(now_ms: int) -> int:
+    """The ``lease_ms`` with which a claim reclaims only what a dead run released
+    (``claimed_ms`` 0), never a lease that merely ended."""
+    return now_ms - 1
+
+
+def span_of(core: DispatchCore, partition: int, *, epoch: int, until_ms: int) -> BucketSpan:
+    """Partition ``partition``'s bucket range (as :meth:`DispatchCore.parts` cut it)."""
+    ranges = bucket_ranges(core.store.buckets, core.options.partitions)
+    lo, hi = ranges[partition]
+    return BucketSpan(epoch, lo, hi, until_ms, math.ceil(core.options.batch_cap / len(ranges)))
+
+
+def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
+         relay: bool = False) -> tuple[Tally, int]:
+    """Keep ``partition``'s range until ``end_ms``, handing each schedule over at its due time
+    (``relay``: only inside :func:`relay_zone`). The window's tally and how many it claimed."""
+    tally, claimed = Tally(), 0
+    store, clock, opts = core.store, core.clock, core.options
+    span = span_of(core, partition, epoch=0, until_ms=0)
+    epoch: int | None = None
+    while (now := clock.now_ms()) < end_ms:
+        horizon = end_ms
+        if relay:
+            start, stop = relay_zone(now, opts.hand_over_ms)
+            if now < start:
+                clock.sleep_until(min(start, end_ms))
+                continue
+            horizon = min(stop, end_ms)
+        due = retrying(lambda n=now, h=horizon: store.next_claimable_ms(  # type: ignore[misc]
+            bucket_lo=span.lo, bucket_hi=span.hi, until_ms=h, now_ms=n,
+            lease_ms=released_only(n)), what="peek")
+        if due is None or due > now + POLL_MS:
+            if not wait:
+                break
+            clock.sleep_until(min(now + POLL_MS, horizon))
+            continue
+        if due > now:
+            if not wait:
+                break
+            clock.sleep_until(due)
+        if epoch is None:
+            epoch = retrying(lambda n=now: store.next_epoch(  # type: ignore[misc]
+                run=opts.run, now_ms=n), what="epoch")
+        at = clock.now_ms()
+        rows = retrying(lambda e=epoch, a=at: store.claim(  # type: ignore[misc]
+            epoch=e, bucket_lo=span.lo, bucket_hi=span.hi, until_ms=a, now_ms=a,
+            lease_ms=released_only(a), limit=span.limit, replay=False), what="claim")
+        if not rows:
+            if not wait:
+                break
+            clock.sleep_until(at + RACE_PAUSE_MS)
+            continue
+        claimed += len(rows)
+        tally.add(core.deliver(rows))
+        if not wait and not any(r.ordering_key is not None for r in rows):
+            break
+    return tally, claimed

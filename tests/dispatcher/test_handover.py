@@ -1,0 +1,180 @@
+"""Hand-over windows (:mod:`tocsin.dispatcher.handover`), deterministically: a window of the
+Spark-free core on a clock whose waits are jumps, with things happening at scripted instants
+(a cancel, a create) — over every store. Each schedule is claimed at its due instant exactly,
+a cancel before it wins, one after it loses, and the relay keeps to its zone."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+import pytest
+
+from tocsin.abc import Store
+from tocsin.channels.recording import Recordings
+from tocsin.clock import ManualClock
+from tocsin.dispatcher.core import DispatchCore
+from tocsin.dispatcher.handover import (
+    POLL_MS,
+    hold,
+    relay_zone,
+    released_only,
+    window_end,
+)
+from tocsin.dispatcher.local import LocalDispatcher
+from tocsin.dispatcher.options import DispatchOptions
+from tocsin.dispatcher.runs import RUN_STALE_MS
+from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
+from tocsin.errors import ConflictError
+from tocsin.stores import open_store
+
+W = 2_000
+T0 = 1_700_000_040_000  # a multiple of W
+LEASE = 120_000
+
+
+class ScriptedClock(ManualClock):
+    """A manual clock whose waits jump, firing each scripted event at its instant on the way."""
+
+    def __init__(self, start_ms: int) -> None:
+        super().__init__(start_ms)
+        self.events: list[tuple[int, Callable[[], None]]] = []
+        self.waits = 0
+
+    def at(self, ms: int, event: Callable[[], None]) -> None:
+        self.events.append((ms, event))
+        self.events.sort(key=lambda e: e[0])
+
+    def sleep_until(self, ms: int) -> None:
+        self.waits += 1
+        while self.events and self.events[0][0] <= ms:
+            when, event = self.events.pop(0)
+            super().sleep_until(when)
+            event()
+        super().sleep_until(ms)
+
+
+class Rig:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.clock = ScriptedClock(T0)
+        self.recordings = Recordings()
+        options = DispatchOptions(store_url="", buckets=store.buckets, lease_ms=LEASE,
+                                  partitions=1)
+        self.local = LocalDispatcher(store, clock=self.clock, options=options,
+                                     recordings=self.recordings, rng=random.Random(7))
+        self.core: DispatchCore = self.local.dispatch
+        self.core.options = replace(self.core.options, hand_over_ms=W)
+        store.put_channel(ChannelSpec(name="out", kind=ChannelKind.RECORDING, config={}))
+
+    def schedule(self, due_ms: int, **fields: object) -> str:
+        made = self.store.create([NewSchedule(channel="out", payload=b"{}", due_ms=due_ms,
+                                              **fields)],  # type: ignore[arg-type]
+                                 now_ms=self.clock.now_ms())
+        return made[0][0].id
+
+    def got(self) -> list[str]:
+        return [e.schedule_id for e in self.recordings.recorded("out")]
+
+    def window(self, *, relay: bool = False) -> int:
+        """Hold the one bucket range for a window opened now; how many it claimed."""
+        shift = W // 2 if relay else 0
+        end = window_end(self.clock.now_ms(), W, shift_ms=shift)
+        return hold(self.core, 0, end_ms=end, relay=relay)[1]
+
+
+@pytest.fixture
+def rig(backend_url: str) -> Iterator[Rig]:
+    store = open_store(backend_url, buckets=8)
+    rig = Rig(store)
+    yield rig
+    rig.local.close()
+    store.close()
+
+
+def test_window_and_zone_arithmetic() -> None:
+    assert window_end(T0, W) == T0 + W  # T0 + W/2 is on no grid
+    assert window_end(T0 + 1, W) == T0 + W
+    assert window_end(T0 + W // 2 + 1, W) == T0 + 2 * W  # never shorter than half a window
+    assert window_end(T0 + 1, W, shift_ms=W // 2) == T0 + W // 2 + W  # relay: shifted half
+    assert relay_zone(T0 + 10, W) == (T0, T0 + W // 2)
+    assert relay_zone(T0 + W // 2, W) == (T0 + W, T0 + W + W // 2)
+    assert released_only(T0) == T0 - 1  # claimed_ms < now - lease = 1: only released ones
+
+
+def test_each_schedule_is_handed_over_at_its_due_instant(rig: Rig) -> None:
+    ids = [rig.schedule(T0 + d) for d in (300, 750, 1_999)]
+    late = rig.schedule(T0 + W + 1)  # after the window's end: the next window's
+    assert rig.window() == 3
+    assert rig.got() == ids
+    for sid in ids:
+        done = rig.store.get(sid)
+        assert done.status is Status.DELIVERED and done.lateness_ms == 0
+    assert rig.store.get(late).status is Status.PENDING
+    assert rig.clock.now_ms() == T0 + W
+
+
+def test_a_schedule_created_during_the_window_goes_out_on_time(rig: Rig) -> None:
+    made: list[str] = []
+    rig.clock.at(T0 + 500, lambda: made.append(rig.schedule(T0 + 500 + POLL_MS + 50)))
+    assert rig.window() == 1
+    assert rig.got() == made
+    done = rig.store.get(made[0])
+    assert done.lateness_ms == 0
+
+
+def test_a_cancel_before_the_hand_over_wins_and_one_after_it_loses(rig: Rig) -> None:
+    early, late = rig.schedule(T0 + 800), rig.schedule(T0 + 1_200)
+    refused: list[str] = []
+
+    def cancel_after() -> None:
+        try:
+            rig.store.cancel(late, now_ms=rig.clock.now_ms())
+        except ConflictError:
+            refused.append(late)
+
+    rig.clock.at(T0 + 799, lambda: rig.store.cancel(early, now_ms=rig.clock.now_ms()))
+    rig.clock.at(T0 + 1_201, cancel_after)
+    rig.window()
+    assert rig.got() == [late]
+    assert rig.store.get(early).status is Status.CANCELLED
+    assert refused == [late] and rig.store.get(late).status is Status.DELIVERED
+
+
+def test_a_window_reclaims_what_a_dead_run_released_never_a_live_lease(rig: Rig) -> None:
+    sid = rig.schedule(T0 - LEASE * 3)
+    old = T0 - LEASE * 2
+    epoch = rig.store.next_epoch(run="gone", now_ms=old)
+    rig.store.beat_run("gone", now_ms=old)
+    [row] = rig.store.claim(epoch=epoch, bucket_lo=0, bucket_hi=7, until_ms=old, now_ms=old,
+                            lease_ms=LEASE, limit=10)
+    assert row.id == sid
+    assert rig.window() == 0  # its lease ended long ago, but a lease is the micro-batch's
+    assert rig.store.get(sid).status is Status.CLAIMED
+    assert rig.store.release_dead_runs(now_ms=rig.clock.now_ms(), stale_ms=RUN_STALE_MS) == 1
+    assert rig.window() == 1
+    assert rig.got() == [sid]
+    [attempt] = rig.store.deliveries(sid)
+    assert attempt.delivery_id == f"{sid}-1"  # the same attempt: the receiver can drop a repeat
+
+
+def test_the_relay_hands_over_only_in_its_zone(rig: Rig) -> None:
+    rig.clock.set(T0 + 1_200)
+    outside, inside = rig.schedule(T0 + 1_500), rig.schedule(T0 + W + 300)
+    assert rig.window(relay=True) == 2  # window T0+1200 .. T0+3000, zone T0+2000 .. T0+3000
+    assert rig.got() == [outside, inside]
+    # due in the main windows' half of the period: the relay waits for its zone to open
+    assert rig.store.get(outside).lateness_ms == W - 1_500
+    assert rig.store.get(inside).lateness_ms == 0
+
+
+def test_a_keyed_run_is_handed_over_in_order_in_one_window(rig: Rig) -> None:
+    ids = [rig.schedule(T0 + 100, ordering_key="k") for _ in range(50)]
+    assert rig.window() == 50
+    assert rig.got() == ids
+
+
+def test_an_idle_window_waits_by_polls_not_by_spinning(rig: Rig) -> None:
+    assert rig.window() == 0
+    assert rig.clock.waits <= W // POLL_MS + 1
