@@ -32,8 +32,8 @@ import math
 from tocsin.dispatcher.core import BucketSpan, DispatchCore, bucket_ranges, retrying
 from tocsin.dispatcher.deliver import Tally
 
-__all__ = ["KEY_RUN_BUDGET_MS", "POLL_MS", "RACE_PAUSE_MS", "hold", "relay_zone", "released_only", "span_of",
-           "window_end"]
+__all__ = ["KEY_RUN_BUDGET_MS", "POLL_MS", "RACE_PAUSE_MS", "hold", "relay_zone",
+           "released_only", "span_of", "window_end"]
 
 POLL_MS = 100
 """A waiting window looks at the store at least this often (a schedule created or moved
