@@ -35,10 +35,11 @@ pytest_plugins = [
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """One local Spark session (two cores) for the whole run."""
+    """One local Spark session for the whole run, with a task slot for each task that may wait
+    in a hand-over window at once (tocsin.dispatcher.query.master_for)."""
     from tocsin.dispatcher.query import spark_session
 
-    session = spark_session("local[2]", app_name="tocsin-tests")
+    session = spark_session("local[8]", app_name="tocsin-tests")
     yield session
     for query in session.streams.active:
         query.stop()

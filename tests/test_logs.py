@@ -36,7 +36,7 @@ def test_tocsin_up_prints_no_spark_or_java_warning_before_ready(tmp_path: Path) 
     log = tmp_path / "up.log"
     proc = start_tocsin("up", env={"TOCSIN_HOME": str(tmp_path / "home"),
                                    "TOCSIN_API_PORT": str(free_port()),
-                                   "TOCSIN_SPARK_MASTER": "local[1]"}, log=log)
+                                   "TOCSIN_SPARK_MASTER": "local[*]"}, log=log)
     try:
         before = _wait_for(log, "dispatcher ready", timeout_s=180)
         time.sleep(3)  # the queries' first triggers

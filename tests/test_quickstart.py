@@ -24,7 +24,7 @@ def test_readme_quickstart(tmp_path: Path) -> None:
     # TOCSIN_HOME as run.sh leaves it (.tocsin beside the commands), and the default file
     # roots (home/channels), not the tests' wider ones
     env = {"TOCSIN_HOME": str(tmp_path / ".tocsin"), "TOCSIN_API_PORT": str(port),
-           "TOCSIN_SPARK_MASTER": "local[2]", "TOCSIN_API_URL": api, "TOCSIN_FILE_ROOTS": ""}
+           "TOCSIN_SPARK_MASTER": "local[*]", "TOCSIN_API_URL": api, "TOCSIN_FILE_ROOTS": ""}
     up = start_tocsin("up", env=env, log=tmp_path / "up.log")
 
     def tocsin(*args: str) -> str:

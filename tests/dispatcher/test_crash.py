@@ -26,7 +26,7 @@ N = 10_000
 
 def test_kill_9_mid_burst_loses_nothing(tmp_path: Path, say: Callable[[str], None]) -> None:
     store, out = file_store(tmp_path, buckets=32)
-    env = dispatcher_env(tmp_path, buckets=32, master="local[2]", lease_s=15)
+    env = dispatcher_env(tmp_path, buckets=32, master="local[*]", lease_s=15)
     first = start_tocsin("dispatcher", env=env, log=tmp_path / "dispatcher-1.log")
     try:
         # the burst starts once Spark is up, so the kill lands mid-burst

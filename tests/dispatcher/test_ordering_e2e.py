@@ -52,7 +52,7 @@ def test_each_key_arrives_in_order_through_failures_and_a_crash(
     for schedule, _ in (made[seq] for seq in in_order):
         expected.setdefault(str(schedule.ordering_key), []).append(schedule.id)
     env = {"TOCSIN_STORE": backend_url, "TOCSIN_CHECKPOINT": str(tmp_path / "ck"),
-           "TOCSIN_BUCKETS": "32", "TOCSIN_SPARK_MASTER": "local[2]",
+           "TOCSIN_BUCKETS": "32", "TOCSIN_SPARK_MASTER": "local[*]",
            "TOCSIN_TRIGGER_SECONDS": "0.5", "TOCSIN_LEASE_SECONDS": "20",
            "TOCSIN_RETRY_BASE_SECONDS": "0.2", "TOCSIN_RETRY_CAP_SECONDS": "1"}
     total = KEYS * PER_KEY

@@ -36,7 +36,7 @@ class Up:
         self.api = f"http://127.0.0.1:{free_port()}"
         self.env = {"TOCSIN_HOME": str(tmp_path / "home"),
                     "TOCSIN_API_PORT": self.api.rsplit(":", 1)[1],
-                    "TOCSIN_SPARK_MASTER": "local[2]", "TOCSIN_TRIGGER_SECONDS": "0.5",
+                    "TOCSIN_SPARK_MASTER": "local[*]", "TOCSIN_TRIGGER_SECONDS": "0.5",
                     "TOCSIN_BUCKETS": "16", "TOCSIN_BATCH_CAP": "2000",
                     "TOCSIN_LEASE_SECONDS": str(LEASE_S)}
         self.store = SQLiteStore(tmp_path / "home" / "tocsin.db", buckets=16)

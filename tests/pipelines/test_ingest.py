@@ -113,7 +113,7 @@ def _kill_and_restart(kafka: Tansu, store: Store, backend_url: str, tmp_path: Pa
     commands = make_commands(total)
     produce(kafka.bootstrap, topic, commands.messages)
     env = {**os.environ, "TOCSIN_HOME": str(tmp_path), "TOCSIN_STORE": backend_url,
-           "TOCSIN_BUCKETS": "16", "TOCSIN_SPARK_MASTER": "local[2]",
+           "TOCSIN_BUCKETS": "16", "TOCSIN_SPARK_MASTER": "local[*]",
            "TOCSIN_INGEST_TOPIC": topic, "TOCSIN_INGEST_BOOTSTRAP": kafka.bootstrap,
            "TOCSIN_INGEST_MAX_PER_BATCH": str(max(500, total // 20)),
            "TOCSIN_TRIGGER_SECONDS": "0.5"}

@@ -24,6 +24,7 @@ __all__ = [
     "read_lines",
     "running_dispatcher",
     "running_expander",
+    "running_relay",
     "schedule_burst",
     "wait_for_polls",
     "wait_until",
@@ -84,6 +85,16 @@ def running_dispatcher(spark: SparkSession, store_url: str, checkpoint: Path, *,
     from tocsin.dispatcher.query import start_dispatcher
 
     return _running(partial(start_dispatcher, spark), "dispatcher", store_url, checkpoint,
+                    trigger_seconds, options)
+
+
+def running_relay(spark: SparkSession, store_url: str, checkpoint: Path, *,
+                  trigger_seconds: float = 0.5,
+                  **options: Any) -> AbstractContextManager[StreamingQuery]:
+    """The relay query (:mod:`tocsin.dispatcher.handover`) on ``spark`` for the block."""
+    from tocsin.dispatcher.query import start_relay
+
+    return _running(partial(start_relay, spark), "relay", store_url, checkpoint,
                     trigger_seconds, options)
 
 
