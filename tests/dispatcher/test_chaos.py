@@ -2,7 +2,7 @@
 
 PostgreSQL (a cluster of the test's own, so it can be crashed), two ``tocsin api`` replicas,
 client threads creating schedules through them, the dispatcher as ``tocsin dispatcher`` on
-``local-cluster[2,1,1024]`` (separate executor JVMs), a webhook receiver recording every
+``local-cluster[2,4,1024]`` (separate executor JVMs), a webhook receiver recording every
 delivery. While the schedules come due, over 60 s:
 
 * 20 s in, while clients create: ``kill -9`` of an API replica (they go on through the other);
@@ -134,7 +134,7 @@ def _chaos(pg: PostgresServer, tmp_path: Path, say: Callable[[str], None]) -> No
                                           "timeout": 30}))
     # the grace lets a batch held up by the outage still be accepted when the store is back
     base = {"TOCSIN_STORE": url, "TOCSIN_BUCKETS": "32", "TOCSIN_GRACE_SECONDS": "600"}
-    dispatcher_env = {**base, "TOCSIN_SPARK_MASTER": "local-cluster[2,1,1024]",
+    dispatcher_env = {**base, "TOCSIN_SPARK_MASTER": "local-cluster[2,4,1024]",
                       "TOCSIN_CHECKPOINT": str(tmp_path / "ck"), "TOCSIN_PARTITIONS": "4",
                       "TOCSIN_TRIGGER_SECONDS": "0.5", "TOCSIN_LEASE_SECONDS": "20",
                       "TOCSIN_BATCH_CAP": "20000"}

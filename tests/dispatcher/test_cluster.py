@@ -29,7 +29,7 @@ N = 20_000
 def test_kill_9_of_an_executor_jvm_loses_nothing(tmp_path: Path,
                                                  say: Callable[[str], None]) -> None:
     store, out = file_store(tmp_path, buckets=32)
-    env = dispatcher_env(tmp_path, buckets=32, master="local-cluster[2,1,1024]", lease_s=20,
+    env = dispatcher_env(tmp_path, buckets=32, master="local-cluster[2,4,1024]", lease_s=20,
                          TOCSIN_PARTITIONS="4")
     proc = start_tocsin("dispatcher", env=env, log=tmp_path / "dispatcher.log")
     try:

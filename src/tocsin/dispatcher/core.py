@@ -151,8 +151,7 @@ class DispatchCore:
     def warm(self) -> bool:
         """Open every registered channel once in this process (the first batch does it, so the
         first schedules do not wait for connections); a channel that cannot be built is left
-        for its first delivery to report. True the first time (this process's first batch:
-        it holds no hand-over window, so the run turns ready at once)."""
+        for its first delivery to report. True the first time in this process."""
         if self._warm:
             return False
         self._warm = True

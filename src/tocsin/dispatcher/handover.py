@@ -19,7 +19,9 @@ two batches (commit, planning, task launch) the *relay* query covers the gap: on
 every bucket whose windows are shifted half a window, which hands over only in the first half
 of each period, right after the main windows end (:func:`relay_zone`).
 
-A window takes only claims that a dead run released (``claimed_ms`` 0); a lease that ended is
+A window ends early when the store does not answer (nothing is claimed in it that the next
+micro-batch cannot take), and stops with its query within a window. A window takes only claims
+that a dead run released (``claimed_ms`` 0); a lease that ended is
 the micro-batch's to reclaim. With ``wait=False`` (the in-process runner) a window does not
 wait: it claims again while the last claim held a keyed row, so a key's due run goes out in
 order within one task, not one schedule per micro-batch.
@@ -29,8 +31,9 @@ from __future__ import annotations
 
 import math
 
-from tocsin.dispatcher.core import BucketSpan, DispatchCore, bucket_ranges, retrying
+from tocsin.dispatcher.core import BucketSpan, DispatchCore, bucket_ranges, log
 from tocsin.dispatcher.deliver import Tally
+from tocsin.errors import StoreError
 
 __all__ = ["KEY_RUN_BUDGET_MS", "POLL_MS", "RACE_PAUSE_MS", "hold", "relay_zone",
            "released_only", "span_of", "window_end"]
@@ -89,25 +92,28 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
                 clock.sleep_until(min(start, end_ms))
                 continue
             horizon = min(stop, end_ms)
-        due = retrying(lambda n=now, h=horizon: store.next_claimable_ms(  # type: ignore[misc]
-            bucket_lo=span.lo, bucket_hi=span.hi, until_ms=h, now_ms=n,
-            lease_ms=released_only(n)), what="peek")
-        if due is None or due > now + POLL_MS:
-            if not wait:
-                break
-            clock.sleep_until(min(now + POLL_MS, horizon))
-            continue
-        if due > now:
-            if not wait:
-                break
-            clock.sleep_until(due)
-        if epoch is None:
-            epoch = retrying(lambda n=now: store.next_epoch(  # type: ignore[misc]
-                run=opts.run, now_ms=n), what="epoch")
-        at = clock.now_ms()
-        rows = retrying(lambda e=epoch, a=at: store.claim(  # type: ignore[misc]
-            epoch=e, bucket_lo=span.lo, bucket_hi=span.hi, until_ms=a, now_ms=a,
-            lease_ms=released_only(a), limit=span.limit, replay=False), what="claim")
+        try:
+            due = store.next_claimable_ms(bucket_lo=span.lo, bucket_hi=span.hi,
+                                          until_ms=horizon, now_ms=now,
+                                          lease_ms=released_only(now))
+            if due is None or due > now + POLL_MS:
+                if not wait:
+                    break
+                clock.sleep_until(min(now + POLL_MS, horizon))
+                continue
+            if due > now:
+                if not wait:
+                    break
+                clock.sleep_until(due)
+            if epoch is None:
+                epoch = store.next_epoch(run=opts.run, now_ms=now)
+            at = clock.now_ms()
+            rows = store.claim(epoch=epoch, bucket_lo=span.lo, bucket_hi=span.hi, until_ms=at,
+                               now_ms=at, lease_ms=released_only(at), limit=span.limit,
+                               replay=False)
+        except StoreError as exc:  # nothing is claimed: the next micro-batch takes over
+            log.warning("hand-over window ends early, store unavailable: %s", exc)
+            break
         if not rows:
             if not wait:
                 break

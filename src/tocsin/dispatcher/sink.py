@@ -45,7 +45,7 @@ class DeliveryStreamWriter(DataSourceStreamArrowWriter):
 
         core = worker().dispatch(self.options)
         started = core.clock.now_ms()
-        first = core.warm()  # once per worker process: the first batch opens the channels
+        core.warm()  # once per worker process: its first batch opens the channels
         tally, keyed = Tally(), False
         for batch in iterator:
             rows = [ClaimedRow(*r) for r in zip(*(c.to_pylist() for c in batch.columns),
@@ -53,7 +53,7 @@ class DeliveryStreamWriter(DataSourceStreamArrowWriter):
             tally.add(core.deliver(rows))
             keyed = keyed or any(r.ordering_key is not None for r in rows)
         context, window = TaskContext.get(), self.options.hand_over_ms
-        if context is not None and window > 0 and not first:
+        if context is not None and window > 0:
             shift = window // 2 if self.options.relay else 0
             tally.add(hold(core, context.partitionId(), relay=bool(self.options.relay),
                            end_ms=window_end(core.clock.now_ms(), window, shift_ms=shift))[0])
