@@ -24,8 +24,8 @@ from bench.common import REPO, Outcomes, free_port, now_ms, stop_group
 from bench.receiver import Receiver
 from bench.services import wait_until
 from bench.store_target import StoreTarget
+from tocsin.clock import iso_ms
 from tocsin.domain import NewSchedule
-from tocsin.domain.delivery import rfc3339
 
 __all__ = ["TocsinUp", "UpTarget"]
 
@@ -109,7 +109,7 @@ class UpTarget(StoreTarget):
             return
         for off in range(0, len(dues), HTTP_BATCH):
             items = [{"channel": channel, "payload": {"n": first + off + k},
-                      "due_at": rfc3339(due)} for k, due in enumerate(dues[off:off + HTTP_BATCH])]
+                      "due_at": iso_ms(due)} for k, due in enumerate(dues[off:off + HTTP_BATCH])]
             r = self.http.post("/v1/schedules", content=json.dumps({"schedules": items}),
                                headers={"Content-Type": "application/json"})
             if r.is_error:
