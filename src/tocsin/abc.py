@@ -147,8 +147,10 @@ class ScheduleStore(ABC):
         after_id: str | None = None,
         limit: int = 100,
         tenant: str | None = None,
+        key: str | None = None,
     ) -> list[Schedule]:
-        """Schedules matching the filters, in id order, after ``after_id`` (the cursor)."""
+        """Schedules matching the filters, in id order, after ``after_id`` (the cursor);
+        ``key``: the schedule created with that idempotency key (one per tenant)."""
 
     @abstractmethod
     def cancel(self, schedule_id: str, *, now_ms: int, tenant: str | None = None) -> Schedule:

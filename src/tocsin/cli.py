@@ -306,13 +306,15 @@ def get(schedule_id: str, api: ApiOpt = None) -> None:
 def list_schedules(
     status: Annotated[str | None, typer.Option(help="PENDING, DELIVERED, CANCELLED, DEAD…")] = None,
     channel: Annotated[str | None, typer.Option()] = None,
+    key: Annotated[str | None, typer.Option(help="The idempotency key it was created by.")] = None,
     limit: Annotated[int, typer.Option()] = 50,
     api: ApiOpt = None,
 ) -> None:
     """List schedules."""
     from itertools import islice
 
-    _call(lambda: list(islice(_client(api).list(status=status, channel=channel), limit)))
+    _call(lambda: list(islice(_client(api).list(status=status, channel=channel, key=key),
+                              limit)))
 
 
 @channels_app.command("add")

@@ -68,6 +68,15 @@ def test_idempotency_key(api: httpx.Client) -> None:
     assert first.json()["id"] in other.json()["error"]["message"]
 
 
+def test_find_a_schedule_by_its_idempotency_key(api: httpx.Client) -> None:
+    made = _post(api, payload={"a": 1}, delay=60, key="invoice-42-due").json()["id"]
+    _post(api, payload={"a": 1}, delay=60, key="invoice-43-due")
+    found = api.get("/v1/schedules", params={"key": "invoice-42-due"}).json()
+    assert [item["id"] for item in found["items"]] == [made]
+    assert found["items"][0]["key"] == "invoice-42-due"
+    assert api.get("/v1/schedules", params={"key": "no-such-key"}).json()["items"] == []
+
+
 def test_cancel_then_too_late(api: httpx.Client, api_store: Store) -> None:
     sid = _post(api, payload=1, delay=60).json()["id"]
     r = api.delete(f"/v1/schedules/{sid}")

@@ -67,12 +67,13 @@ def list_(
     channel: str | None = None,
     due_from: str | None = Query(None, description="RFC 3339; due at or after it."),
     due_to: str | None = Query(None, description="RFC 3339; due strictly before it."),
+    key: str | None = Query(None, description="The idempotency key it was created with."),
     cursor: str | None = Query(None, description="The previous page's next_cursor."),
     limit: int = Query(100, ge=1, le=1000),
 ) -> dict[str, Any]:
     """Schedules in id order; ``next_cursor`` is null on the last page."""
     found = Deps.of(request).store.list(
-        status=status, channel=channel,
+        status=status, channel=channel, key=key,
         due_from_ms=parse_instant(due_from, "due_from") if due_from else None,
         due_to_ms=parse_instant(due_to, "due_to") if due_to else None,
         after_id=cursor, limit=limit + 1, tenant=scope(request))

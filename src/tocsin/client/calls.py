@@ -124,10 +124,12 @@ def get(schedule_id: str) -> Call[ScheduleInfo]:
 
 def list_page(*, status: str | None = None, channel: str | None = None,
               due_from: datetime | str | None = None, due_to: datetime | str | None = None,
-              page_size: int = 100, cursor: str | None = None) -> Call[Page]:
+              page_size: int = 100, cursor: str | None = None,
+              key: str | None = None) -> Call[Page]:
     """One page of the schedules matching the filters, in id order."""
     params: dict[str, Any] = {"limit": page_size}
-    for name, value in (("status", status), ("channel", channel), ("cursor", cursor)):
+    for name, value in (("status", status), ("channel", channel), ("cursor", cursor),
+                        ("key", key)):
         if value is not None:
             params[name] = value
     for name, when in (("due_from", due_from), ("due_to", due_to)):

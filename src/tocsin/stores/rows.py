@@ -145,12 +145,13 @@ def list_filters(
     due_to_ms: int | None,
     after_id: str | None,
     tenant: str | None = None,
+    key: str | None = None,
 ) -> tuple[str, list[Any]]:
     """The WHERE clause (``mark`` is the driver's placeholder) and arguments of ``list``."""
     where, args = ["1 = 1"], []
     for clause, value in (("tenant = ?", tenant), ("status = ?", status.value if status else None),
                           ("channel = ?", channel), ("due_ms >= ?", due_from_ms),
-                          ("due_ms < ?", due_to_ms), ("id > ?", after_id)):
+                          ("due_ms < ?", due_to_ms), ("id > ?", after_id), ("key = ?", key)):
         if value is not None:
             where.append(clause.replace("?", mark))
             args.append(value)

@@ -104,7 +104,8 @@ def overview_fragment(request: Request) -> Response:
 
 @pages.get("/schedules")
 def schedules(request: Request, id: str = "", status: str = "", channel: str = "",
-              tenant: str = "", due_from: str = "", due_to: str = "") -> Response:
+              tenant: str = "", due_from: str = "", due_to: str = "",
+              key: str = "") -> Response:
     store, rows, error = Deps.of(request).store, [], None
     try:
         principal_from_cookie(request)
@@ -112,7 +113,7 @@ def schedules(request: Request, id: str = "", status: str = "", channel: str = "
             rows = [store.get(id.strip(), tenant=scope(request))]
         else:
             rows = store.list(status=Status(status) if status else None,
-                              channel=channel or None,
+                              channel=channel or None, key=key.strip() or None,
                               due_from_ms=parse_instant(due_from, "due_from") if due_from else None,
                               due_to_ms=parse_instant(due_to, "due_to") if due_to else None,
                               limit=200, tenant=(tenant or None) if scope(request) is None
@@ -122,7 +123,7 @@ def schedules(request: Request, id: str = "", status: str = "", channel: str = "
     except (TocsinError, ValueError) as exc:
         error = str(exc)
     return _page(request, "schedules.html", "Schedules", "/ui/schedules", rows=rows,
-                 error=error, q={"id": id, "status": status, "channel": channel,
+                 error=error, q={"id": id, "key": key, "status": status, "channel": channel,
                                  "tenant": tenant, "due_from": due_from, "due_to": due_to},
                  statuses=[s.value for s in Status])
 

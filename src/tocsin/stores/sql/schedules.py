@@ -100,9 +100,11 @@ class SqlSchedules(SqlBase, ScheduleStore):
         after_id: str | None = None,
         limit: int = 100,
         tenant: str | None = None,
+        key: str | None = None,
     ) -> list[Schedule]:
         where, args = list_filters("?", status=status, channel=channel, due_from_ms=due_from_ms,
-                                   due_to_ms=due_to_ms, after_id=after_id, tenant=tenant)
+                                   due_to_ms=due_to_ms, after_id=after_id, tenant=tenant,
+                                   key=key)
         rows = self._rows(f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE {where} "
                           "ORDER BY id LIMIT ?", (*args, limit))
         return [schedule_from_row(r) for r in rows]
