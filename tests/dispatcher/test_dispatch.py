@@ -154,7 +154,9 @@ def test_a_hot_second_is_claimed_by_every_partition(spark, env, tmp_path):
     rows = [s for s in store.list(limit=100_000) if s.id in wanted]
     assert len(rows) == 20_000
     epochs = {s.claim_epoch for s in rows}
-    assert len(epochs) <= 2  # one batch (two when the second straddled a trigger)
+    # each task hands its share over in its window, under the window's epoch (twice when the
+    # second straddled a window's end), or with a micro-batch's claim
+    assert len(epochs) <= 2 * 4 + 2, epochs
     shares = [sum(1 for s in rows if lo <= s.bucket <= hi) for lo, hi in bucket_ranges(16, 4)]
     assert all(share > 20_000 * 0.15 for share in shares), shares
     assert len(read_lines(out)) == 20_000
