@@ -470,6 +470,12 @@ class MetricsStore(ABC):
         ``(slot start, count)`` of the non-empty slots, in time order."""
 
     @abstractmethod
+    def finished_by_slot(self, *, from_ms: int, to_ms: int, slot_ms: int,
+                         tenant: str | None = None) -> builtins.list[tuple[int, Status, int]]:
+        """Schedules that finished (DELIVERED, CANCELLED, DEAD) in ``[from_ms, to_ms)``,
+        counted per ``slot_ms`` and status: ``(slot start, status, count)``, in time order."""
+
+    @abstractmethod
     def dead_count(self, *, tenant: str | None = None) -> int:
         """How many schedules (of ``tenant``) are DEAD."""
 

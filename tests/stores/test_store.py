@@ -549,3 +549,24 @@ def test_forgotten_claim_markers_are_only_the_old_ones(store: Store) -> None:
     store.create([new(NOW + 1)], now_ms=NOW)
     # the recent marker stays: a replay of it still claims nothing new
     assert claim(store, recent, now_ms=NOW + 60_000) == []
+
+
+def test_finished_by_slot_counts_each_minute_by_status(store: Store) -> None:
+    minute = 60_000
+    start = NOW - NOW % minute
+    made = [s.id for s, _ in store.create(
+        [NewSchedule(channel="out", payload=b"{}", due_ms=start + 5_000) for _ in range(4)],
+        now_ms=start)]
+    store.cancel(made[0], now_ms=start + 10_000)  # minute 0
+    store.cancel(made[1], now_ms=start + minute + 1)  # minute 1
+    rows = claim(store, store.next_epoch(), until_ms=start + 5_000, now_ms=start + 5_000)
+    delivered, dead = [r for r in rows if r.id == made[2]], [r for r in rows if r.id == made[3]]
+    store.acknowledge(epoch=rows[0].epoch, now_ms=start + 2 * minute + 7,
+                      acks=[ack(delivered[0], Status.DELIVERED, ended_ms=start + 2 * minute + 7),
+                            ack(dead[0], Status.DEAD, ended_ms=start + 2 * minute + 7)])
+    found = store.finished_by_slot(from_ms=start, to_ms=start + 3 * minute, slot_ms=minute)
+    assert [r[0] for r in found] == sorted(r[0] for r in found)  # in time order
+    assert set(found) == {(start, Status.CANCELLED, 1), (start + minute, Status.CANCELLED, 1),
+                          (start, Status.DEAD, 1), (start + 2 * minute, Status.DELIVERED, 1)}
+    assert store.finished_by_slot(from_ms=start, to_ms=start + 3 * minute, slot_ms=minute,
+                                  tenant="nobody") == []

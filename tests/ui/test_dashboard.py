@@ -120,3 +120,21 @@ def test_a_tenant_key_sees_only_its_tenant(server: ApiServer, tmp_path: Path) ->
                        headers={"X-CSRF-Token": csrf_token(ro)}).status_code == 403
     assert server.store.get(mine).status is Status.DEAD
     assert COOKIE == "tocsin_key"
+
+
+def test_the_last_hour_per_minute_counts_what_finished(server: ApiServer) -> None:
+    store, tenant = server.store, "minutes"
+    now = time.time_ns() // 1_000_000
+    made = [s.id for s, _ in store.create(
+        [NewSchedule(channel="out", payload=b"{}", due_ms=now + 600_000, tenant=tenant)
+         for _ in range(3)], now_ms=now)]
+    store.cancel(made[0], now_ms=now, tenant=tenant)
+    store.cancel(made[1], now_ms=now, tenant=tenant)
+    _dead(store, tenant)
+    key = issue_key(store, role=Role.TENANT, tenant=tenant, now_ms=0)[1]
+    page = _browser(server, key).get("/ui/fragments/history").text
+    assert '<b id="hour-cancelled">2</b>' in page and '<b id="hour-dead">1</b>' in page
+    assert '<b id="hour-delivered">0</b>' in page
+    assert page.count('class="minute"') == 60
+    other = _browser(server, server.admin_key).get("/ui/fragments/history").text
+    assert 'id="hour-cancelled"' in other  # an admin sees every tenant's

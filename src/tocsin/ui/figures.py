@@ -6,12 +6,15 @@ import json
 from typing import Any
 
 from tocsin.abc import Store
+from tocsin.clock import iso_ms
 from tocsin.domain.delivery import LATENESS_BOUNDS_MS
 from tocsin.stores.sql.metrics import DELIVERIES, LATENESS
 
-__all__ = ["deliveries_by_outcome", "lateness_percentiles", "pending_next_24h"]
+__all__ = ["deliveries_by_outcome", "finished_last_hour", "lateness_percentiles",
+           "pending_next_24h"]
 
 HOUR_MS = 3_600_000
+MINUTE_MS = 60_000
 
 
 def _mine(raw: str, tenant: str | None) -> dict[str, Any] | None:
@@ -26,6 +29,23 @@ def pending_next_24h(store: Store, now_ms: int, tenant: str | None) -> list[dict
     counts = [slots.get(now_ms + h * HOUR_MS, 0) for h in range(24)]
     top = max(counts) or 1
     return [{"hour": h, "count": n, "width": round(100 * n / top)} for h, n in enumerate(counts)]
+
+
+def finished_last_hour(store: Store, now_ms: int, tenant: str | None) -> dict[str, Any]:
+    """Schedules delivered, cancelled and dead in each of the last 60 minutes (the current one
+    last), with bar heights (percent of the busiest minute), and the hour's sums."""
+    start = (now_ms // MINUTE_MS - 59) * MINUTE_MS
+    counts: dict[int, dict[str, int]] = {
+        start + m * MINUTE_MS: {"delivered": 0, "cancelled": 0, "dead": 0} for m in range(60)}
+    for slot, status, n in store.finished_by_slot(from_ms=start, to_ms=start + HOUR_MS,
+                                                  slot_ms=MINUTE_MS, tenant=tenant):
+        counts[slot][status.value.lower()] = n
+    top = max((sum(c.values()) for c in counts.values()), default=0) or 1
+    minutes = [{"at": iso_ms(slot, "seconds")[11:16], **c,
+                **{f"{k}_h": round(100 * v / top) for k, v in c.items()}}
+               for slot, c in sorted(counts.items())]
+    sums = {k: sum(c[k] for c in counts.values()) for k in ("delivered", "cancelled", "dead")}
+    return {"minutes": minutes, "sums": sums}
 
 
 def deliveries_by_outcome(totals: dict[tuple[str, str], int],

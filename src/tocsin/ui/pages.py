@@ -20,7 +20,12 @@ from tocsin.api.views import iso
 from tocsin.apikeys import find_key
 from tocsin.domain import Status
 from tocsin.errors import AuthenticationError, TocsinError
-from tocsin.ui.figures import deliveries_by_outcome, lateness_percentiles, pending_next_24h
+from tocsin.ui.figures import (
+    deliveries_by_outcome,
+    finished_last_hour,
+    lateness_percentiles,
+    pending_next_24h,
+)
 from tocsin.ui.session import COOKIE, check_csrf, csrf_token, principal_from_cookie
 
 __all__ = ["install_ui"]
@@ -88,6 +93,14 @@ def logout() -> Response:
 @pages.get("")
 def overview(request: Request) -> Response:
     return _page(request, "overview.html", "Overview", "/ui")
+
+
+@pages.get("/fragments/history")
+def history_fragment(request: Request) -> Response:
+    deps = Deps.of(request)
+    principal_from_cookie(request)
+    return templates.TemplateResponse(request, "_history.html", {
+        "h": finished_last_hour(deps.store, deps.clock.now_ms(), scope(request))})
 
 
 @pages.get("/fragments/overview")

@@ -19,6 +19,7 @@ from typing import Any
 from tocsin.abc import MetricsStore
 from tocsin.domain import Ack, Status
 from tocsin.stores.sql.base import Dialect, SqlBase, executemany, tenant_is
+from tocsin.stores.sql.stats import FINISHED_AT
 
 __all__ = ["DELIVERIES", "FENCED", "LATENESS", "LATENESS_SUM", "SHARDS", "SqlMetrics",
            "add_counts", "delivery_counts", "labels"]
@@ -86,6 +87,16 @@ class SqlMetrics(SqlBase, MetricsStore):
             f"AND next_ms >= ? AND next_ms < ? AND {tenant_is()} GROUP BY 1 ORDER BY 1",
             (from_ms, slot_ms, from_ms, to_ms, tenant, tenant))
         return [(from_ms + int(r[0]) * slot_ms, int(r[1])) for r in rows]
+
+    def finished_by_slot(self, *, from_ms: int, to_ms: int, slot_ms: int,
+                         tenant: str | None = None) -> builtins.list[tuple[int, Status, int]]:
+        finished = FINISHED_AT  # one bounded range of the schedules_finished index
+        rows = self._rows(
+            f"SELECT ({finished} - ?) / ?, status, count(*) FROM schedules "
+            f"WHERE status IN ('DELIVERED', 'CANCELLED', 'DEAD') AND {finished} >= ? "
+            f"AND {finished} < ? AND {tenant_is()} GROUP BY 1, 2 ORDER BY 1, 2",
+            (from_ms, slot_ms, from_ms, to_ms, tenant, tenant))
+        return [(from_ms + int(r[0]) * slot_ms, Status(r[1]), int(r[2])) for r in rows]
 
     def dead_count(self, *, tenant: str | None = None) -> int:
         rows = self._rows(f"SELECT count(*) FROM schedules WHERE status = 'DEAD' "
