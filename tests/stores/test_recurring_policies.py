@@ -232,6 +232,32 @@ def test_concurrent_claims_share_the_tokens(store: Store) -> None:
     assert store.in_flight("p", tenant="default", now_ms=NOW) == 7
 
 
+def test_a_policy_spread_over_buckets_keeps_exact_tokens_earliest_first(store: Store) -> None:
+    """A policy's schedules land in every bucket range, so every task claims some; tasks
+    claiming their ranges at once still hold at most m tokens, and the m taken are the
+    policy's earliest, whichever range each lies in."""
+    store.put_policy(Policy(name="p", max_in_flight=9), now_ms=NOW)
+    made = [s for s, _ in store.create([new(NOW - 1_000 + i, policy="p") for i in range(200)],
+                                       now_ms=NOW)]
+    assert len({store.get(s.id).bucket for s in made}) > BUCKETS // 2
+    quarter = BUCKETS // 4
+    got: list[str] = []
+    lock = threading.Lock()
+
+    def one(lo: int) -> None:
+        rows = claim(store, store.next_epoch(), lo=lo, hi=lo + quarter - 1)
+        with lock:
+            got.extend(r.id for r in rows)
+
+    threads = [threading.Thread(target=one, args=(lo,)) for lo in range(0, BUCKETS, quarter)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(got) == sorted(s.id for s in made[:9])  # the 9 earliest, once each
+    assert store.in_flight("p", tenant="default", now_ms=NOW) == 9
+
+
 def test_a_policy_in_use_cannot_be_deleted(store: Store) -> None:
     store.put_policy(Policy(name="p", max_in_flight=1), now_ms=NOW)
     store.create([new(NOW + 60_000, policy="p")], now_ms=NOW)

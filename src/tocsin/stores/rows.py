@@ -89,12 +89,13 @@ _PENDING = Status.PENDING.value
 def insert_values(item: NewSchedule, *, buckets: int, now_ms: int) -> tuple[Any, ...]:
     """The INSERT values (in ``INSERT_COLUMNS`` order) of a new PENDING schedule."""
     schedule_id = item.id or new_schedule_id(now_ms)
-    # A policy's schedules share a bucket, so one claim sees them all in due order.
+    # A key's schedules share a bucket, so one task hands them over in order; a policy's are
+    # spread like any others (each range's claim takes its part of the policy's earliest).
     return (
         schedule_id, item.tenant, item.channel, item.payload, _KIND_TEXT[item.payload_kind],
         json.dumps(item.headers, separators=(",", ":")) if item.headers else "{}",
         item.due_ms, item.due_ms,
-        bucket_of(item.policy or item.ordering_key or schedule_id, buckets),
+        bucket_of(item.ordering_key or schedule_id, buckets),
         _PENDING, 0, now_ms, item.key,
         item.fingerprint() if item.key is not None else None, item.ordering_key, item.policy,
         item.recurring_id, item.firing_ms,

@@ -96,10 +96,13 @@ class SqlPolicies(SqlBase, PolicyStore):
 def claim_throttled(conn: Any, d: Dialect, *, epoch: int, bucket_lo: int, bucket_hi: int,
                     until_ms: int, now_ms: int, limit: int) -> list[tuple[Any, ...]]:
     """Claim, inside the caller's claim transaction, due schedules of bucket range
-    ``[bucket_lo, bucket_hi]`` that name a policy: for each such policy, as many as it has free
-    tokens (``max_in_flight`` minus the live tokens, and the rate bucket's whole tokens), the
-    earliest first; each claimed delivery takes a token. Rows are ``CLAIM_COLUMNS`` plus
-    ``next_ms``, each policy's earliest first."""
+    ``[bucket_lo, bucket_hi]`` that name a policy: for each such policy, those of the range
+    among its ``free`` earliest due schedules (over every bucket), where ``free`` is what it has
+    of free tokens (``max_in_flight`` minus the live tokens, and the rate bucket's whole
+    tokens); each claimed delivery takes a token. The policy's row lock orders the ranges'
+    claims, so tokens stay exact however its schedules are spread, and a policy's earliest go
+    first whichever task claims them. Rows are ``CLAIM_COLUMNS`` plus ``next_ms``, each
+    policy's earliest first."""
     policies = conn.execute(d.q(
         f"SELECT {_P_COLUMNS} FROM policies p "
         "WHERE EXISTS (SELECT 1 FROM schedules s WHERE s.tenant = p.tenant "
@@ -121,14 +124,16 @@ def claim_throttled(conn: Any, d: Dialect, *, epoch: int, bucket_lo: int, bucket
                    math.floor(tokens) if math.isfinite(tokens) else limit)
         if free <= 0:
             continue
+        # MATERIALIZED: the policy's earliest are chosen once (PostgreSQL would otherwise
+        # re-run a limited subquery per candidate row), then this range's part is claimed.
         got = sorted(conn.execute(d.q(
+            "WITH earliest AS MATERIALIZED (SELECT s.id FROM schedules s "
+            "WHERE s.status = 'PENDING' AND s.tenant = ? AND s.policy = ? AND s.next_ms <= ? "
+            f"AND {d.head} AND {NOT_PAUSED} ORDER BY s.next_ms, s.id LIMIT ?) "
             "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
-            "WHERE id IN (SELECT s.id FROM schedules s WHERE s.status = 'PENDING' "
-            "AND s.tenant = ? AND s.policy = ? AND s.bucket BETWEEN ? AND ? "
-            f"AND s.next_ms <= ? AND {d.head} AND {NOT_PAUSED} "
-            f"ORDER BY s.next_ms LIMIT ?{d.skip_locked}) "
-            f"RETURNING {CLAIM_COLUMNS}, next_ms"),
-            (epoch, now_ms, *key, bucket_lo, bucket_hi, until_ms, free)).fetchall(),
+            "WHERE id IN (SELECT id FROM earliest) AND status = 'PENDING' "
+            f"AND bucket BETWEEN ? AND ? RETURNING {CLAIM_COLUMNS}, next_ms"),
+            (*key, until_ms, free, epoch, now_ms, bucket_lo, bucket_hi)).fetchall(),
             key=lambda r: (r[-1], r[0]))
         executemany(conn, d.q(
             "INSERT INTO tokens (delivery_id, policy, schedule_id, taken_ms, expires_ms, tenant) "
