@@ -178,3 +178,20 @@ def test_a_keyed_run_is_handed_over_in_order_in_one_window(rig: Rig) -> None:
 def test_an_idle_window_waits_by_polls_not_by_spinning(rig: Rig) -> None:
     assert rig.window() == 0
     assert rig.clock.waits <= W // POLL_MS + 1
+
+
+def test_an_idle_dispatcher_runs_a_batch_to_keep_its_workers_warm(rig: Rig) -> None:
+    core = rig.core
+    core.options = replace(core.options, keep_warm_ms=30_000)
+    start = {"until": 0, "epoch": 0}
+    first = core.next_offset(start)
+    assert first.get("warm") == 1  # a run's first batch, nothing due
+    rig.clock.set(T0 + 29_999)
+    assert core.next_offset(first) == first  # idle: no batch
+    rig.clock.set(T0 + 30_000)
+    kept = core.next_offset(first)
+    assert kept != first and kept["epoch"] > first["epoch"]  # a minute's idleness never comes
+    rig.clock.set(T0 + 31_000)
+    assert core.next_offset(kept) == kept
+    rig.schedule(T0 + 31_000 + W)  # due within a window: a batch, whose window will wait
+    assert core.next_offset(kept) != kept

@@ -110,6 +110,7 @@ class DispatchCore:
         self._last_prune_ms: int | None = None
         self._last_runs_ms: int | None = None
         self._first_batch = True
+        self._last_batch_ms: int | None = None
         self._warm = False
         self._ready = False
 
@@ -126,10 +127,14 @@ class DispatchCore:
             due = self.store.next_due_ms(now_ms=now, lease_ms=opts.lease_ms)
             if self._first_batch:  # the warm-up batch runs even when nothing is due
                 self._first_batch = False
+                self._last_batch_ms = now
                 return {"until": now, "epoch": self.store.next_epoch(run=opts.run, now_ms=now),
                         "warm": 1}
-            if due is None or due > now + opts.hand_over_ms:
+            idle = due is None or due > now + opts.hand_over_ms
+            if idle and not (opts.keep_warm_ms and self._last_batch_ms is not None
+                             and now - self._last_batch_ms >= opts.keep_warm_ms):
                 return start
+            self._last_batch_ms = now  # a batch now: something is due, or to keep warm
             return {"until": now, "epoch": self.store.next_epoch(run=opts.run, now_ms=now)}
         except StoreError as exc:
             log.warning("dispatcher: store unavailable, no batch: %s", exc)

@@ -69,8 +69,9 @@ class LocalDispatcher:
         from tocsin.channels import build_channel
 
         options = options or DispatchOptions(store_url="", buckets=store.buckets)
-        # No hand-over windows: a step is one batch at the clock's present, and waits for none.
-        options = replace(options, hand_over_ms=0)
+        # No hand-over windows, no keep-warm batches: a step is one batch at the clock's present,
+        # and waits for none.
+        options = replace(options, hand_over_ms=0, keep_warm_ms=0)
         self.options = options if options.run else replace(options, run=new_run_id())
         self.clock = clock
         self.recordings = recordings

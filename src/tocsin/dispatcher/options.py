@@ -33,6 +33,10 @@ class DispatchOptions:
     hand_over_ms: int = 2_000
     """A task's hand-over window (:mod:`tocsin.dispatcher.handover`); 0: no window, each
     schedule goes out with the micro-batch after its due time."""
+    keep_warm_ms: int = 30_000
+    """An idle dispatcher still runs a batch this often (0: never). Spark stops a Python worker
+    that has been idle for a minute, and a new one takes seconds to start (imports, the store,
+    the channels): without this, the first schedules after a quiet minute would wait for it."""
     relay: int = 0
     """1 in the relay query, which covers the main query's gaps between windows."""
     run: str = ""
