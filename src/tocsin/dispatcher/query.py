@@ -74,9 +74,10 @@ def spark_session(master: str = "local[*]", *, app_name: str = "tocsin",
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level.value)
     from tocsin.dispatcher.expander import ExpansionDataSource
-    from tocsin.dispatcher.source import TocsinDataSource
+    from tocsin.dispatcher.source import RelayDataSource, TocsinDataSource
 
     spark.dataSource.register(TocsinDataSource)
+    spark.dataSource.register(RelayDataSource)
     spark.dataSource.register(ExpansionDataSource)
     return spark
 
@@ -112,7 +113,7 @@ def start_relay(spark: SparkSession, options: DispatchOptions, *, checkpoint: Pa
 
     relay = replace(options, relay=1, partitions=1,
                     batch_cap=math.ceil(options.batch_cap / options.partitions))
-    return _start(spark, "tocsin", relay, checkpoint=checkpoint,
+    return _start(spark, "tocsin-relay", relay, checkpoint=checkpoint,
                   trigger_seconds=trigger_seconds, name=name)
 
 
