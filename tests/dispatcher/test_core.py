@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.dispatcher.conftest import rig_over
 from tocsin.abc import ClaimedRow, Store
 from tocsin.channels.recording import Recordings
 from tocsin.clock import ManualClock
@@ -33,7 +34,6 @@ from tocsin.domain import (
     Schedule,
     Status,
 )
-from tocsin.stores import open_store
 from tocsin.ui.figures import deliveries_by_outcome
 
 MIN = 60_000
@@ -83,11 +83,8 @@ class Rig:
 
 @pytest.fixture
 def rig(backend_url: str) -> Iterator[Rig]:
-    store = open_store(backend_url, buckets=8)
-    rig = Rig(store)
-    yield rig
-    rig.local.close()
-    store.close()
+    with rig_over(backend_url, Rig) as rig:
+        yield rig
 
 
 def test_a_schedule_goes_out_at_its_due_instant_not_before(rig: Rig) -> None:

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 
+from tests.dispatcher.conftest import rig_over
 from tocsin.abc import Store
 from tocsin.channels.recording import Recordings
 from tocsin.clock import ManualClock
@@ -27,7 +28,6 @@ from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runs import RUN_STALE_MS
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
 from tocsin.errors import ConflictError
-from tocsin.stores import open_store
 
 W = 2_000
 T0 = 1_700_000_040_000  # a multiple of W
@@ -86,11 +86,8 @@ class Rig:
 
 @pytest.fixture
 def rig(backend_url: str) -> Iterator[Rig]:
-    store = open_store(backend_url, buckets=8)
-    rig = Rig(store)
-    yield rig
-    rig.local.close()
-    store.close()
+    with rig_over(backend_url, Rig) as rig:
+        yield rig
 
 
 def test_window_and_zone_arithmetic() -> None:
