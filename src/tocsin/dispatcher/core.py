@@ -153,33 +153,38 @@ class DispatchCore:
             log.warning("dispatcher: released %d claims of dispatcher runs that stopped beating",
                         released)
 
-    def warm(self) -> bool:
+    def warm(self) -> None:
         """Open every registered channel once in this process (the first batch does it, so the
         first schedules do not wait for connections); a channel that cannot be built is left
-        for its first delivery to report. True the first time in this process."""
+        for its first delivery to report."""
         if self._warm:
-            return False
+            return
         self._warm = True
         try:
             specs = self.store.list_channels()
         except StoreError as exc:
             log.warning("dispatcher: could not list channels to open: %s", exc)
-            return True
+            return
         for spec in specs:
             try:
                 self.channels.channel(spec)
             except Exception as exc:  # reported again, per delivery, when it is used
                 log.warning("dispatcher: channel %s/%s does not open: %r", spec.tenant,
                             spec.name, exc)
-        return True
 
     def parts(self, start: Offset, end: Offset) -> list[BucketSpan]:
         """The batch ``(start, end]`` split into bucket ranges, each with its share of the cap."""
         if start == end:
             return []
+        return [self.span(p, epoch=end["epoch"], until_ms=end["until"])
+                for p in range(len(bucket_ranges(self.store.buckets, self.options.partitions)))]
+
+    def span(self, partition: int, *, epoch: int = 0, until_ms: int = 0) -> BucketSpan:
+        """Partition ``partition``'s bucket range with its share of the batch cap (a hand-over
+        window of that task claims with the same range and share)."""
         ranges = bucket_ranges(self.store.buckets, self.options.partitions)
-        limit = math.ceil(self.options.batch_cap / len(ranges))
-        return [BucketSpan(end["epoch"], lo, hi, end["until"], limit) for lo, hi in ranges]
+        lo, hi = ranges[partition]
+        return BucketSpan(epoch, lo, hi, until_ms, math.ceil(self.options.batch_cap / len(ranges)))
 
     def claim(self, span: BucketSpan) -> list[ClaimedRow]:
         """Claim one range's due rows for its epoch (a replay returns the same rows)."""

@@ -29,14 +29,12 @@ order within one task, not one schedule per micro-batch.
 
 from __future__ import annotations
 
-import math
-
-from tocsin.dispatcher.core import BucketSpan, DispatchCore, bucket_ranges, log
+from tocsin.dispatcher.core import DispatchCore, log
 from tocsin.dispatcher.deliver import Tally
 from tocsin.errors import StoreError
 
 __all__ = ["KEY_RUN_BUDGET_MS", "POLL_MS", "RACE_PAUSE_MS", "hold", "relay_zone",
-           "released_only", "span_of", "window_end"]
+           "released_only", "window_end"]
 
 POLL_MS = 100
 """A waiting window looks at the store at least this often (a schedule created or moved
@@ -69,20 +67,13 @@ def released_only(now_ms: int) -> int:
     return now_ms - 1
 
 
-def span_of(core: DispatchCore, partition: int, *, epoch: int, until_ms: int) -> BucketSpan:
-    """Partition ``partition``'s bucket range (as :meth:`DispatchCore.parts` cut it)."""
-    ranges = bucket_ranges(core.store.buckets, core.options.partitions)
-    lo, hi = ranges[partition]
-    return BucketSpan(epoch, lo, hi, until_ms, math.ceil(core.options.batch_cap / len(ranges)))
-
-
 def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
          relay: bool = False) -> tuple[Tally, int]:
     """Keep ``partition``'s range until ``end_ms``, handing each schedule over at its due time
     (``relay``: only inside :func:`relay_zone`). The window's tally and how many it claimed."""
     tally, claimed = Tally(), 0
     store, clock, opts = core.store, core.clock, core.options
-    span = span_of(core, partition, epoch=0, until_ms=0)
+    span = core.span(partition)
     epoch: int | None = None
     while (now := clock.now_ms()) < end_ms:
         horizon = end_ms

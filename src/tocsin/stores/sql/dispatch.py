@@ -20,7 +20,7 @@ from tocsin.stores.rows import (
     earliest,
     insert_values,
 )
-from tocsin.stores.sql.base import SqlBase, executemany
+from tocsin.stores.sql.base import Dialect, SqlBase, executemany
 from tocsin.stores.sql.metrics import FENCED, add_counts, delivery_counts
 from tocsin.stores.sql.operations import NOT_PAUSED
 from tocsin.stores.sql.policies import claim_throttled, return_tokens, throttled_next_ms
@@ -34,6 +34,15 @@ _RETRY = ("UPDATE schedules SET status = 'PENDING', attempts = attempts + 1, nex
 _DEAD = ("UPDATE schedules SET status = 'DEAD', attempts = attempts + 1, last_error = ? "
          "WHERE id = ? AND claim_epoch = ? AND status = 'CLAIMED' "
          "RETURNING tenant, payload, payload_kind, headers, ordering_key")
+
+
+def _claimable(d: Dialect) -> str:
+    """An unthrottled PENDING candidate ``s`` of a bucket range (two arguments) due by a time
+    (one more) that a claim takes: the head of its key, its channel not paused. ``+s.bucket``
+    keeps the planner on the ``next_ms`` index rather than every far-future row of the range.
+    The claim and the hand-over window's peek share it, so the peek names what the claim takes."""
+    return ("s.status = 'PENDING' AND s.policy IS NULL AND +s.bucket BETWEEN ? AND ? "
+            f"AND s.next_ms <= ? AND {d.head} AND {NOT_PAUSED}")
 
 
 class SqlDispatch(SqlBase, DispatchStore):
@@ -152,9 +161,8 @@ class SqlDispatch(SqlBase, DispatchStore):
             if len(rows) < limit:
                 rows += self._claim_sorted(conn, d.q(
                     "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
-                    "WHERE id IN (SELECT s.id FROM schedules s WHERE s.status = 'PENDING' "
-                    "AND s.policy IS NULL AND +s.bucket BETWEEN ? AND ? AND s.next_ms <= ? "
-                    f"AND {d.head} AND {NOT_PAUSED} ORDER BY s.next_ms LIMIT ?{d.skip_locked})"),
+                    f"WHERE id IN (SELECT s.id FROM schedules s WHERE {_claimable(d)} "
+                    f"ORDER BY s.next_ms LIMIT ?{d.skip_locked})"),
                     (epoch, now_ms, bucket_lo, bucket_hi, until_ms, limit - len(rows)))
             if len(rows) < limit:
                 rows += claim_throttled(conn, d, epoch=epoch, bucket_lo=bucket_lo,
@@ -176,11 +184,9 @@ class SqlDispatch(SqlBase, DispatchStore):
                 (now_ms - lease_ms, bucket_lo, bucket_hi)).fetchone()
             if reclaim:
                 return now_ms
-            # +s.bucket: the next_ms index, not every far-future row of the bucket range.
             row = conn.execute(d.q(
-                "SELECT s.next_ms FROM schedules s WHERE s.status = 'PENDING' "
-                "AND s.policy IS NULL AND +s.bucket BETWEEN ? AND ? AND s.next_ms <= ? "
-                f"AND {d.head} AND {NOT_PAUSED} ORDER BY s.next_ms LIMIT 1"),
+                f"SELECT s.next_ms FROM schedules s WHERE {_claimable(d)} "
+                "ORDER BY s.next_ms LIMIT 1"),
                 (bucket_lo, bucket_hi, until_ms)).fetchone()
             return None if row is None else int(row[0])
 

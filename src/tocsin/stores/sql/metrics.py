@@ -90,11 +90,10 @@ class SqlMetrics(SqlBase, MetricsStore):
 
     def finished_by_slot(self, *, from_ms: int, to_ms: int, slot_ms: int,
                          tenant: str | None = None) -> builtins.list[tuple[int, Status, int]]:
-        finished = FINISHED_AT  # one bounded range of the schedules_finished index
-        rows = self._rows(
-            f"SELECT ({finished} - ?) / ?, status, count(*) FROM schedules "
-            f"WHERE status IN ('DELIVERED', 'CANCELLED', 'DEAD') AND {finished} >= ? "
-            f"AND {finished} < ? AND {tenant_is()} GROUP BY 1, 2 ORDER BY 1, 2",
+        rows = self._rows(  # one bounded range of the schedules_finished index
+            f"SELECT ({FINISHED_AT} - ?) / ?, status, count(*) FROM schedules "
+            f"WHERE status IN ('DELIVERED', 'CANCELLED', 'DEAD') AND {FINISHED_AT} >= ? "
+            f"AND {FINISHED_AT} < ? AND {tenant_is()} GROUP BY 1, 2 ORDER BY 1, 2",
             (from_ms, slot_ms, from_ms, to_ms, tenant, tenant))
         return [(from_ms + int(r[0]) * slot_ms, Status(r[1]), int(r[2])) for r in rows]
 
