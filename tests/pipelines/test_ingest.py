@@ -3,7 +3,9 @@ replayed."""
 
 from __future__ import annotations
 
+import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -11,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -59,6 +61,52 @@ def test_commands_apply_once(store: Store) -> None:
     # a create answers the same schedule (a reschedule replayed after its later cancel is
     # refused this time: the store is the same either way)
     assert [a.id for a in again if a.op == "create"] == [a.id for a in first if a.op == "create"]
+
+
+def _mixed(rng: random.Random, n: int, tenant: str) -> list[bytes]:
+    """Creates, cancels and reschedules by key over a few keys, so that they collide: a cancel
+    before its create, a key given to two requests, a reschedule of a cancelled one."""
+    out = []
+    for _ in range(n):
+        key, roll = f"k-{rng.randrange(60)}", rng.random()
+        if roll < 0.5:
+            body: dict[str, Any] = {"op": "create", "channel": "out", "delay": 86_400,
+                                    "payload": {"v": rng.randrange(2)}, "key": key}
+        elif roll < 0.75:
+            body = {"op": "cancel", "key": key}
+        else:
+            body = {"op": "reschedule", "key": key, "payload": {"v": 9}}
+        out.append(json.dumps(body | {"tenant": tenant}).encode())
+    return out
+
+
+def _by_key(store: Store, tenant: str) -> dict[str, tuple[str, Any]]:
+    return {s.key or "": (s.status.value, json.loads(s.payload))
+            for s in store.list(tenant=tenant, limit=1_000)}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_batch_ends_as_its_commands_one_by_one(store: Store, seed: int) -> None:
+    """A batch applied whole (creates written together, then the changes) leaves the store
+    and answers exactly as its commands applied one at a time, in order."""
+    rng = random.Random(seed)
+    for tenant in ("whole", "single"):
+        store.put_channel(ChannelSpec(name="out", kind=ChannelKind.RECORDING, tenant=tenant))
+    now = int(time.time() * 1000)
+    applier = CommandApplier(store, Settings(store="x"))
+    size = rng.choice([20, 60, 200])
+    for start in range(0, 400, size):
+        values = _mixed(rng, size, "T")
+        whole = applier.apply([Message("t", 0, start + i, now, v.replace(b'"T"', b'"whole"'))
+                               for i, v in enumerate(values)])
+        single = [applier.apply([Message("t", 0, start + i, now,
+                                         v.replace(b'"T"', b'"single"'))])[0]
+                  for i, v in enumerate(values)]
+        assert [(a.op, a.outcome, a.status, a.field) for a in whole] == [
+            (a.op, a.outcome, a.status, a.field) for a in single]
+    assert _by_key(store, "whole") == _by_key(store, "single")
+    assert {status for status, _ in _by_key(store, "whole").values()} == {"PENDING",
+                                                                        "CANCELLED"}
 
 
 def test_command_errors(store: Store) -> None:

@@ -2,14 +2,16 @@
 
 A Spark batch job in four steps, each checked before the next:
 
-1. **Read** (executors, one bucket range per partition): finished schedules (DELIVERED,
-   CANCELLED, DEAD, recurring firings among them) that finished before their tenant's
-   retention, by a range of the ``schedules_finished`` index, in id order.
+1. **Read** (executors, one span of finish times per partition): finished schedules
+   (DELIVERED, CANCELLED, DEAD, recurring firings among them) that finished before their
+   tenant's retention, by a range of the ``schedules_finished`` index, a page at a time, as
+   Arrow batches.
 2. **Write** them to ``<archive>/schedules/run=<ms>/day=<finished day>/tenant=<t>/`` and
    read the files back: the count must equal what was read, or the job stops (nothing is
    deleted).
-3. **Attempts** of exactly the written schedules go to ``<archive>/deliveries/run=<ms>/``
-   (same day and tenant as their schedule), counted the same way.
+3. **Attempts** of exactly the written schedules (their ids read back from the files) go to
+   ``<archive>/deliveries/run=<ms>/`` (same day and tenant as their schedule), counted the
+   same way.
 4. **Delete** the written schedules and their attempts from the store, a chunk of
    :data:`DELETE_CHUNK` per transaction, so dispatch and the API wait at most one small
    transaction. A schedule re-driven meanwhile is no longer finished and stays.
@@ -24,15 +26,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from tocsin.clock import Clock, SystemClock
 from tocsin.config import Settings
 from tocsin.errors import TocsinError, ValidationError
-from tocsin.pipelines.bulk_change import bucket_ranges
 from tocsin.stores import open_store
 
 if TYPE_CHECKING:
@@ -40,9 +43,10 @@ if TYPE_CHECKING:
 
 __all__ = ["DELETE_CHUNK", "ArchiveJob", "Retention", "run_archive", "start_archive_timer"]
 
-READ_CHUNK = 2_000
-DELETE_CHUNK = 500
-"""Schedules deleted per transaction."""
+READ_CHUNK = 5_000
+"""Schedules read per page."""
+DELETE_CHUNK = 2_000
+"""Schedules deleted per transaction (and whose attempts are read per statement)."""
 _DAY_MS = 86_400_000
 SCHEDULE_SCHEMA = (
     "id string, tenant string, channel string, payload binary, payload_kind string, "
@@ -53,6 +57,16 @@ DELIVERY_SCHEMA = (
     "delivery_id string, schedule_id string, attempt int, epoch long, started_ms long, "
     "ended_ms long, outcome string, error string, lateness_ms long, tenant string, "
     "channel string, day string, archived_ms long")
+_ARROW = {"string": pa.string(), "binary": pa.binary(), "long": pa.int64(), "int": pa.int32()}
+
+
+def _arrow(schema: str) -> pa.Schema:
+    return pa.schema([(name, _ARROW[kind]) for name, kind in
+                      (column.split() for column in schema.split(", "))])
+
+
+SCHEDULES, DELIVERIES = _arrow(SCHEDULE_SCHEMA), _arrow(DELIVERY_SCHEMA)
+DELETED = pa.schema([("schedules", pa.int64()), ("deliveries", pa.int64())])
 
 
 class ArchiveCheckError(TocsinError):
@@ -97,7 +111,7 @@ class Retention:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ArchiveJob:
-    """One archive run, picklable for the executors."""
+    """One archive run, picklable for the executors. Rows travel to Spark as Arrow batches."""
 
     store_url: str
     buckets: int
@@ -109,59 +123,93 @@ class ArchiveJob:
 
         return store_for(self.store_url, self.buckets)
 
-    def schedules(self, lo: int, hi: int) -> Iterator[tuple[Any, ...]]:
-        """The archived rows (``SCHEDULE_SCHEMA``) of buckets ``lo..hi`` (on an executor)."""
-        from tocsin.stores.sql.archive import finished_before
+    def slices(self, first_ms: int, count: int) -> list[tuple[int, int]]:
+        """``[first_ms, widest cutoff)`` cut into ``count`` spans of time, one Spark partition
+        each."""
+        end = self.retention.widest(self.now_ms)
+        width = max(1, -(-(end - first_ms) // max(1, count)))
+        return [(lo, min(end, lo + width)) for lo in range(first_ms, end, width)]
 
-        store, after = self._store(), ""
-        while True:
-            rows = finished_before(store, cutoff_ms=self.retention.widest(self.now_ms), lo=lo,
-                                   hi=hi, after=after, limit=READ_CHUNK)
-            for r in rows:
-                if r[-1] < self.retention.cutoff(r[1], keyed=r[13] is not None,
-                                                 now_ms=self.now_ms):
-                    yield (*r[:3], bytes(r[3]), *r[4:], _day(r[-1]), self.now_ms)
-            if len(rows) < READ_CHUNK:
-                return
-            after = rows[-1][0]
+    def schedules(self, spans: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """The archived rows (``SCHEDULE_SCHEMA``) that finished in each span ``(lo, hi)``,
+        a page at a time (on an executor)."""
+        from tocsin.stores.sql.archive import finished_between
 
-    def deliveries(self, owners: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
-        """The attempts (``DELIVERY_SCHEMA``) of archived schedules ``(id, tenant, channel,
-        day)`` (on an executor)."""
+        store, days = self._store(), _Days()
+        for batch in spans:
+            for lo, hi in zip(*(c.to_pylist() for c in batch.columns), strict=True):
+                after: tuple[int, str] | None = None
+                while True:
+                    rows = finished_between(store, lo_ms=lo, hi_ms=hi, after=after,
+                                            limit=READ_CHUNK)
+                    kept = [r for r in rows if r[-1] < self.retention.cutoff(
+                        r[1], keyed=r[13] is not None, now_ms=self.now_ms)]
+                    if kept:
+                        columns = [list(c) for c in zip(*kept, strict=True)]
+                        columns[3] = [bytes(p) for p in columns[3]]
+                        yield _batch(SCHEDULES, [*columns, days.of(columns[-1]),
+                                                 [self.now_ms] * len(kept)])
+                    if len(rows) < READ_CHUNK:
+                        break
+                    after = (int(rows[-1][-1]), str(rows[-1][0]))
+
+    def deliveries(self, owners: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """The attempts (``DELIVERY_SCHEMA``) of archived schedules (batches of ``id, tenant,
+        channel, day``), on an executor."""
         from tocsin.stores.sql.archive import archived_deliveries
 
         store = self._store()
-        for chunk in _chunks(owners, DELETE_CHUNK):
-            by_id = {o[0]: o for o in chunk}
-            for d in archived_deliveries(store, list(by_id)):
-                owner = by_id[d[1]]
-                yield (*d, owner[1], owner[2], owner[3], self.now_ms)
+        for batch in owners:
+            ids, tenants, channels, days = (c.to_pylist() for c in batch.columns)
+            by_id = {i: (t, c, d) for i, t, c, d in zip(ids, tenants, channels, days,
+                                                        strict=True)}
+            for start in range(0, len(ids), DELETE_CHUNK):
+                found = archived_deliveries(store, ids[start:start + DELETE_CHUNK])
+                if not found:
+                    continue
+                columns = [list(c) for c in zip(*found, strict=True)]
+                owner = [by_id[i] for i in columns[1]]
+                yield _batch(DELIVERIES, [*columns, *(list(c) for c in zip(*owner, strict=True)),
+                                          [self.now_ms] * len(found)])
 
-    def delete(self, ids: Iterable[Any]) -> tuple[int, int]:
-        """Delete archived schedules and their attempts, a chunk per transaction."""
+    def delete(self, ids: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Delete archived schedules and their attempts, a chunk per transaction; yields the
+        counts (``schedules long, deliveries long``)."""
         from tocsin.stores.sql.archive import delete_archived
 
         store, total = self._store(), (0, 0)
         cutoff = self.retention.widest(self.now_ms)
-        for chunk in _chunks((row[0] for row in ids), DELETE_CHUNK):
-            done = delete_archived(store, chunk, cutoff_ms=cutoff)
-            total = (total[0] + done[0], total[1] + done[1])
-        return total
+        for batch in ids:
+            column = sorted(batch.column(0).to_pylist())
+            for start in range(0, len(column), DELETE_CHUNK):
+                done = delete_archived(store, column[start:start + DELETE_CHUNK],
+                                       cutoff_ms=cutoff)
+                total = (total[0] + done[0], total[1] + done[1])
+        yield pa.RecordBatch.from_pydict({"schedules": [total[0]], "deliveries": [total[1]]},
+                                         schema=DELETED)
 
 
-def _day(ms: int) -> str:
-    return datetime.fromtimestamp(ms // _DAY_MS * 86_400, UTC).strftime("%Y-%m-%d")
+class _Days:
+    """The UTC day (``YYYY-MM-DD``) of finish times, each day formatted once."""
+
+    def __init__(self) -> None:
+        self._names: dict[int, str] = {}
+
+    def of(self, times: Iterable[int]) -> list[str]:
+        out = []
+        for ms in times:
+            day = ms // _DAY_MS
+            name = self._names.get(day)
+            if name is None:
+                name = self._names[day] = datetime.fromtimestamp(day * 86_400, UTC).strftime(
+                    "%Y-%m-%d")
+            out.append(name)
+        return out
 
 
-def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    chunk: list[Any] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+def _batch(schema: pa.Schema, columns: list[list[Any]]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in
+                                       zip(columns, schema, strict=True)], schema=schema)
 
 
 def _write_checked(frame: DataFrame, path: str, expected: Any, what: str,
@@ -179,50 +227,75 @@ def _write_checked(frame: DataFrame, path: str, expected: Any, what: str,
     return found
 
 
+def _counted(make: Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+             acc: Any) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in make(batches):
+            acc.add(batch.num_rows)
+            yield batch
+
+    return run
+
+
 def run_archive(spark: SparkSession, *, settings: Settings, clock: Clock | None = None,
                 partitions: int | None = None) -> dict[str, Any]:
     """Archive what finished before its retention and delete it from the store; the counts
     read, written and deleted, and where the files are."""
+    from tocsin.stores.sql.archive import first_finished
+    from tocsin.stores.sql.base import SqlBase
+
     started = time.monotonic()
     store = open_store(settings.store_url, buckets=settings.buckets)
-    buckets = store.buckets
-    store.close()
+    try:
+        if not isinstance(store, SqlBase):
+            raise TypeError(f"{type(store).__name__} cannot be archived")
+        buckets, first = store.buckets, first_finished(store)
+    finally:
+        store.close()
     now = (clock or SystemClock()).now_ms()
     job = ArchiveJob(store_url=settings.store_url, buckets=buckets, now_ms=now,
                      retention=Retention.from_settings(settings))
     sc = spark.sparkContext
-    ranges = bucket_ranges(buckets, partitions or sc.defaultParallelism * 2)
     root = settings.archive_path.rstrip("/")
-    paths = {t: f"{root}/{t}/run={now}" for t in ("schedules", "deliveries")}
-    read = {t: sc.accumulator(0) for t in paths}
-
-    def counted(rows: Iterable[tuple[Any, ...]], acc: Any) -> Iterator[tuple[Any, ...]]:
-        for row in rows:
-            acc.add(1)
-            yield row
-
-    schedules = spark.createDataFrame(
-        sc.parallelize(ranges, len(ranges)).flatMap(lambda r: job.schedules(r[0], r[1]))
-        .mapPartitions(lambda rows: counted(rows, read["schedules"])), SCHEDULE_SCHEMA)
-    written = _write_checked(schedules, paths["schedules"], read["schedules"], "schedules",
-                             spark)
-    summary: dict[str, Any] = {"schedules": written, "deliveries": 0, "deleted_schedules": 0,
+    summary: dict[str, Any] = {"schedules": 0, "deliveries": 0, "deleted_schedules": 0,
                                "deleted_deliveries": 0, "archive": root, "run": now}
-    if written:
-        archived = spark.read.parquet(paths["schedules"])
-        # The day comes back as a partition column, which Spark reads as a date.
-        owners = archived.selectExpr("id", "tenant", "channel", "CAST(day AS STRING)").rdd
-        attempts = spark.createDataFrame(
-            owners.mapPartitions(job.deliveries)
-            .mapPartitions(lambda rows: counted(rows, read["deliveries"])), DELIVERY_SCHEMA)
-        summary["deliveries"] = _write_checked(attempts, paths["deliveries"],
-                                               read["deliveries"], "deliveries", spark)
-        gone = archived.select("id").rdd.mapPartitions(
-            lambda ids: iter([job.delete(ids)])).collect()
-        summary["deleted_schedules"] = sum(g[0] for g in gone)
-        summary["deleted_deliveries"] = sum(g[1] for g in gone)
+    spans = job.slices(first, partitions or sc.defaultParallelism * 2) if first is not None else []
+    if spans:
+        _archive(spark, job, spans, root, summary)
     summary["seconds"] = round(time.monotonic() - started, 3)
     return summary
+
+
+def _archive(spark: SparkSession, job: ArchiveJob, spans: list[tuple[int, int]], root: str,
+             summary: dict[str, Any]) -> None:
+    sc = spark.sparkContext
+    paths = {t: f"{root}/{t}/run={job.now_ms}" for t in ("schedules", "deliveries")}
+    read = {t: sc.accumulator(0) for t in paths}
+    slices = spark.createDataFrame(sc.parallelize(spans, len(spans)), "lo long, hi long")
+    schedules = slices.mapInArrow(_counted(job.schedules, read["schedules"]), SCHEDULE_SCHEMA)
+    steps, mark = summary.setdefault("steps_seconds", {}), time.monotonic()
+
+    def step(name: str) -> None:
+        nonlocal mark
+        steps[name], mark = round(time.monotonic() - mark, 3), time.monotonic()
+
+    written = _write_checked(schedules, paths["schedules"], read["schedules"], "schedules",
+                             spark)
+    summary["schedules"] = written
+    step("schedules")
+    if not written:
+        return
+    archived = spark.read.parquet(paths["schedules"])
+    # The day comes back as a partition column, which Spark reads as a date.
+    owners = archived.selectExpr("id", "tenant", "channel", "CAST(day AS STRING) AS day")
+    attempts = owners.mapInArrow(_counted(job.deliveries, read["deliveries"]), DELIVERY_SCHEMA)
+    summary["deliveries"] = _write_checked(attempts, paths["deliveries"], read["deliveries"],
+                                           "deliveries", spark)
+    step("deliveries")
+    gone = archived.select("id").mapInArrow(job.delete, "schedules long, deliveries long")
+    counts = gone.groupBy().sum().collect()[0]
+    summary["deleted_schedules"], summary["deleted_deliveries"] = (int(c or 0) for c in counts)
+    step("delete")
 
 
 def start_archive_timer(spark: SparkSession, settings: Settings,

@@ -14,8 +14,13 @@ reschedule ``id`` or ``key`` (and ``tenant``), and those of ``PATCH /v1/schedule
 
 "Now" is the message's timestamp: ``delay`` counts from when the command was produced and the
 grace window is judged then, so a replay (or a late ingest) decides exactly as the first time.
-Consecutive creates of a partition are written in one ``create`` call; the messages of one
-partition are applied in their order (a cancel after its create).
+
+The messages of one partition take effect as if applied one by one in their order (a cancel
+after its create), in few transactions: a batch's creates are written in one ``create`` call,
+then its cancels and reschedules, in order, in one transaction per few thousand. That is the
+same as their order whenever no change names, by key, a schedule that a later create of the
+batch makes; a batch where one does is applied in order, a run of creates at a time. (Creates
+make fresh ids, so a change by id never concerns a later create.)
 
 Spark-free: the ingest query's writer (:mod:`tocsin.pipelines.ingest`) calls it on executors.
 """
@@ -33,12 +38,15 @@ import pydantic
 from tocsin.abc import Store
 from tocsin.api.models import ScheduleChange
 from tocsin.config import Settings
-from tocsin.domain import DEFAULT_TENANT, NewSchedule
+from tocsin.domain import DEFAULT_TENANT, NewSchedule, Schedule
 from tocsin.errors import ConflictError, NotFoundError, TocsinError, ValidationError
-from tocsin.intake import Problem, ScheduleCheck, read_change, reason_of, registered
-from tocsin.pipelines.writes import create_many, schedule_id_for_key
+from tocsin.intake import Known, Problem, ScheduleCheck, read_change, reason_of, registered
+from tocsin.pipelines.writes import Change, change_many, create_many
 
 __all__ = ["Answer", "CommandApplier", "Message", "Op", "Outcome"]
+
+_CHANGES = 2_000
+"""Cancels and reschedules applied per transaction."""
 
 
 class Op(StrEnum):
@@ -103,11 +111,29 @@ class CommandApplier:
         self.settings = settings
 
     def apply(self, messages: Sequence[Message]) -> list[Answer]:
-        """Apply ``messages`` in order; one answer each."""
+        """Apply ``messages`` as if one by one in order; one answer each."""
+        known = _cached(partial(registered, self.store))
+        parsed = [self._parse(m, known) for m in messages]
+        if not _reorderable(parsed):
+            return self._in_order(messages, parsed)
+        answers: list[Answer | None] = [p if isinstance(p, Answer) else None for p in parsed]
+        creates = [(i, (m, p)) for i, (m, p) in enumerate(zip(messages, parsed, strict=True))
+                   if isinstance(p, NewSchedule)]
+        for (i, _), answer in zip(creates, self._create([c for _, c in creates]), strict=True):
+            answers[i] = answer
+        changes = [(i, (m, p)) for i, (m, p) in enumerate(zip(messages, parsed, strict=True))
+                   if isinstance(p, _Command)]
+        for start in range(0, len(changes), _CHANGES):
+            part = changes[start:start + _CHANGES]
+            for (i, _), answer in zip(part, self._changes([c for _, c in part]), strict=True):
+                answers[i] = answer
+        return [a for a in answers if a is not None]
+
+    def _in_order(self, messages: Sequence[Message],
+                  parsed: Sequence[Answer | NewSchedule | _Command]) -> list[Answer]:
         answers: list[Answer] = []
         creates: list[tuple[Message, NewSchedule]] = []
-        for message in messages:
-            command = self._parse(message)
+        for message, command in zip(messages, parsed, strict=True):
             if isinstance(command, Answer):
                 answers.append(command)
             elif isinstance(command, NewSchedule):
@@ -115,11 +141,11 @@ class CommandApplier:
             else:
                 answers.extend(self._create(creates))
                 creates = []
-                answers.append(self._change(message, *command))
+                answers.extend(self._changes([(message, command)]))
         answers.extend(self._create(creates))
         return answers
 
-    def _parse(self, m: Message) -> Answer | NewSchedule | tuple[Op, dict[str, Any]]:
+    def _parse(self, m: Message, known: Known) -> Answer | NewSchedule | _Command:
         try:
             body = json.loads(m.value or b"")
         except ValueError as exc:
@@ -133,17 +159,17 @@ class CommandApplier:
             return Answer(m, str(op_name), Outcome.INVALID, field="op",
                           reason=f"op must be one of {', '.join(Op)}, not {op_name!r}")
         if op is not Op.CREATE:
-            return op, body
+            return _Command(op, body)
         if "key" not in body and "uniqueness_key" not in body:
             body["key"] = f"kafka:{m.topic}:{m.partition}:{m.offset}"
-        check = ScheduleCheck(self.settings, now_ms=m.timestamp_ms,
-                              known=partial(registered, self.store))
-        value = check.check(body)
+        value = ScheduleCheck(self.settings, now_ms=m.timestamp_ms, known=known).check(body)
         if isinstance(value, list):
             return self._invalid(m, op, value)
         return value
 
     def _create(self, creates: list[tuple[Message, NewSchedule]]) -> list[Answer]:
+        """Write ``creates`` in one call; a key reused by another request fails it whole, so
+        it is halved until the refused ones are found."""
         if not creates:
             return []
         try:
@@ -154,52 +180,102 @@ class CommandApplier:
                 m = creates[0][0]
                 return [Answer(m, Op.CREATE, Outcome.REFUSED, field="key",
                                reason=f"key {creates[0][1].key!r} was given to another request")]
-            return [a for c in creates for a in self._create([c])]
+            half = len(creates) // 2
+            return self._create(creates[:half]) + self._create(creates[half:])
         return [Answer(m, Op.CREATE, Outcome.APPLIED, id=s.id, status=s.status.value)
                 for (m, _), (s, _) in zip(creates, results, strict=True)]
 
-    def _change(self, m: Message, op: Op, body: dict[str, Any]) -> Answer:
-        """A cancel or a reschedule, by ``id`` or by ``key`` and ``tenant``."""
+    def _changes(self, commands: list[tuple[Message, _Command]]) -> list[Answer]:
+        """Cancels and reschedules, by ``id`` or by ``key`` and ``tenant``, in one
+        transaction; the ill-formed ones are answered without it."""
+        answers: list[Answer | None] = []
+        todo: list[tuple[int, Message, Op, bool, Change]] = []
+        for m, (op, body) in commands:
+            change = self._change_of(m, op, dict(body))
+            if isinstance(change, Answer):
+                answers.append(change)
+            else:
+                todo.append((len(answers), m, op, body.get("key") is not None, change))
+                answers.append(None)
+        results = change_many(self.store, [t[-1] for t in todo]) if todo else []
+        for (index, m, op, by_key, change), result in zip(todo, results, strict=True):
+            answers[index] = _answer(m, op, change, result, by_key=by_key)
+        return [a for a in answers if a is not None]
+
+    def _change_of(self, m: Message, op: Op, body: dict[str, Any]) -> Answer | Change:
         ident, key = body.pop("id", None), body.pop("key", None)
         named = body.pop("tenant", None)
-        scope = None if named is None else str(named)
         if (ident is None) == (key is None) or not isinstance(ident or key, str):
             return Answer(m, op, Outcome.INVALID, field="id", reason="give id or key (a string)")
         try:
             if op is Op.CANCEL and body:
                 raise ValidationError(sorted(body)[0], "a cancel takes only id, or key and tenant")
-            if op is Op.RESCHEDULE:
-                change = read_change(ScheduleChange.model_validate(body), settings=self.settings,
-                                     now_ms=m.timestamp_ms)
+            change = (read_change(ScheduleChange.model_validate(body), settings=self.settings,
+                                  now_ms=m.timestamp_ms)._asdict()
+                      if op is Op.RESCHEDULE else {})
         except pydantic.ValidationError as exc:
             e = exc.errors()[0]
             return Answer(m, op, Outcome.INVALID, field=".".join(map(str, e["loc"])),
                           reason=reason_of(e))
         except ValidationError as exc:
             return self._invalid(m, op, [Problem(exc.field, exc.reason)])
-        try:
-            if ident is None:
-                ident = schedule_id_for_key(self.store, tenant=str(named or DEFAULT_TENANT),
-                                            key=str(key))
-            if op is Op.CANCEL:
-                done = self.store.cancel(ident, now_ms=m.timestamp_ms, tenant=scope)
-            else:
-                done = self.store.reschedule(ident, now_ms=m.timestamp_ms, tenant=scope,
-                                             **change._asdict())
-        except ConflictError as exc:
-            if op is Op.CANCEL and exc.status == "CANCELLED":
-                return Answer(m, op, Outcome.APPLIED, id=ident, status="CANCELLED")
-            return Answer(m, op, Outcome.REFUSED, id=ident, status=exc.status, reason=str(exc))
-        except NotFoundError as exc:
-            return Answer(m, op, Outcome.REFUSED, id=ident, field="key" if key else "id",
-                          reason=str(exc))
-        except TocsinError as exc:
-            if isinstance(exc, ValidationError):
-                return Answer(m, op, Outcome.REFUSED, id=ident, field=exc.field,
-                              reason=exc.reason)
-            raise
-        return Answer(m, op, Outcome.APPLIED, id=done.id, status=done.status.value)
+        return Change(id=ident, key=None if key is None else str(key),
+                      tenant=str(named or DEFAULT_TENANT),
+                      scope=None if named is None else str(named), now_ms=m.timestamp_ms,
+                      cancel=op is Op.CANCEL, **change)
 
     @staticmethod
     def _invalid(m: Message, op: Op, problems: list[Problem]) -> Answer:
         return Answer(m, op, Outcome.INVALID, field=problems[0].field, reason=problems[0].reason)
+
+
+class _Command(NamedTuple):
+    """A cancel or a reschedule as read from its message."""
+
+    op: Op
+    body: dict[str, Any]
+
+
+def _cached(known: Known) -> Known:
+    """``known``, asking the store once per (kind, name, tenant)."""
+    seen: dict[tuple[str, str, str], bool] = {}
+
+    def ask(kind: str, name: str, *, tenant: str) -> bool:
+        if (kind, name, tenant) not in seen:
+            seen[(kind, name, tenant)] = known(kind, name, tenant=tenant)
+        return seen[(kind, name, tenant)]
+
+    return ask
+
+
+def _reorderable(parsed: Sequence[Answer | NewSchedule | _Command]) -> bool:
+    """Whether writing every create before every change ends as applying them in order: no
+    change names, by key, a schedule that a later create makes."""
+    last: dict[tuple[str, str], int] = {}
+    for i, p in enumerate(parsed):
+        if isinstance(p, NewSchedule) and p.key is not None:
+            last[(p.tenant, p.key)] = i
+    return not any(
+        isinstance(p, _Command) and isinstance(key := p.body.get("key"), str)
+        and last.get((str(p.body.get("tenant") or DEFAULT_TENANT), key), -1) > j
+        for j, p in enumerate(parsed))
+
+
+def _answer(m: Message, op: Op, change: Change, result: Schedule | TocsinError, *,
+            by_key: bool) -> Answer:
+    """A change's answer, from the schedule as changed or the store's refusal."""
+    ident = change.id
+    if isinstance(result, Schedule):
+        return Answer(m, op, Outcome.APPLIED, id=result.id, status=result.status.value)
+    if isinstance(result, ConflictError):
+        if op is Op.CANCEL and result.status == "CANCELLED":
+            return Answer(m, op, Outcome.APPLIED, id=result.ident, status="CANCELLED")
+        return Answer(m, op, Outcome.REFUSED, id=result.ident, status=result.status,
+                      reason=str(result))
+    if isinstance(result, NotFoundError):
+        return Answer(m, op, Outcome.REFUSED, id=ident, field="key" if by_key else "id",
+                      reason=str(result))
+    if isinstance(result, ValidationError):
+        return Answer(m, op, Outcome.REFUSED, id=ident, field=result.field,
+                      reason=result.reason)
+    raise result

@@ -1,5 +1,6 @@
-"""The pipelines' writes: through the SQL store's bulk keyed create when it has one
-(:mod:`tocsin.stores.sql.bulk`), else through the store's ``create``; and a schedule by key."""
+"""The pipelines' writes: through the SQL store's bulk keyed create and batched changes when
+it has them (:mod:`tocsin.stores.sql.bulk`), else through the store's ``create``, ``cancel``
+and ``reschedule``; and a schedule by key."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from collections.abc import Sequence
 from tocsin.abc import Store
 from tocsin.dispatcher.core import retrying
 from tocsin.domain import NewSchedule, Schedule
-from tocsin.errors import StoreError
+from tocsin.errors import StoreError, TocsinError
 from tocsin.stores.sql import bulk
+from tocsin.stores.sql.bulk import Change
 from tocsin.stores.sql.schedules import SqlSchedules
 
-__all__ = ["create_many", "schedule_id_for_key"]
+__all__ = ["Change", "change_many", "create_many", "schedule_id_for_key"]
 
 
 def create_many(store: Store, items: Sequence[NewSchedule], *,
@@ -35,3 +37,12 @@ def schedule_id_for_key(store: Store, *, tenant: str, key: str) -> str:
         raise TypeError(f"{type(store).__name__} cannot find schedules by key")
     return retrying(lambda: bulk.schedule_id_for_key(store, tenant=tenant, key=key),
                     what="key lookup")
+
+
+def change_many(store: Store, changes: Sequence[Change]) -> list[Schedule | TocsinError]:
+    """``changes`` (cancels and reschedules) in order in one transaction, each with the
+    schedule as changed or the error its single call raises; retried while the store is
+    unavailable (each change repeats harmlessly)."""
+    if not isinstance(store, SqlSchedules):
+        raise TypeError(f"{type(store).__name__} cannot batch changes")
+    return retrying(lambda: bulk.change_many(store, changes), what="changes")

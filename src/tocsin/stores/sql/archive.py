@@ -1,7 +1,7 @@
 """What the archive job (:mod:`tocsin.pipelines.archive`) asks of a SQL store: finished
 schedules older than a cutoff with their attempts, and their deletion in small transactions.
-Written once over the backend's ``_work``; every read is a range of ``schedules_finished``
-(migration 9) within a bucket range, in id order."""
+Written once over the backend's ``_work``; every read of schedules is a range of
+``schedules_finished`` (migration 10), paged by (finish time, id)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from typing import Any
 
 from tocsin.stores.rows import DELIVERY_COLUMNS
 from tocsin.stores.sql.base import SqlBase
-from tocsin.stores.sql.stats import FINISHED_AT
+from tocsin.stores.sql.stats import FINISHED_AT, finished_rows
 
-__all__ = ["ARCHIVE_COLUMNS", "archived_deliveries", "delete_archived", "finished_before"]
+__all__ = ["ARCHIVE_COLUMNS", "archived_deliveries", "delete_archived", "finished_between",
+           "first_finished"]
 
 ARCHIVE_COLUMNS = (
     "id, tenant, channel, payload, payload_kind, headers, due_ms, bucket, status, attempts, "
@@ -20,17 +21,26 @@ ARCHIVE_COLUMNS = (
     f"{FINISHED_AT}"
 )
 """A finished schedule as archived; the last column is when it finished."""
-_FINISHED = "status IN ('DELIVERED', 'CANCELLED', 'DEAD')"
 
 
-def finished_before(store: SqlBase, *, cutoff_ms: int, lo: int, hi: int, after: str,
-                    limit: int) -> list[tuple[Any, ...]]:
-    """Up to ``limit`` finished schedules (``ARCHIVE_COLUMNS``) of buckets ``lo..hi`` that
-    finished before ``cutoff_ms``, in id order after ``after``."""
+def first_finished(store: SqlBase) -> int | None:
+    """When the earliest finished schedule finished (None: none has)."""
+    rows = store._rows(f"SELECT min({FINISHED_AT}) FROM {finished_rows(store._dialect)}")
+    return None if not rows or rows[0][0] is None else int(rows[0][0])
+
+
+def finished_between(store: SqlBase, *, lo_ms: int, hi_ms: int,
+                     after: tuple[int, str] | None, limit: int) -> list[tuple[Any, ...]]:
+    """Up to ``limit`` finished schedules (``ARCHIVE_COLUMNS``) that finished in
+    ``[lo_ms, hi_ms)``, in (finish time, id) order after ``after`` (that pair of the last row
+    of the page before)."""
+    page, args = "", (lo_ms,)  # type: tuple[str, tuple[Any, ...]]
+    if after is not None:
+        page, args = f" AND ({FINISHED_AT} > ? OR id > ?)", (after[0], after[0], after[1])
     return store._rows(
-        f"SELECT {ARCHIVE_COLUMNS} FROM schedules WHERE {_FINISHED} AND {FINISHED_AT} < ? "
-        "AND bucket BETWEEN ? AND ? AND id > ? ORDER BY id LIMIT ?",
-        (cutoff_ms, lo, hi, after, limit))
+        f"SELECT {ARCHIVE_COLUMNS} FROM {finished_rows(store._dialect)} "
+        f"AND {FINISHED_AT} >= ?{page} AND {FINISHED_AT} < ? "
+        f"ORDER BY {FINISHED_AT}, id LIMIT ?", (*args, hi_ms, limit))
 
 
 def archived_deliveries(store: SqlBase, ids: Sequence[str]) -> list[tuple[Any, ...]]:
@@ -43,15 +53,19 @@ def archived_deliveries(store: SqlBase, ids: Sequence[str]) -> list[tuple[Any, .
 
 def delete_archived(store: SqlBase, ids: Sequence[str], *, cutoff_ms: int) -> tuple[int, int]:
     """Delete the schedules ``ids`` that are still finished before ``cutoff_ms`` (one that was
-    re-driven meanwhile stays), with their attempts, in one transaction; how many of each."""
+    re-driven meanwhile stays), with their attempts, in one transaction; how many of each.
+
+    Each row is found by its id: the status and time checks are written so that no planner
+    reads them by an index of finished rows instead (which visits every finished row)."""
     if not ids:
         return 0, 0
     q, marks = store._dialect.q, ", ".join("?" * len(ids))
 
     def work(conn: Any) -> tuple[int, int]:
         gone = [str(r[0]) for r in conn.execute(q(
-            f"DELETE FROM schedules WHERE id IN ({marks}) AND {_FINISHED} "
-            f"AND {FINISHED_AT} < ? RETURNING id"), (*ids, cutoff_ms)).fetchall()]
+            f"DELETE FROM schedules WHERE id IN ({marks}) "
+            "AND (status || '') IN ('DELIVERED', 'CANCELLED', 'DEAD') "
+            f"AND +{FINISHED_AT} < ? RETURNING id"), (*ids, cutoff_ms)).fetchall()]
         if not gone:
             return 0, 0
         attempts = conn.execute(q(f"DELETE FROM deliveries WHERE schedule_id IN "

@@ -9,15 +9,19 @@ in by the bulk path (COPY on PostgreSQL, ``executemany`` on SQLite), and only th
 whose key is held by another request takes the row-by-row rule of ``create``. A concurrent
 insert of one of the keys makes the bulk insert fail as a whole (:class:`StoreError`): the
 caller then repeats the items through ``create``.
+
+:func:`change_many` is a run of :meth:`~tocsin.abc.ScheduleStore.cancel` and
+``reschedule`` calls (each by id, or by key) in one transaction, in their order, each with
+the answer the single call gives.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from tocsin.domain import NewSchedule, Schedule
-from tocsin.errors import NotFoundError
+from tocsin.domain import NewSchedule, PayloadKind, Schedule, Status
+from tocsin.errors import NotFoundError, TocsinError
 from tocsin.stores.rows import (
     INSERT_COLUMNS,
     SCHEDULE_COLUMNS,
@@ -27,15 +31,72 @@ from tocsin.stores.rows import (
     schedule_from_row,
     schedule_from_values,
 )
-from tocsin.stores.sql.base import SqlBase
-from tocsin.stores.sql.schedules import SqlSchedules
+from tocsin.stores.sql.base import SqlBase, tenant_is
+from tocsin.stores.sql.schedules import (
+    CANCEL,
+    SqlSchedules,
+    cancel_args,
+    reschedule_args,
+    reschedule_sql,
+    too_late,
+)
 
-__all__ = ["create_keyed", "schedule_id_for_key"]
+__all__ = ["Change", "change_many", "create_keyed", "schedule_id_for_key"]
 
 _IN_CHUNK = 500
 """Keys looked up per statement."""
 _KEY = SCHEDULE_COLUMNS.replace(" ", "").split(",").index("key")
 """The position of ``key`` in a row of :data:`SCHEDULE_COLUMNS`."""
+
+
+class Change(NamedTuple):
+    """One cancel (``cancel`` True) or reschedule, of the schedule ``id`` or else of
+    ``tenant``'s schedule holding ``key``; ``scope`` limits it to a tenant (None: any)."""
+
+    id: str | None
+    key: str | None
+    tenant: str
+    scope: str | None
+    now_ms: int
+    cancel: bool
+    due_ms: int | None = None
+    payload: bytes | None = None
+    payload_kind: PayloadKind | None = None
+    headers: dict[str, str] | None = None
+
+
+def change_many(store: SqlBase, changes: Sequence[Change]) -> list[Schedule | TocsinError]:
+    """Apply ``changes`` in order in one transaction; for each, the schedule as changed or
+    the error the single call raises (:class:`NotFoundError`, a ``ConflictError`` naming the
+    status)."""
+    d = store._dialect
+    cancel, change = d.q(CANCEL), d.q(reschedule_sql(d.blob))
+    by_key = d.q("SELECT id FROM schedules WHERE tenant = ? AND key = ?")
+    status = d.q(f"SELECT status FROM schedules WHERE id = ? AND {tenant_is()}")
+
+    def one(conn: Any, c: Change) -> Schedule | TocsinError:
+        ident = c.id
+        if ident is None:
+            found = conn.execute(by_key, (c.tenant, c.key)).fetchone()
+            if found is None:
+                return NotFoundError("schedule", f"key {c.key!r} of tenant {c.tenant!r}")
+            ident = str(found[0])
+        if c.cancel:
+            row = conn.execute(cancel, cancel_args(ident, now_ms=c.now_ms,
+                                                   tenant=c.scope)).fetchone()
+        else:
+            row = conn.execute(change, reschedule_args(
+                ident, due_ms=c.due_ms, payload=c.payload, payload_kind=c.payload_kind,
+                headers=c.headers, tenant=c.scope)).fetchone()
+        if row is not None:
+            return schedule_from_row(row)
+        now = conn.execute(status, (ident, c.scope, c.scope)).fetchone()
+        if now is None:
+            return NotFoundError("schedule", ident)
+        return too_late(ident, Status(now[0]), "cancel" if c.cancel else "change")
+
+    return store._tenant_work(lambda conn: [one(conn, c) for c in changes],
+                              tenants=frozenset())
 
 
 def schedule_id_for_key(store: SqlBase, *, tenant: str, key: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tocsin.stores.sql.base import SqlBase
-from tocsin.stores.sql.stats import FINISHED_AT
+from tocsin.stores.sql.stats import FINISHED_AT, finished_rows
 
 __all__ = ["attempts_between", "finished_between", "upcoming_between"]
 
@@ -16,9 +16,9 @@ def finished_between(store: SqlBase, lo_ms: int, hi_ms: int) -> list[tuple[Any, 
     """``(id, tenant, channel, status, finished_ms)`` of schedules finished in
     ``[lo_ms, hi_ms)``."""
     return store._rows(
-        f"SELECT id, tenant, channel, status, {FINISHED_AT} FROM schedules "
-        f"WHERE status IN ('DELIVERED', 'CANCELLED', 'DEAD') AND {FINISHED_AT} >= ? "
-        f"AND {FINISHED_AT} < ?", (lo_ms, hi_ms))
+        f"SELECT id, tenant, channel, status, {FINISHED_AT} FROM "
+        f"{finished_rows(store._dialect)} AND {FINISHED_AT} >= ? AND {FINISHED_AT} < ?",
+        (lo_ms, hi_ms))
 
 
 def attempts_between(store: SqlBase, lo_ms: int, hi_ms: int) -> list[tuple[Any, ...]]:

@@ -19,7 +19,7 @@ from typing import Any
 from tocsin.abc import MetricsStore
 from tocsin.domain import Ack, Status
 from tocsin.stores.sql.base import Dialect, SqlBase, executemany, tenant_is
-from tocsin.stores.sql.stats import FINISHED_AT
+from tocsin.stores.sql.stats import FINISHED_AT, finished_rows
 
 __all__ = ["DELIVERIES", "FENCED", "LATENESS", "LATENESS_SUM", "SHARDS", "SqlMetrics",
            "add_counts", "delivery_counts", "labels"]
@@ -91,8 +91,8 @@ class SqlMetrics(SqlBase, MetricsStore):
     def finished_by_slot(self, *, from_ms: int, to_ms: int, slot_ms: int,
                          tenant: str | None = None) -> builtins.list[tuple[int, Status, int]]:
         rows = self._rows(  # one bounded range of the schedules_finished index
-            f"SELECT ({FINISHED_AT} - ?) / ?, status, count(*) FROM schedules "
-            f"WHERE status IN ('DELIVERED', 'CANCELLED', 'DEAD') AND {FINISHED_AT} >= ? "
+            f"SELECT ({FINISHED_AT} - ?) / ?, status, count(*) FROM "
+            f"{finished_rows(self._dialect)} AND {FINISHED_AT} >= ? "
             f"AND {FINISHED_AT} < ? AND {tenant_is()} GROUP BY 1, 2 ORDER BY 1, 2",
             (from_ms, slot_ms, from_ms, to_ms, tenant, tenant))
         return [(from_ms + int(r[0]) * slot_ms, Status(r[1]), int(r[2])) for r in rows]

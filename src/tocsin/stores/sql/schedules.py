@@ -25,10 +25,47 @@ from tocsin.stores.rows import (
 )
 from tocsin.stores.sql.base import SqlBase, tenant_is
 
-__all__ = ["INSERT", "SqlSchedules"]
+__all__ = ["CANCEL", "INSERT", "SqlSchedules", "cancel_args", "reschedule_args",
+           "reschedule_sql", "too_late"]
 
 INSERT = f"INSERT INTO schedules ({INSERT_COLUMNS}) VALUES ({', '.join('?' * INSERT_ARITY)})"
 """One new schedule (``insert_values`` values)."""
+
+
+CANCEL = ("UPDATE schedules SET status = 'CANCELLED', next_ms = ? "
+          f"WHERE id = ? AND status = 'PENDING' AND {tenant_is()} RETURNING {SCHEDULE_COLUMNS}")
+"""A cancel: the compare-and-set a claim races (``cancel_args``)."""
+
+
+def cancel_args(schedule_id: str, *, now_ms: int, tenant: str | None) -> tuple[Any, ...]:
+    """The parameters of :data:`CANCEL`."""
+    return now_ms, schedule_id, tenant, tenant
+
+
+def reschedule_sql(blob: str) -> str:
+    """A reschedule of a PENDING schedule (``reschedule_args``); ``blob`` is the dialect's
+    byte string type."""
+    return ("UPDATE schedules SET due_ms = coalesce(CAST(? AS BIGINT), due_ms), "
+            "next_ms = coalesce(CAST(? AS BIGINT), next_ms), "
+            f"payload = coalesce(CAST(? AS {blob}), payload), "
+            "payload_kind = coalesce(CAST(? AS TEXT), payload_kind), "
+            "headers = coalesce(CAST(? AS TEXT), headers) "
+            f"WHERE id = ? AND status = 'PENDING' AND {tenant_is()} "
+            f"RETURNING {SCHEDULE_COLUMNS}")
+
+
+def reschedule_args(schedule_id: str, *, due_ms: int | None, payload: bytes | None,
+                    payload_kind: PayloadKind | None, headers: dict[str, str] | None,
+                    tenant: str | None) -> tuple[Any, ...]:
+    """The parameters of :func:`reschedule_sql`."""
+    return (due_ms, due_ms, payload, payload_kind.value if payload_kind else None,
+            None if headers is None else json.dumps(headers), schedule_id, tenant, tenant)
+
+
+def too_late(schedule_id: str, status: Status, verb: str) -> ConflictError:
+    """The answer to a cancel or a change of a schedule no longer PENDING."""
+    return ConflictError(f"schedule {schedule_id} is {status.value}: too late to {verb}",
+                         status=status.value, ident=schedule_id)
 
 
 class SqlSchedules(SqlBase, ScheduleStore):
@@ -110,38 +147,25 @@ class SqlSchedules(SqlBase, ScheduleStore):
         return [schedule_from_row(r) for r in rows]
 
     def cancel(self, schedule_id: str, *, now_ms: int, tenant: str | None = None) -> Schedule:
-        sql = self._dialect.q(
-            "UPDATE schedules SET status = 'CANCELLED', next_ms = ? "
-            f"WHERE id = ? AND status = 'PENDING' AND {tenant_is()} RETURNING {SCHEDULE_COLUMNS}")
         row = self._tenant_work(lambda conn: conn.execute(
-            sql, (now_ms, schedule_id, tenant, tenant)).fetchone(), tenants=frozenset())
+            self._dialect.q(CANCEL), cancel_args(schedule_id, now_ms=now_ms, tenant=tenant),
+        ).fetchone(), tenants=frozenset())
         if row is not None:
             return schedule_from_row(row)
-        current = self.get(schedule_id, tenant=tenant)
-        raise ConflictError(f"schedule {schedule_id} is {current.status.value}: too late to cancel",
-                            status=current.status.value, ident=schedule_id)
+        raise too_late(schedule_id, self.get(schedule_id, tenant=tenant).status, "cancel")
 
     def reschedule(self, schedule_id: str, *, now_ms: int, due_ms: int | None = None,
                    payload: bytes | None = None, payload_kind: PayloadKind | None = None,
                    headers: dict[str, str] | None = None,
                    tenant: str | None = None) -> Schedule:
-        sql = self._dialect.q(
-            "UPDATE schedules SET due_ms = coalesce(CAST(? AS BIGINT), due_ms), "
-            "next_ms = coalesce(CAST(? AS BIGINT), next_ms), "
-            f"payload = coalesce(CAST(? AS {self._dialect.blob}), payload), "
-            "payload_kind = coalesce(CAST(? AS TEXT), payload_kind), "
-            "headers = coalesce(CAST(? AS TEXT), headers) "
-            f"WHERE id = ? AND status = 'PENDING' AND {tenant_is()} "
-            f"RETURNING {SCHEDULE_COLUMNS}")
-        args = (due_ms, due_ms, payload, payload_kind.value if payload_kind else None,
-                None if headers is None else json.dumps(headers), schedule_id, tenant, tenant)
-        row = self._tenant_work(lambda conn: conn.execute(sql, args).fetchone(),
-                                tenants=frozenset())
+        args = reschedule_args(schedule_id, due_ms=due_ms, payload=payload,
+                               payload_kind=payload_kind, headers=headers, tenant=tenant)
+        row = self._tenant_work(lambda conn: conn.execute(
+            self._dialect.q(reschedule_sql(self._dialect.blob)), args).fetchone(),
+            tenants=frozenset())
         if row is not None:
             return schedule_from_row(row)
-        current = self.get(schedule_id, tenant=tenant)
-        raise ConflictError(f"schedule {schedule_id} is {current.status.value}: too late to "
-                            "change", status=current.status.value, ident=schedule_id)
+        raise too_late(schedule_id, self.get(schedule_id, tenant=tenant).status, "change")
 
     def deliveries(self, schedule_id: str, *,
                    tenant: str | None = None) -> builtins.list[Delivery]:

@@ -8,19 +8,28 @@ from collections import defaultdict
 from typing import Any
 
 from tocsin.abc import ChannelStats, StatsStore
-from tocsin.stores.sql.base import SqlBase, tenant_is
+from tocsin.stores.sql.base import Dialect, SqlBase, tenant_is
 
-__all__ = ["FINISHED_AT", "LATENESS_SAMPLE", "SqlStats", "percentiles"]
+__all__ = ["FINISHED", "FINISHED_AT", "LATENESS_SAMPLE", "SqlStats", "finished_rows",
+           "percentiles"]
 
 FINISHED_AT = "coalesce(delivered_ms, next_ms)"
 """When a finished schedule finished (the expression of the ``schedules_finished`` index)."""
+FINISHED = "status IN ('DELIVERED', 'CANCELLED', 'DEAD')"
+"""A finished schedule (the predicate of the ``schedules_finished`` index)."""
+
+
+def finished_rows(dialect: Dialect) -> str:
+    """``schedules … WHERE`` the finished ones, read by the ``schedules_finished`` index: the
+    caller follows it with ``AND`` a range of :data:`FINISHED_AT`."""
+    return f"schedules{dialect.by_finish} WHERE {FINISHED}"
+
 LATENESS_SAMPLE = 20_000
 """Lateness figures come from at most this many of the window's most recent deliveries."""
 
 _WAITING = (f"SELECT tenant, channel, count(*), sum(CASE WHEN next_ms < ? THEN 1 ELSE 0 END) "
             f"FROM schedules WHERE status = 'PENDING' AND {tenant_is()} GROUP BY tenant, channel")
-_FINISHED = (f"SELECT tenant, channel, status, count(*) FROM schedules "
-             f"WHERE status IN ('DELIVERED', 'CANCELLED', 'DEAD') AND {FINISHED_AT} >= ? "
+_FINISHED = (f"SELECT tenant, channel, status, count(*) FROM {{rows}} AND {FINISHED_AT} >= ? "
              f"AND {tenant_is()} GROUP BY tenant, channel, status")
 _ATTEMPTS = (f"SELECT s.tenant, s.channel, d.outcome, d.lateness_ms FROM "
              f"(SELECT schedule_id, outcome, lateness_ms FROM deliveries WHERE ended_ms >= ? "
@@ -52,7 +61,8 @@ class SqlStats(SqlBase, StatsStore):
         for t, channel, pending, soon in self._rows(_WAITING, (now_ms + ahead_ms, tenant,
                                                               tenant)):
             figures[(t, channel)].update(pending=int(pending), due_soon=int(soon or 0))
-        for t, channel, status, count in self._rows(_FINISHED, (since, tenant, tenant)):
+        for t, channel, status, count in self._rows(
+                _FINISHED.format(rows=finished_rows(self._dialect)), (since, tenant, tenant)):
             figures[(t, channel)][status] = int(count)
         for t, channel, outcome, lateness in self._rows(_ATTEMPTS, (since, LATENESS_SAMPLE,
                                                                    tenant, tenant)):
