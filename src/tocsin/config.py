@@ -93,6 +93,11 @@ class Settings(BaseSettings):
         2.0, ge=0, description="Each dispatch task's hand-over window: after its micro-batch it "
         "keeps its buckets this long and hands each schedule over at its due time (0: off)."
     )
+    keep_warm_seconds: float = Field(
+        30.0, ge=0, description="An idle dispatcher still runs a micro-batch this often, so "
+        "Spark keeps its Python workers (it stops one idle for a minute; a new one takes "
+        "seconds to start). 0: never."
+    )
     relay: bool = Field(
         True, description="Run the relay query, which hands over in the main query's gaps "
         "between windows (one more Spark task slot)."

@@ -53,6 +53,7 @@ class DispatchOptions:
                    retry_cap_ms=ms(settings.retry_cap_seconds),
                    max_attempts=settings.max_attempts,
                    hand_over_ms=ms(settings.hand_over_seconds),
+                   keep_warm_ms=ms(settings.keep_warm_seconds),
                    horizon_ms=ms(settings.recurring_horizon_seconds),
                    max_per_minute=settings.recurring_max_per_minute)
 

@@ -1,0 +1,72 @@
+"""What an idle ``tocsin up`` costs, by setting: CPU of its whole process tree (API, Spark
+driver, Python workers) over ``--seconds`` with nothing due, after ``--settle`` seconds from
+ready, for each variant of the settings that shape idle work (the relay query, hand-over
+windows, the keep-warm batches).
+
+    bench/run idle [--seconds 60] [--settle 40] [--variants default,no-relay,no-windows]
+
+Writes bench/results/idle.json (one figure per variant: ``cpu_pct_of_one_core``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.common import machine_info, measure_idle
+from bench.tocsin_up import TocsinUp
+
+RESULTS = Path(__file__).parent / "results" / "idle.json"
+VARIANTS: dict[str, dict[str, str]] = {
+    "default": {},
+    "no-relay": {"TOCSIN_RELAY": "false"},
+    "no-windows": {"TOCSIN_HAND_OVER_SECONDS": "0"},
+    "no-keep-warm": {"TOCSIN_KEEP_WARM_SECONDS": "0"},
+}
+
+
+def log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def run(name: str, env: dict[str, str], seconds: float, settle: float) -> dict[str, Any]:
+    import time
+
+    home = Path(tempfile.mkdtemp(prefix=f"tocsin-bench-idle-{name}-"))
+    up = TocsinUp(home, store_url=None, env={"TOCSIN_ARCHIVE_EVERY_SECONDS": "0", **env},
+                  log=log)
+    try:
+        ready_s = up.start()
+        time.sleep(settle)
+        idle = measure_idle(seconds)
+    finally:
+        up.stop()
+    idle["ready_s"] = round(ready_s, 1)
+    log(f"{name}: {idle['cpu_pct_of_one_core']} % of one core ({idle['cpu_s_by_kind']})")
+    return idle
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--settle", type=float, default=40.0)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    out: dict[str, Any] = {"benchmark": "idle", "seconds": args.seconds,
+                           "date": datetime.now(UTC).isoformat(timespec="seconds")}
+    for name in args.variants.split(","):
+        out[name] = run(name, VARIANTS[name], args.seconds, args.settle)
+    out["machine"] = machine_info()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps({n: out[n]["cpu_pct_of_one_core"] for n in args.variants.split(",")}))
+
+
+if __name__ == "__main__":
+    main()
