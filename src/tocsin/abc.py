@@ -251,7 +251,10 @@ class DispatchStore(ABC):
                           lease_ms: int) -> int | None:
         """The earliest next time ``<= until_ms`` of an unthrottled PENDING schedule in buckets
         ``[bucket_lo, bucket_hi]`` that a claim would take (head of its key, channel not
-        paused), or ``now_ms`` when a claim there is older than the lease; None when neither.
+        paused), or ``now_ms`` when a claim there is older than the lease; else when the
+        earliest schedule waiting on a policy can be claimed (a free token), if ``<= until_ms``
+        (in any range: a claim here takes this range's part of the policy's earliest, which
+        may be nothing); None when none of these.
         A read: a hand-over window asks it before it waits for the next due instant."""
 
     @abstractmethod

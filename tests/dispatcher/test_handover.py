@@ -192,3 +192,31 @@ def test_an_idle_dispatcher_runs_a_batch_to_keep_its_workers_warm(rig: Rig) -> N
     assert core.next_offset(kept) == kept
     rig.schedule(T0 + 31_000 + W)  # due within a window: a batch, whose window will wait
     assert core.next_offset(kept) != kept
+
+
+def test_a_token_released_during_the_window_lets_the_next_go_within_a_poll(rig: Rig) -> None:
+    """A policy with two tokens and five schedules due: two go at their due instant; each
+    token a consumer releases lets one more go within a poll, in the same window — not one
+    refill per micro-batch."""
+    from tocsin.domain import Policy
+
+    rig.store.put_policy(Policy(name="p", max_in_flight=2, token_lease_ms=60_000), now_ms=T0)
+    ids = [rig.schedule(T0 + 100 + i, policy="p") for i in range(5)]
+    released: dict[int, str] = {}
+
+    def release_first() -> None:
+        first = rig.recordings.recorded("out")[len(released)]
+        assert rig.store.release(first.delivery_id, now_ms=rig.clock.now_ms())
+        released[rig.clock.now_ms()] = first.schedule_id
+
+    rig.clock.at(T0 + 700, release_first)
+    rig.clock.at(T0 + 1_300, release_first)
+    assert rig.window() == 4
+    assert rig.got() == ids[:4]  # the policy's earliest first
+    ends = {e.schedule_id: rig.store.get(e.schedule_id).delivered_ms
+            for e in rig.recordings.recorded("out")}
+    assert (ends[ids[0]], ends[ids[1]]) == (T0 + 100, T0 + 101)  # each at its due instant
+    assert T0 + 700 < ends[ids[2]] <= T0 + 700 + POLL_MS
+    assert T0 + 1_300 < ends[ids[3]] <= T0 + 1_300 + POLL_MS
+    assert rig.store.get(ids[4]).status is Status.PENDING  # no token left
+    assert rig.clock.waits <= 2 * W // POLL_MS  # a saturated policy is not polled in a spin

@@ -1,4 +1,4 @@
-"""Ordering keys end to end: 1 000 keys x 50 schedules with random due times, a receiver that
+"""Ordering keys end to end: 500 keys x 20 schedules with random due times, a receiver that
 fails 20 % of deliveries at random, and a kill -9 of the dispatcher midway. At the receiver,
 each key's first successful deliveries come in exactly (due time, sequence) order, and
 nothing is lost."""
@@ -20,7 +20,7 @@ from tocsin.stores import open_store
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-KEYS, PER_KEY = 1_000, 50
+KEYS, PER_KEY = 500, 20
 
 
 def _first_successes(receiver: Receiver) -> dict[str, list[str]]:

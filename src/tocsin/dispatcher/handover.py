@@ -4,8 +4,8 @@ A micro-batch claims what is due and delivers it; then each task stays with its 
 until its window ends, and hands each further schedule over at its due time::
 
     loop until the window's end:
-        next = store.next_claimable_ms(range, until=end)    a read
-        sleep until next (at most POLL_MS, then look again: new schedules, cancels)
+        next = store.next_claimable_ms(range, until=end)    a read (throttled ones too)
+        sleep until next (at most POLL_MS, then look again: new schedules, cancels, tokens)
         claim what is due now (the window's epoch)          the compare-and-set
         deliver, acknowledge
 
@@ -40,7 +40,8 @@ POLL_MS = 100
 """A waiting window looks at the store at least this often (a schedule created or moved
 to fall due soon, a cancel)."""
 RACE_PAUSE_MS = 5
-"""After a claim that found nothing it was told of (another task took it, a cancel won)."""
+"""After a claim that found nothing it was told of (another task took it, a cancel won, a
+policy without a free token), doubling with each such claim in a row up to :data:`POLL_MS`."""
 KEY_RUN_BUDGET_MS = 1_000
 """Without a window, how long a task keeps claiming the next heads of its keys."""
 
@@ -75,6 +76,7 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
     store, clock, opts = core.store, core.clock, core.options
     span = core.span(partition)
     epoch: int | None = None
+    misses = 0
     while (now := clock.now_ms()) < end_ms:
         horizon = end_ms
         if relay:
@@ -108,8 +110,12 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
         if not rows:
             if not wait:
                 break
-            clock.sleep_until(at + RACE_PAUSE_MS)
+            # Another task took it, a cancel won, or a policy has no free token: look again
+            # soon, then less often (a saturated policy frees a token when a delivery ends).
+            clock.sleep_until(at + min(POLL_MS, RACE_PAUSE_MS << misses))
+            misses = min(misses + 1, 8)
             continue
+        misses = 0
         claimed += len(rows)
         tally.add(core.deliver(rows))
         if not wait and not any(r.ordering_key is not None for r in rows):

@@ -188,7 +188,12 @@ class SqlDispatch(SqlBase, DispatchStore):
                 f"SELECT s.next_ms FROM schedules s WHERE {_claimable(d)} "
                 "ORDER BY s.next_ms LIMIT 1"),
                 (bucket_lo, bucket_hi, until_ms)).fetchone()
-            return None if row is None else int(row[0])
+            due = None if row is None else int(row[0])
+            if due is None or due > now_ms:
+                throttled = throttled_next_ms(conn, d, now_ms=now_ms)
+                if throttled is not None and throttled <= until_ms:
+                    due = throttled if due is None else min(due, throttled)
+            return due
 
         return self._work(work, write=False)
 
