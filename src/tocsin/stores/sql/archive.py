@@ -1,7 +1,7 @@
 """What the archive job (:mod:`tocsin.pipelines.archive`) asks of a SQL store: finished
 schedules older than a cutoff with their attempts, and their deletion in small transactions.
 Written once over the backend's ``_work``; every read of schedules is a range of
-``schedules_finished`` (migration 10), paged by (finish time, id)."""
+``schedules_finished`` (finish time, id; migration 11), a page at a time."""
 
 from __future__ import annotations
 
@@ -24,7 +24,12 @@ ARCHIVE_COLUMNS = (
 
 
 def first_finished(store: SqlBase) -> int | None:
-    """When the earliest finished schedule finished (None: none has)."""
+    """When the earliest finished schedule finished (None: none has). Refreshes the planner's
+    statistics first (PostgreSQL): after a day's changes they may say that few schedules
+    finished, and the pages of :func:`finished_between` must each be one index range, not a
+    sort of what remains of the span."""
+    if store._dialect.analyze:
+        store._work(lambda conn: conn.execute(store._dialect.analyze), idempotent=True)
     rows = store._rows(f"SELECT min({FINISHED_AT}) FROM {finished_rows(store._dialect)}")
     return None if not rows or rows[0][0] is None else int(rows[0][0])
 
@@ -34,13 +39,12 @@ def finished_between(store: SqlBase, *, lo_ms: int, hi_ms: int,
     """Up to ``limit`` finished schedules (``ARCHIVE_COLUMNS``) that finished in
     ``[lo_ms, hi_ms)``, in (finish time, id) order after ``after`` (that pair of the last row
     of the page before)."""
-    page, args = "", (lo_ms,)  # type: tuple[str, tuple[Any, ...]]
+    start, args = f"{FINISHED_AT} >= ?", (lo_ms,)  # type: str, tuple[Any, ...]
     if after is not None:
-        page, args = f" AND ({FINISHED_AT} > ? OR id > ?)", (after[0], after[0], after[1])
+        start, args = f"({FINISHED_AT}, id) > (?, ?)", after
     return store._rows(
-        f"SELECT {ARCHIVE_COLUMNS} FROM {finished_rows(store._dialect)} "
-        f"AND {FINISHED_AT} >= ?{page} AND {FINISHED_AT} < ? "
-        f"ORDER BY {FINISHED_AT}, id LIMIT ?", (*args, hi_ms, limit))
+        f"SELECT {ARCHIVE_COLUMNS} FROM {finished_rows(store._dialect)} AND {start} "
+        f"AND {FINISHED_AT} < ? ORDER BY {FINISHED_AT}, id LIMIT ?", (*args, hi_ms, limit))
 
 
 def archived_deliveries(store: SqlBase, ids: Sequence[str]) -> list[tuple[Any, ...]]:

@@ -37,6 +37,9 @@ class Dialect(NamedTuple):
     by_finish: str = ""
     """Appended to ``schedules`` in a read of finished schedules by a range of when they
     finished (see :func:`~tocsin.stores.sql.stats.finished_rows`)."""
+    analyze: str = ""
+    """Refreshes the planner's statistics of the schedules and their attempts (empty: none
+    needed)."""
 
     def q(self, sql: str) -> str:
         """``sql`` written with ``?`` placeholders, in this dialect."""
@@ -48,7 +51,7 @@ SQLITE = Dialect("?", head_of_key("rowid"), "", "", "", "BLOB", " INDEXED BY sch
 reads finished schedules through ``schedules_done`` (status, channel), every one of them, when
 a range of ``schedules_finished`` holds the few asked for: it is told the index."""
 POSTGRES = Dialect("%s", head_of_key("seq"), " FOR UPDATE OF s SKIP LOCKED", " FOR UPDATE OF p",
-                   " FOR UPDATE", "BYTEA")
+                   " FOR UPDATE", "BYTEA", analyze="ANALYZE schedules, deliveries")
 """PostgreSQL: a claim locks the policies it takes tokens from, so concurrent claims in other
 bucket ranges or other dispatchers wait and then count the tokens just taken."""
 
