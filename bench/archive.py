@@ -22,7 +22,6 @@ Writes bench/results/archive.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -35,7 +34,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.common import machine_info, now_ms
+from bench.common import now_ms, write_results
 from tocsin.config import Settings
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule
 from tocsin.pipelines.archive import SCHEDULE_SCHEMA, run_archive
@@ -199,10 +198,7 @@ def main() -> None:
         out[kind] = result
     spark.stop()
     shutil.rmtree(home, ignore_errors=True)
-    out["machine"] = machine_info()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in out.items() if k.endswith("_per_s")}))
+    write_results(out, args.out)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ __all__ = [
     "run_phase",
     "stop_group",
     "tree_sample",
+    "write_results",
 ]
 
 CHUNK = 10_000
@@ -447,6 +448,17 @@ def machine_info() -> dict[str, Any]:
         "redis_py": _version("redis"), "apscheduler": _version("apscheduler"),
         "httpx": _version("httpx"), "nginx": _nginx_version(),
     }
+
+
+def write_results(out: dict[str, Any], path: Path) -> None:
+    """Add the machine to a benchmark's results, write them as JSON to ``path`` and print
+    its rates (the keys ending ``_per_s``) on one line."""
+    import json
+
+    out["machine"] = machine_info()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in out.items() if k.endswith("_per_s")}))
 
 
 def _nginx_version() -> str | None:

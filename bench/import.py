@@ -15,7 +15,6 @@ Writes bench/results/import.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -26,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.common import machine_info
+from bench.common import write_results
 from tocsin.config import Settings
 from tocsin.domain import ChannelKind, ChannelSpec
 from tocsin.pipelines.bulk_import import run_import
@@ -109,10 +108,7 @@ def main() -> None:
         out[f"{kind}_target_rows_per_s"] = TARGETS[kind]
         out[kind] = result
     spark.stop()
-    out["machine"] = machine_info()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in out.items() if k.endswith("_per_s")}))
+    write_results(out, args.out)
 
 
 if __name__ == "__main__":
