@@ -123,6 +123,18 @@ def test_command_errors(store: Store) -> None:
         (Outcome.INVALID, "id"), (Outcome.INVALID, "delay")]
 
 
+def test_text_the_store_cannot_hold_is_invalid(store: Store) -> None:
+    """A lone surrogate or a NUL (JSON escapes) is refused naming the field, as by the API."""
+    applier = CommandApplier(store, Settings(store="x"))
+    now = int(time.time() * 1000)
+    bodies = [rb'{"op": "create", "channel": "out", "payload_text": "a\ud800", "delay": 5}',
+              rb'{"op": "create", "channel": "out", "payload": 1, "delay": 5, "key": "a\u0000"}',
+              rb'{"op": "create", "channel": "out", "payload_text": "\ud83d\ude00", "delay": 5}']
+    answers = applier.apply([Message("t", 0, i, now, b) for i, b in enumerate(bodies)])
+    assert [(a.outcome, a.field) for a in answers] == [
+        (Outcome.INVALID, "payload_text"), (Outcome.INVALID, "key"), (Outcome.APPLIED, None)]
+
+
 def test_ingest_query(spark: SparkSession, kafka: Tansu, store: Store, backend_url: str,
                       tmp_path: Path) -> None:
     """2 000 commands over 4 partitions through the streaming query; bad ones on the rejects

@@ -37,6 +37,7 @@ import pydantic
 
 from tocsin.abc import Store
 from tocsin.api.models import ScheduleChange
+from tocsin.api.text import TEXT_ESCAPE
 from tocsin.config import Settings
 from tocsin.domain import DEFAULT_TENANT, NewSchedule, Schedule
 from tocsin.errors import ConflictError, NotFoundError, TocsinError, ValidationError
@@ -162,7 +163,9 @@ class CommandApplier:
             return _Command(op, body)
         if "key" not in body and "uniqueness_key" not in body:
             body["key"] = f"kafka:{m.topic}:{m.partition}:{m.offset}"
-        value = ScheduleCheck(self.settings, now_ms=m.timestamp_ms, known=known).check(body)
+        # Lone surrogates and NUL reach JSON text only as escapes: only then is the text walked.
+        value = ScheduleCheck(self.settings, now_ms=m.timestamp_ms, known=known).check(
+            body, check_text=TEXT_ESCAPE.search(m.value or b"") is not None)
         if isinstance(value, list):
             return self._invalid(m, op, value)
         return value
