@@ -111,7 +111,9 @@ def start_relay(spark: SparkSession, options: DispatchOptions, *, checkpoint: Pa
     import math
     from dataclasses import replace
 
-    relay = replace(options, relay=1, partitions=1,
+    # No keep-warm batches of its own: Spark keeps or stops idle Python workers by the last
+    # activity of their pool, which the main query's keep-warm batches share.
+    relay = replace(options, relay=1, partitions=1, keep_warm_ms=0,
                     batch_cap=math.ceil(options.batch_cap / options.partitions))
     return _start(spark, "tocsin-relay", relay, checkpoint=checkpoint,
                   trigger_seconds=trigger_seconds, name=name)
