@@ -6,8 +6,11 @@ the API a little after it arrived (or never), and measures how many it held at o
     consumer.max_held       # the most deliveries held (arrived, token not yet returned) at once
     consumer.stop()
 
-A delivery counts as held from its arrival until the API answered its release, so the figure
-is never below what the policy let through at that moment.
+A delivery counts as held from its arrival until its release is sent: inside the time the
+store holds its token (taken before the delivery left, given back when the release commits), so
+the figure never exceeds the tokens held at that moment, and a policy that let more through than
+it allows shows as more held here. (Counting until the API's answer would count a token twice
+when the dispatcher hands it to the next delivery between the commit and the answer.)
 """
 
 from __future__ import annotations
@@ -93,12 +96,13 @@ class ReleasingConsumer:
             self._pool.submit(self._release, delivery_id)
 
     def _release(self, delivery_id: str) -> None:
+        with self._lock:
+            self.held -= 1
         r = self._http.post(f"/v1/deliveries/{delivery_id}/release")
         with self._lock:
             if r.status_code != 200:
                 self.release_errors.append(f"{delivery_id}: {r.status_code} {r.text}")
             self.released += 1
-            self.held -= 1
 
     def schedule_ids(self) -> set[str]:
         """Every schedule that arrived."""
