@@ -20,8 +20,8 @@ from tocsin.config import Settings
 from tocsin.domain import DEFAULT_TENANT, NewSchedule, PayloadKind
 from tocsin.errors import NotFoundError, ValidationError
 
-__all__ = ["Change", "Known", "Problem", "ScheduleCheck", "read_change", "reason_of",
-           "registered"]
+__all__ = ["Change", "Known", "Problem", "ScheduleCheck", "cached", "read_change",
+           "reason_of", "registered"]
 
 
 class Known(Protocol):
@@ -66,6 +66,18 @@ def reason_of(error: Any) -> str:
     return str(error.get("msg", "invalid")).removeprefix("Value error, ")
 
 
+def cached(known: Known) -> Known:
+    """``known``, asking once per (kind, name, tenant)."""
+    seen: dict[tuple[str, str, str], bool] = {}
+
+    def ask(kind: str, name: str, *, tenant: str) -> bool:
+        if (kind, name, tenant) not in seen:
+            seen[(kind, name, tenant)] = known(kind, name, tenant=tenant)
+        return seen[(kind, name, tenant)]
+
+    return ask
+
+
 def registered(store: Any, kind: str, name: str, *, tenant: str) -> bool:
     """Whether ``tenant``'s ``kind`` (``channel``, ``policy``) named ``name`` is registered
     in ``store``."""
@@ -88,9 +100,8 @@ class ScheduleCheck:
         self._max_payload = settings.max_payload_bytes
         self._grace_ms = settings.grace_ms
         self._retention_ms = settings.key_retention_ms
-        self._known = known
+        self._known = cached(known)
         self._tenant_of = tenant_of
-        self._registered: dict[tuple[str, str, str], bool] = {}
         self._keys: dict[tuple[str, str], tuple[int, str]] = {}
         """(tenant, key) → the first item giving it and its request digest."""
 
@@ -110,10 +121,10 @@ class ScheduleCheck:
             return [Problem(".".join(map(str, e["loc"])), reason_of(e)) for e in exc.errors()]
         except ValidationError as exc:
             return [Problem(exc.field, exc.reason)]
-        if not self._is_known("channel", value.channel, value.tenant):
+        if not self._known("channel", value.channel, tenant=value.tenant):
             return [Problem("channel", f"channel {value.channel!r} is not registered")]
-        if value.policy is not None and not self._is_known("policy", value.policy,
-                                                            value.tenant):
+        if value.policy is not None and not self._known("policy", value.policy,
+                                                         tenant=value.tenant):
             return [Problem("policy", f"policy {value.policy!r} is not registered")]
         if value.key is not None and not value.overwrite_pending:
             digest = value.fingerprint()
@@ -123,8 +134,3 @@ class ScheduleCheck:
                 return [Problem("key", f"key {value.key!r} is also given to item {first} "
                                        "with a different request")]
         return value
-
-    def _is_known(self, kind: str, name: str, tenant: str) -> bool:
-        if (kind, tenant, name) not in self._registered:
-            self._registered[(kind, tenant, name)] = self._known(kind, name, tenant=tenant)
-        return self._registered[(kind, tenant, name)]

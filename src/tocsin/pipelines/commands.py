@@ -41,7 +41,15 @@ from tocsin.api.text import TEXT_ESCAPE
 from tocsin.config import Settings
 from tocsin.domain import DEFAULT_TENANT, NewSchedule, Schedule
 from tocsin.errors import ConflictError, NotFoundError, TocsinError, ValidationError
-from tocsin.intake import Known, Problem, ScheduleCheck, read_change, reason_of, registered
+from tocsin.intake import (
+    Known,
+    Problem,
+    ScheduleCheck,
+    cached,
+    read_change,
+    reason_of,
+    registered,
+)
 from tocsin.pipelines.writes import Change, change_many, create_many
 
 __all__ = ["Answer", "CommandApplier", "Message", "Op", "Outcome"]
@@ -113,7 +121,7 @@ class CommandApplier:
 
     def apply(self, messages: Sequence[Message]) -> list[Answer]:
         """Apply ``messages`` as if one by one in order; one answer each."""
-        known = _cached(partial(registered, self.store))
+        known = cached(partial(registered, self.store))  # one lookup per batch, not per create
         parsed = [self._parse(m, known) for m in messages]
         if not _reorderable(parsed):
             return self._in_order(messages, parsed)
@@ -237,18 +245,6 @@ class _Command(NamedTuple):
 
     op: Op
     body: dict[str, Any]
-
-
-def _cached(known: Known) -> Known:
-    """``known``, asking the store once per (kind, name, tenant)."""
-    seen: dict[tuple[str, str, str], bool] = {}
-
-    def ask(kind: str, name: str, *, tenant: str) -> bool:
-        if (kind, name, tenant) not in seen:
-            seen[(kind, name, tenant)] = known(kind, name, tenant=tenant)
-        return seen[(kind, name, tenant)]
-
-    return ask
 
 
 def _reorderable(parsed: Sequence[Answer | NewSchedule | _Command]) -> bool:
