@@ -7,7 +7,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -33,6 +33,23 @@ pytest_plugins = [
 ]
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """After selection: drop a ``smaller_twin`` whose slow twin runs too (the same check at
+    the issue's size), and start the slow tests first, so that pytest-xdist's workers share
+    them out at the start and finish together instead of one waiting on the other's last
+    long test."""
+    selected = {(item.path, getattr(item, "originalname", item.name)) for item in items}
+    twins = [item for item in items
+             if (mark := item.get_closest_marker("smaller_twin")) is not None
+             and (item.path, mark.args[0]) in selected]
+    if twins:
+        config.hook.pytest_deselected(items=twins)
+        dropped = set(map(id, twins))
+        items[:] = [item for item in items if id(item) not in dropped]
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One local Spark session for the whole run, with a task slot for each task that may wait
@@ -47,12 +64,28 @@ def spark() -> Iterator[SparkSession]:
 
 
 @pytest.fixture
-def say(capsys: pytest.CaptureFixture[str]) -> Callable[[str], None]:
-    """Print a test's figures (repeats, counts) to the terminal even when it passes, so they
-    show up in CI's log."""
+def say(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """Report a test's figures (repeats, counts, lateness) even when it passes: they are
+    printed at the end of the run, under "figures", so they show up in CI's log (also from
+    pytest-xdist's workers, whose output is not shown)."""
 
     def _say(message: str) -> None:
-        with capsys.disabled():
-            print(f"\n{message}", flush=True)
+        request.node.user_properties.append(("figure", message))
 
     return _say
+
+
+_FIGURES: list[tuple[str, str]] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call":
+        _FIGURES.extend((report.nodeid, str(value)) for name, value in report.user_properties
+                        if name == "figure")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _FIGURES:
+        terminalreporter.section("figures")
+        for nodeid, message in _FIGURES:
+            terminalreporter.write_line(f"{nodeid}: {message}")

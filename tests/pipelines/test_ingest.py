@@ -198,6 +198,7 @@ def _kill_and_restart(kafka: Tansu, store: Store, backend_url: str, tmp_path: Pa
             proc.wait()
 
 
+@pytest.mark.smaller_twin("test_kill9_mid_stream_100k")
 def test_kill9_mid_stream(kafka: Tansu, store: Store, backend_url: str, tmp_path: Path,
                           say: Callable[[str], None]) -> None:
     """4 000 commands; the ingest process is killed (-9) mid-stream and started again: the
