@@ -68,6 +68,8 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--partitions", type=int, default=4, help="bucket-range tasks per micro-batch")
     p.add_argument("--batch-cap", type=int, default=100_000, help="most rows per micro-batch")
     p.add_argument("--trigger-s", type=float, default=1.0, help="micro-batch trigger interval")
+    p.add_argument("--hand-over-s", type=float, default=2.0,
+                   help="each task's hand-over window (TOCSIN_HAND_OVER_SECONDS; 0: none)")
     p.add_argument("--peer", default="celery,poller",
                    help="comma-separated peers to run after Tocsin: celery, poller; or none")
     p.add_argument("--skip-tocsin", action="store_true", help="run the peers only")
@@ -251,7 +253,7 @@ def tocsin_part(args: argparse.Namespace) -> dict[str, Any]:
                           extra={"spark.sql.streaming.numRecentProgressUpdates": "5000",
                                  "spark.ui.showConsoleProgress": "false"})
     opts = DispatchOptions(store_url=url, buckets=args.buckets, partitions=args.partitions,
-                           batch_cap=args.batch_cap)
+                           batch_cap=args.batch_cap, hand_over_ms=round(args.hand_over_s * 1000))
     query = start_dispatcher(spark, opts, checkpoint=tmp / "checkpoint",
                              trigger_seconds=args.trigger_s)
     log(f"[tocsin] spark session and query started in {time.perf_counter() - started:.1f}s; "
