@@ -38,8 +38,10 @@ def test_readme_quickstart(tmp_path: Path) -> None:
     try:
         wait_until(lambda: _ready(api), timeout_s=180, interval_s=1, what="tocsin up")
         tocsin("channels", "add", "greetings", "--kind", "file", "--path", "greetings.jsonl")
+        # --delay 15: the cancel below must come before the schedules fall due, four `tocsin`
+        # processes later (each 1-2 s to start on a busy two-core machine; 5 s was too short)
         for n in (1, 2, 3):
-            tocsin("schedule", "greetings", "--payload", json.dumps({"n": n}), "--delay", "5")
+            tocsin("schedule", "greetings", "--payload", json.dumps({"n": n}), "--delay", "15")
         first = json.loads(tocsin("ls", "--status", "PENDING"))[0]["id"]
         assert json.loads(tocsin("cancel", first))["status"] == "CANCELLED"
         out = tmp_path / ".tocsin" / "channels" / "greetings.jsonl"  # the README's last line
