@@ -36,17 +36,15 @@ pytest_plugins = [
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """After selection: drop a ``smaller_twin`` whose slow twin runs too (the same check at
-    the full size). (Starting the slow tests first measured no faster on two workers: 24:04
-    against 22:45 in collection order, where each long test shares the machine with short
-    ones.)"""
+    the full size)."""
     selected = {(item.path, getattr(item, "originalname", item.name)) for item in items}
     twins = [item for item in items
              if (mark := item.get_closest_marker("smaller_twin")) is not None
              and (item.path, mark.args[0]) in selected]
     if twins:
         config.hook.pytest_deselected(items=twins)
-        dropped = set(map(id, twins))
-        items[:] = [item for item in items if id(item) not in dropped]
+        dropped = set(twins)
+        items[:] = [item for item in items if item not in dropped]
 
 
 @pytest.fixture(scope="session")
