@@ -35,12 +35,18 @@ pytest_plugins = [
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """After selection: drop a ``smaller_twin`` whose slow twin runs too (the same check at
-    the full size)."""
-    selected = {(item.path, getattr(item, "originalname", item.name)) for item in items}
+    """After selection: drop a ``smaller_twin`` whose slow twin runs too with the same
+    parameters (the same check at the full size); a twin whose slow twin runs only on some
+    parameters (say, PostgreSQL) still runs on the others."""
+
+    def ident(item: pytest.Item, name: str) -> tuple[object, str, str]:
+        callspec = getattr(item, "callspec", None)
+        return item.path, name, callspec.id if callspec is not None else ""
+
+    selected = {ident(item, getattr(item, "originalname", item.name)) for item in items}
     twins = [item for item in items
              if (mark := item.get_closest_marker("smaller_twin")) is not None
-             and (item.path, mark.args[0]) in selected]
+             and ident(item, mark.args[0]) in selected]
     if twins:
         config.hook.pytest_deselected(items=twins)
         dropped = set(twins)

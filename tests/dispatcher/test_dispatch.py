@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.dispatch import read_lines, running_dispatcher, wait_for_polls, wait_until
 from tocsin.abc import Store
+from tocsin.dispatcher.beat import DISPATCHER
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
 from tocsin.errors import ConflictError
 from tocsin.stores import open_store
@@ -102,13 +103,9 @@ def test_cancels_around_due_time_never_lose_a_race(spark, env, tmp_path):
     """1 000 cancels timed around their schedules' due times: a cancel that answered
     CANCELLED is never delivered, and every refused cancel is for a delivered schedule."""
     store, url, out = env
-    start = _now() + 4_000
-    ids = _schedule(store, 1000, due_ms=start, spread_ms=4_000)
-    due = {sid: store.get(sid).due_ms for sid in ids}
     cancelled: set[str] = set()
     refused: set[str] = set()
     rng = random.Random(7)
-    plan = sorted(ids, key=lambda sid: due[sid] + rng.randint(-1_500, 1_500))
 
     def canceller() -> None:
         for sid in plan:
@@ -124,6 +121,12 @@ def test_cancels_around_due_time_never_lose_a_race(spark, env, tmp_path):
 
     with running_dispatcher(spark, url, tmp_path / "ck", buckets=16, partitions=4,
                             trigger_seconds=0.2):
+        # The schedules fall due once the dispatcher runs (its first batch beat), so some
+        # cancels come after their hand-over even on a loaded machine.
+        wait_until(lambda: store.last_beat(DISPATCHER), timeout_s=120, what="a first batch")
+        ids = _schedule(store, 1000, due_ms=_now() + 4_000, spread_ms=4_000)
+        due = {sid: store.get(sid).due_ms for sid in ids}
+        plan = sorted(ids, key=lambda sid: due[sid] + rng.randint(-1_500, 1_500))
         worker = threading.Thread(target=canceller)
         worker.start()
         worker.join(timeout=60)

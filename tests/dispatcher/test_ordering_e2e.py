@@ -1,7 +1,12 @@
 """Ordering keys end to end: 500 keys x 20 schedules with random due times, a receiver that
 fails 20 % of deliveries at random, and a kill -9 of the dispatcher midway. At the receiver,
 each key's first successful deliveries come in exactly (due time, sequence) order, and
-nothing is lost."""
+nothing is lost.
+
+It runs on PostgreSQL, the store of a deployment with several dispatchers. The ordering rule is
+one statement over both dialects (``tocsin.stores.rows.head_of_key``), checked on both by the
+deterministic dispatcher tests (``test_core.py``: a key in order, a backlog, a retrying head,
+halt/continue) and on SQLite against a model (``tests/stores/test_ordering_model.py``)."""
 
 from __future__ import annotations
 
@@ -34,6 +39,7 @@ def _first_successes(receiver: Receiver) -> dict[str, list[str]]:
     return by_key
 
 
+@pytest.mark.parametrize("backend_url", ["postgres"], indirect=True)
 def test_each_key_arrives_in_order_through_failures_and_a_crash(
         backend_url: str, receiver: Receiver, tmp_path: Path,
         say: Callable[[str], None]) -> None:
