@@ -167,7 +167,8 @@ def import_(
         tenant = _import_tenant(settings, tenant)
         source = SourceFormat(fmt) if fmt else SourceFormat.of(path)
         shape = RowShape(format=source, mapping=parse_mapping(mapping or []), tenant=tenant)
-        summary = run_import(spark_session(settings.spark_master, app_name="tocsin-import"),
+        summary = run_import(spark_session(settings.spark_master, app_name="tocsin-import",
+                                           java_options=settings.spark_java_options),
                              path, settings=settings, fmt=source, shape=shape, rejects=rejects,
                              partitions=partitions, show_progress=sys.stdout.isatty())
     except (TocsinError, ValueError) as exc:

@@ -71,7 +71,8 @@ def _spark_job(op: str, filters: _Filters, store: str | None, master: str | None
     try:
         selection = filters.selection()
         summary = run_bulk_change(
-            spark_session(settings.spark_master, app_name=f"tocsin-bulk-{op}"), BulkOp(op),
+            spark_session(settings.spark_master, app_name=f"tocsin-bulk-{op}",
+                          java_options=settings.spark_java_options), BulkOp(op),
             selection, settings=settings, partitions=partitions,
             due_ms=parse_instant(at, "due_at") if at else None,
             shift_ms=None if shift is None else shift_ms(cli._span(shift)))
@@ -156,7 +157,8 @@ def archive(
 
     settings = cli._settings(store, spark_master)
     try:
-        summary = run_archive(spark_session(settings.spark_master, app_name="tocsin-archive"),
+        summary = run_archive(spark_session(settings.spark_master, app_name="tocsin-archive",
+                                            java_options=settings.spark_java_options),
                               settings=settings, partitions=partitions)
     except TocsinError as exc:
         cli._fail(exc)
@@ -185,7 +187,8 @@ def report(
     now = SystemClock().now_ms()
     folder = out or str(settings.home / "reports" / f"report-{now}")
     try:
-        figures = run_report(spark_session(settings.spark_master, app_name="tocsin-report"),
+        figures = run_report(spark_session(settings.spark_master, app_name="tocsin-report",
+                                           java_options=settings.spark_java_options),
                              settings=settings, since_ms=_since_ms(since),
                              sla_ms=int(sla * 1000), out_dir=folder, partitions=partitions)
     except TocsinError as exc:

@@ -29,7 +29,7 @@ from tocsin.domain.defaults import (
     RETRY_CAP_MS,
     ms,
 )
-from tocsin.logs import LogFormat, SparkLogLevel
+from tocsin.logs import SPARK_JAVA_OPTIONS, LogFormat, SparkLogLevel
 from tocsin.redact import redact
 
 __all__ = ["Settings"]
@@ -79,6 +79,9 @@ class Settings(BaseSettings):
     spark_master: str = Field("local[*]", description="Spark master URL for the dispatcher.")
     spark_log_level: SparkLogLevel = Field(
         SparkLogLevel.ERROR, description="Level of Spark's own logging (JVM and py4j/pyspark)."
+    )
+    spark_java_options: str = Field(
+        SPARK_JAVA_OPTIONS, description="Extra options of Spark's JVMs (driver and executors)."
     )
     log_format: LogFormat = Field(
         LogFormat.TEXT, description="Tocsin's log lines: text (people) or json (collectors)."

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tocsin.config import Settings
 from tocsin.dispatcher.options import DispatchOptions
-from tocsin.logs import SparkLogLevel, setup_logging, spark_java_options
+from tocsin.logs import SPARK_JAVA_OPTIONS, SparkLogLevel, setup_logging, spark_java_options
 from tocsin.redact import redact_url
 
 if TYPE_CHECKING:
@@ -43,11 +43,13 @@ def master_for(master: str, partitions: int) -> str:
 
 def spark_session(master: str = "local[*]", *, app_name: str = "tocsin",
                   extra: dict[str, str] | None = None,
-                  log_level: SparkLogLevel = SparkLogLevel.ERROR) -> SparkSession:
+                  log_level: SparkLogLevel = SparkLogLevel.ERROR,
+                  java_options: str = SPARK_JAVA_OPTIONS) -> SparkSession:
     """A Spark session bound to loopback, using this interpreter for Python workers, logging
     at ``log_level`` through Tocsin's log4j2 file from the JVM's first line (a level set
-    after the session starts would come too late for its start-up warnings)."""
-    java = spark_java_options(log_level)
+    after the session starts would come too late for its start-up warnings), its JVMs
+    started with ``java_options`` (the ``spark_java_options`` setting)."""
+    java = spark_java_options(log_level, java_options)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -144,7 +146,8 @@ def run_dispatcher(settings: Settings) -> None:
     beat = RunBeat(open_store(settings.store_url, buckets=settings.buckets), run,
                    clock=SystemClock()).start()
     spark = spark_session(master_for(settings.spark_master, settings.partitions),
-                          log_level=settings.spark_log_level)
+                          log_level=settings.spark_log_level,
+                          java_options=settings.spark_java_options)
     spark.streams.addListener(ProgressLog())
     options = replace(DispatchOptions.from_settings(settings), run=run)
     checkpoint = settings.checkpoint_dir

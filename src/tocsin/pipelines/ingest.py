@@ -187,7 +187,8 @@ def run_ingest(settings: Settings) -> None:
     from tocsin.stores import open_store
 
     open_store(settings.store_url, buckets=settings.buckets).close()  # create and migrate
-    spark = spark_session(settings.spark_master, app_name=INGEST_NAME)
+    spark = spark_session(settings.spark_master, app_name=INGEST_NAME,
+                          java_options=settings.spark_java_options)
     query = start_ingest(spark, settings)
     try:
         query.awaitTermination()
