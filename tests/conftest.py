@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tocsin.logs import FAST_START_JAVA_OPTIONS
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -24,6 +26,9 @@ os.environ.setdefault("TOCSIN_WEBHOOK_ALLOW", "127.0.0.0/8,::1")
 os.environ.setdefault("TOCSIN_FILE_ROOTS", tempfile.gettempdir())
 # The dispatcher processes the tests start never run the daily archive on their own.
 os.environ.setdefault("TOCSIN_ARCHIVE_EVERY_SECONDS", "0")
+# The suite starts dozens of Spark sessions, several at once on two workers: their JVMs start
+# fast (tocsin.logs.FAST_START_JAVA_OPTIONS), the session below and the `tocsin` processes.
+os.environ.setdefault("TOCSIN_SPARK_JAVA_OPTIONS", FAST_START_JAVA_OPTIONS)
 
 _SUPPORT = Path(__file__).parent / "support"
 pytest_plugins = [
@@ -59,7 +64,8 @@ def spark() -> Iterator[SparkSession]:
     in a hand-over window at once (tocsin.dispatcher.query.master_for)."""
     from tocsin.dispatcher.query import spark_session
 
-    session = spark_session("local[8]", app_name="tocsin-tests")
+    session = spark_session("local[8]", app_name="tocsin-tests",
+                            java_options=os.environ["TOCSIN_SPARK_JAVA_OPTIONS"])
     yield session
     for query in session.streams.active:
         query.stop()

@@ -84,11 +84,13 @@ def setup_logging(fmt: LogFormat = LogFormat.TEXT,
         logging.getLogger(name).setLevel(quiet)
 
 
-SPARK_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-"""The default extra options of Spark's JVMs (``spark_java_options``). Tocsin's JVMs mostly
-plan micro-batches and pass Arrow batches to Python, where the work is, so they are tuned to
-start fast: the quick (C1) JIT compiler only, and the serial collector (no GC threads). Three
-sessions starting at once on two cores were ready in 34-41 s instead of 59-67 s."""
+FAST_START_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""JVM options for Spark sessions that start often and work little (the test suite, a
+laptop): the quick (C1) JIT compiler only and the serial collector (no GC threads). Three
+sessions starting at once on two cores were ready in 34-41 s instead of 59-67 s; but a
+dispatcher's burst took ~40 % more CPU per delivery, so they are not the default."""
+SPARK_JAVA_OPTIONS = ""
+"""The default extra options of Spark's JVMs (``spark_java_options``): none, the JVM's own."""
 
 
 def spark_java_options(level: SparkLogLevel, extra: str = SPARK_JAVA_OPTIONS) -> str:
