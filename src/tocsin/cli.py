@@ -157,7 +157,7 @@ def import_(
     store: StoreOpt = None, spark_master: MasterOpt = None,
 ) -> None:
     """Import schedules from files as a Spark batch job (docs/pipelines.md)."""
-    from tocsin.dispatcher.query import spark_session
+    from tocsin.dispatcher.query import session_for
     from tocsin.errors import TocsinError
     from tocsin.pipelines.bulk_import import run_import
     from tocsin.pipelines.rows import RowShape, SourceFormat, parse_mapping
@@ -167,8 +167,7 @@ def import_(
         tenant = _import_tenant(settings, tenant)
         source = SourceFormat(fmt) if fmt else SourceFormat.of(path)
         shape = RowShape(format=source, mapping=parse_mapping(mapping or []), tenant=tenant)
-        summary = run_import(spark_session(settings.spark_master, app_name="tocsin-import",
-                                           java_options=settings.spark_java_options),
+        summary = run_import(session_for(settings, app_name="tocsin-import"),
                              path, settings=settings, fmt=source, shape=shape, rejects=rejects,
                              partitions=partitions, show_progress=sys.stdout.isatty())
     except (TocsinError, ValueError) as exc:

@@ -63,7 +63,7 @@ def _spark_job(op: str, filters: _Filters, store: str | None, master: str | None
     from tocsin import cli
     from tocsin.api.bulk import shift_ms
     from tocsin.api.parsing import parse_instant
-    from tocsin.dispatcher.query import spark_session
+    from tocsin.dispatcher.query import session_for
     from tocsin.errors import TocsinError
     from tocsin.pipelines.bulk_change import BulkOp, run_bulk_change
 
@@ -71,8 +71,7 @@ def _spark_job(op: str, filters: _Filters, store: str | None, master: str | None
     try:
         selection = filters.selection()
         summary = run_bulk_change(
-            spark_session(settings.spark_master, app_name=f"tocsin-bulk-{op}",
-                          java_options=settings.spark_java_options), BulkOp(op),
+            session_for(settings, app_name=f"tocsin-bulk-{op}"), BulkOp(op),
             selection, settings=settings, partitions=partitions,
             due_ms=parse_instant(at, "due_at") if at else None,
             shift_ms=None if shift is None else shift_ms(cli._span(shift)))
@@ -151,14 +150,13 @@ def archive(
     """Move finished schedules older than the retention to Parquet, then delete them from
     the store (a Spark job; docs/pipelines.md)."""
     from tocsin import cli
-    from tocsin.dispatcher.query import spark_session
+    from tocsin.dispatcher.query import session_for
     from tocsin.errors import TocsinError
     from tocsin.pipelines.archive import run_archive
 
     settings = cli._settings(store, spark_master)
     try:
-        summary = run_archive(spark_session(settings.spark_master, app_name="tocsin-archive",
-                                            java_options=settings.spark_java_options),
+        summary = run_archive(session_for(settings, app_name="tocsin-archive"),
                               settings=settings, partitions=partitions)
     except TocsinError as exc:
         cli._fail(exc)
@@ -179,7 +177,7 @@ def report(
     (a Spark job; an HTML page with plots and the same figures as JSON)."""
     from tocsin import cli
     from tocsin.clock import SystemClock
-    from tocsin.dispatcher.query import spark_session
+    from tocsin.dispatcher.query import session_for
     from tocsin.errors import TocsinError
     from tocsin.pipelines.report import run_report
 
@@ -187,8 +185,7 @@ def report(
     now = SystemClock().now_ms()
     folder = out or str(settings.home / "reports" / f"report-{now}")
     try:
-        figures = run_report(spark_session(settings.spark_master, app_name="tocsin-report",
-                                           java_options=settings.spark_java_options),
+        figures = run_report(session_for(settings, app_name="tocsin-report"),
                              settings=settings, since_ms=_since_ms(since),
                              sla_ms=int(sla * 1000), out_dir=folder, partitions=partitions)
     except TocsinError as exc:

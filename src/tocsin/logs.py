@@ -13,7 +13,8 @@ from enum import StrEnum
 from importlib import resources
 from typing import Any
 
-__all__ = ["LogFormat", "SparkLogLevel", "setup_logging", "spark_java_options"]
+__all__ = ["FAST_START_JAVA_OPTIONS", "SPARK_JAVA_OPTIONS", "LogFormat", "SparkLogLevel",
+           "setup_logging", "spark_java_options"]
 
 _CONTEXT_SKIP = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
     "message", "asctime"}
@@ -93,7 +94,7 @@ SPARK_JAVA_OPTIONS = ""
 """The default extra options of Spark's JVMs (``spark_java_options``): none, the JVM's own."""
 
 
-def spark_java_options(level: SparkLogLevel, extra: str = SPARK_JAVA_OPTIONS) -> str:
+def spark_java_options(level: SparkLogLevel, extra: str) -> str:
     """JVM options that make Spark log through Tocsin's log4j2 file at ``level``, then
     ``extra``."""
     path = resources.files("tocsin.dispatcher") / "log4j2.properties"

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = ["EXPANDER_NAME", "QUERY_NAME", "RELAY_NAME", "master_for", "run_dispatcher",
-           "spark_session", "start_dispatcher", "start_expander", "start_relay"]
+           "session_for", "spark_session", "start_dispatcher", "start_expander", "start_relay"]
 
 log = logging.getLogger("tocsin.dispatcher")
 QUERY_NAME = "tocsin-dispatcher"
@@ -82,6 +82,14 @@ def spark_session(master: str = "local[*]", *, app_name: str = "tocsin",
     spark.dataSource.register(RelayDataSource)
     spark.dataSource.register(ExpansionDataSource)
     return spark
+
+
+def session_for(settings: Settings, *, app_name: str, master: str | None = None) -> SparkSession:
+    """The Spark session ``settings`` ask for: their master (or ``master``), Spark's log level
+    and JVM options; every ``tocsin`` command that runs Spark makes its session here."""
+    return spark_session(master or settings.spark_master, app_name=app_name,
+                         log_level=settings.spark_log_level,
+                         java_options=settings.spark_java_options)
 
 
 def _start(spark: SparkSession, source: str, options: DispatchOptions, *, checkpoint: Path,
@@ -145,9 +153,8 @@ def run_dispatcher(settings: Settings) -> None:
     run = os.environ.get(RUN_ENV) or new_run_id()
     beat = RunBeat(open_store(settings.store_url, buckets=settings.buckets), run,
                    clock=SystemClock()).start()
-    spark = spark_session(master_for(settings.spark_master, settings.partitions),
-                          log_level=settings.spark_log_level,
-                          java_options=settings.spark_java_options)
+    spark = session_for(settings, app_name="tocsin",
+                        master=master_for(settings.spark_master, settings.partitions))
     spark.streams.addListener(ProgressLog())
     options = replace(DispatchOptions.from_settings(settings), run=run)
     checkpoint = settings.checkpoint_dir

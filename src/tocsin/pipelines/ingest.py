@@ -183,12 +183,11 @@ def start_ingest(spark: SparkSession, settings: Settings, *, checkpoint: Path | 
 
 def run_ingest(settings: Settings) -> None:
     """Run the ingest query in this process until it stops (``tocsin ingest``)."""
-    from tocsin.dispatcher.query import spark_session
+    from tocsin.dispatcher.query import session_for
     from tocsin.stores import open_store
 
     open_store(settings.store_url, buckets=settings.buckets).close()  # create and migrate
-    spark = spark_session(settings.spark_master, app_name=INGEST_NAME,
-                          java_options=settings.spark_java_options)
+    spark = session_for(settings, app_name=INGEST_NAME)
     query = start_ingest(spark, settings)
     try:
         query.awaitTermination()
