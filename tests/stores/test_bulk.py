@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from tocsin.abc import Store
-from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule
-from tocsin.errors import ConflictError, NotFoundError
+from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Schedule
+from tocsin.errors import ConflictError
 from tocsin.stores.sql import bulk
 from tocsin.stores.sql.schedules import SqlSchedules
 
@@ -18,22 +16,34 @@ def _item(key: str, n: int = 0, tenant: str = "default") -> NewSchedule:
                        tenant=tenant)
 
 
+def _created(answer: tuple[Schedule, bool] | ConflictError) -> tuple[Schedule, bool]:
+    assert not isinstance(answer, ConflictError), answer
+    return answer
+
+
 def test_create_keyed(store: Store) -> None:
     """New keys are created, a stored key with the same request is a repeat (the same
-    schedule), a repeat within the items too, another request on a stored key a conflict;
-    the lookup by key finds each in its tenant."""
+    schedule), a repeat within the items too; another request on a stored key, or on a key
+    given earlier in the same items, is answered with its conflict and only that item is
+    left out; the lookup by key finds each in its tenant."""
     assert isinstance(store, SqlSchedules)
     store.put_channel(ChannelSpec(name="out", kind=ChannelKind.RECORDING))
-    first = bulk.create_keyed(store, [_item("a"), _item("b"), _item("a", tenant="t2")],
-                              now_ms=NOW)
+    first = [_created(a) for a in bulk.create_keyed(
+        store, [_item("a"), _item("b"), _item("a", tenant="t2")], now_ms=NOW)]
     assert [new for _, new in first] == [True, True, True]
-    again = bulk.create_keyed(store, [_item("b"), _item("c"), _item("c")], now_ms=NOW)
+    again = [_created(a) for a in bulk.create_keyed(
+        store, [_item("b"), _item("c"), _item("c")], now_ms=NOW)]
     assert (again[0][0].id, again[0][1]) == (first[1][0].id, False)
     assert [new for _, new in again] == [False, True, False]
     assert again[1][0].id == again[2][0].id
-    with pytest.raises(ConflictError):
-        bulk.create_keyed(store, [_item("d"), _item("a", n=1)], now_ms=NOW)
-    with pytest.raises(NotFoundError):  # nothing of the refused call was stored
-        bulk.schedule_id_for_key(store, tenant="default", key="d")
+    mixed = bulk.create_keyed(store, [_item("d"), _item("a", n=1), _item("e"), _item("e", n=2)],
+                              now_ms=NOW)
+    assert [type(a) for a in mixed] == [tuple, ConflictError, tuple, ConflictError]
+    refused = mixed[1]
+    assert isinstance(refused, ConflictError) and refused.ident == first[0][0].id
+    assert bulk.schedule_id_for_key(store, tenant="default", key="d") == _created(mixed[0])[0].id
+    e = store.get(_created(mixed[2])[0].id)
+    assert e.payload == b'{"n": 0}'  # the first request for "e" holds the key
     assert bulk.schedule_id_for_key(store, tenant="t2", key="a") == first[2][0].id
     assert bulk.schedule_id_for_key(store, tenant="default", key="a") == first[0][0].id
+    assert store.get(first[0][0].id).payload == b'{"n": 0}'  # the refused request changed nothing

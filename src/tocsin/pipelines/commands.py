@@ -179,22 +179,18 @@ class CommandApplier:
         return value
 
     def _create(self, creates: list[tuple[Message, NewSchedule]]) -> list[Answer]:
-        """Write ``creates`` in one call; a key reused by another request fails it whole, so
-        it is halved until the refused ones are found."""
+        """Write ``creates`` in one call; a create whose key another request holds is
+        refused, the others applied."""
         if not creates:
             return []
-        try:
-            results = create_many(self.store, [c[1] for c in creates],
-                                  now_ms=creates[0][0].timestamp_ms)
-        except ConflictError:
-            if len(creates) == 1:
-                m = creates[0][0]
-                return [Answer(m, Op.CREATE, Outcome.REFUSED, field="key",
-                               reason=f"key {creates[0][1].key!r} was given to another request")]
-            half = len(creates) // 2
-            return self._create(creates[:half]) + self._create(creates[half:])
-        return [Answer(m, Op.CREATE, Outcome.APPLIED, id=s.id, status=s.status.value)
-                for (m, _), (s, _) in zip(creates, results, strict=True)]
+        results = create_many(self.store, [c[1] for c in creates],
+                              now_ms=creates[0][0].timestamp_ms)
+        return [Answer(m, Op.CREATE, Outcome.REFUSED, field="key",
+                       reason=f"key {item.key!r} was given to another request")
+                if isinstance(result, ConflictError) else
+                Answer(m, Op.CREATE, Outcome.APPLIED, id=result[0].id,
+                       status=result[0].status.value)
+                for (m, item), result in zip(creates, results, strict=True)]
 
     def _changes(self, commands: list[tuple[Message, _Command]]) -> list[Answer]:
         """Cancels and reschedules, by ``id`` or by ``key`` and ``tenant``, in one

@@ -27,9 +27,6 @@ __all__ = ["REJECT_FIELDS", "ImportJob", "Loader", "Tally"]
 
 REJECT_FIELDS = ("source", "row", "field", "reason", "errors")
 """A rejects record: the row's file, the row, its first problem, and every problem (JSON)."""
-_ALONE = 32
-"""A chunk refused for a conflicting key is split until it is this small, then written row
-by row to find the rows at fault."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -104,38 +101,16 @@ class Loader:
         return tally
 
     def _write(self, chunk: Sequence[tuple[NewSchedule, Any, str]], tally: Tally) -> None:
-        """Write a chunk in one transaction; a conflicting key fails it whole, so split it
-        to find the rows at fault (each rejected on ``key``)."""
-        try:
-            results = self._create([c[0] for c in chunk])
-        except ConflictError:
-            if len(chunk) <= _ALONE:
-                for one in chunk:
-                    self._write_alone(one, tally)
-                return
-            half = len(chunk) // 2
-            self._write(chunk[:half], tally)
-            self._write(chunk[half:], tally)
-            return
-        self._count(results, tally)
-
-    def _write_alone(self, one: tuple[NewSchedule, Any, str], tally: Tally) -> None:
-        try:
-            results = self._create([one[0]])
-        except ConflictError as conflict:
-            self._reject(tally, one[1], one[2], [Problem("key", str(conflict))])
-            return
-        self._count(results, tally)
-
-    def _create(self, items: list[NewSchedule]) -> list[tuple[Any, bool]]:
-        """``create`` by the bulk path (see :func:`~tocsin.pipelines.writes.create_many`)."""
-        return create_many(self.store, items, now_ms=self.job.now_ms)
-
-    @staticmethod
-    def _count(results: Sequence[tuple[Any, bool]], tally: Tally) -> None:
-        created = sum(1 for _, new in results if new)
-        tally.created += created
-        tally.existing += len(results) - created
+        """Write a chunk in one transaction; a row whose key another request holds is
+        rejected on ``key``, the others are written."""
+        results = create_many(self.store, [c[0] for c in chunk], now_ms=self.job.now_ms)
+        for (_, raw, source), result in zip(chunk, results, strict=True):
+            if isinstance(result, ConflictError):
+                self._reject(tally, raw, source, [Problem("key", str(result))])
+            elif result[1]:
+                tally.created += 1
+            else:
+                tally.existing += 1
 
     def _reject(self, tally: Tally, raw: Any, source: str, problems: list[Problem]) -> None:
         tally.rejected += 1

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from tocsin.abc import Store
 from tocsin.dispatcher.core import retrying
 from tocsin.domain import NewSchedule, Schedule
-from tocsin.errors import StoreError, TocsinError
+from tocsin.errors import ConflictError, StoreError, TocsinError
 from tocsin.stores.sql import bulk
 from tocsin.stores.sql.bulk import Change
 from tocsin.stores.sql.schedules import SqlSchedules
@@ -18,16 +18,25 @@ __all__ = ["Change", "change_many", "create_many", "schedule_id_for_key"]
 
 
 def create_many(store: Store, items: Sequence[NewSchedule], *,
-                now_ms: int) -> list[tuple[Schedule, bool]]:
-    """``store.create(items)`` with the same answers, by the bulk path when every item has an
-    idempotency key; retried while the store is unavailable (safe: every item is keyed)."""
+                now_ms: int) -> list[tuple[Schedule, bool] | ConflictError]:
+    """``store.create`` of each item, in one transaction where it can: for each, the
+    schedule and whether it is new, or the :class:`~tocsin.errors.ConflictError` of a key
+    held by another request (that item alone is left out). By the bulk path when every item
+    has an idempotency key; retried while the store is unavailable (safe: every item is
+    keyed)."""
     if isinstance(store, SqlSchedules) and all(
             i.key is not None and not i.overwrite_pending for i in items):
         try:
             return bulk.create_keyed(store, items, now_ms=now_ms)
         except StoreError:
             pass  # a concurrent insert of one of the keys (or an outage): create decides
-    return retrying(lambda: store.create(items, now_ms=now_ms), what="create")
+    try:
+        return list(retrying(lambda: store.create(items, now_ms=now_ms), what="create"))
+    except ConflictError as conflict:
+        if len(items) == 1:
+            return [conflict]
+    # One item's conflict refused them all: each on its own, so only that one is left out.
+    return [one for item in items for one in create_many(store, [item], now_ms=now_ms)]
 
 
 def schedule_id_for_key(store: Store, *, tenant: str, key: str) -> str:

@@ -4,11 +4,12 @@ schedule by its key, and a bulk create of keyed schedules. Written once over the
 
 :func:`create_keyed` is :meth:`~tocsin.abc.ScheduleStore.create` for items that all carry an
 idempotency key (every row of an import, every create of the commands topic), with the same
-answers: the keys already stored are read in one statement per few hundred, the new rows go
-in by the bulk path (COPY on PostgreSQL, ``executemany`` on SQLite), and only the rare item
-whose key is held by another request takes the row-by-row rule of ``create``. A concurrent
-insert of one of the keys makes the bulk insert fail as a whole (:class:`StoreError`): the
-caller then repeats the items through ``create``.
+answer for each item, except that an item whose key another request holds is answered with
+its :class:`~tocsin.errors.ConflictError` while the others are stored: the keys already stored
+are read in one statement per few hundred, the new rows go in by the bulk path (COPY on
+PostgreSQL, ``executemany`` on SQLite), and only a key repeated within the items takes the
+row-by-row rule of ``create``. A concurrent insert of one of the keys makes the bulk insert
+fail as a whole (:class:`StoreError`): the caller then repeats the items through ``create``.
 
 :func:`change_many` is a run of :meth:`~tocsin.abc.ScheduleStore.cancel` and
 ``reschedule`` calls (each by id, or by key) in one transaction, in their order, each with
@@ -21,11 +22,10 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from tocsin.domain import NewSchedule, PayloadKind, Schedule, Status
-from tocsin.errors import NotFoundError, TocsinError
+from tocsin.errors import ConflictError, NotFoundError, TocsinError
 from tocsin.stores.rows import (
     INSERT_COLUMNS,
     SCHEDULE_COLUMNS,
-    KeyDecision,
     insert_values,
     key_decision,
     schedule_from_row,
@@ -108,15 +108,16 @@ def schedule_id_for_key(store: SqlBase, *, tenant: str, key: str) -> str:
 
 
 def create_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *,
-                 now_ms: int) -> list[tuple[Schedule, bool]]:
-    """Store every item or none (each keyed, none with task-key semantics); each schedule
-    with True when newly created, False when its key already held the same request
-    (:class:`~tocsin.errors.ConflictError` when the request differs)."""
+                 now_ms: int) -> list[tuple[Schedule, bool] | ConflictError]:
+    """Store the items (each keyed, none with task-key semantics) in one transaction; for
+    each, the schedule with True when newly created, False when its key already held the same
+    request, or the :class:`~tocsin.errors.ConflictError` of a key held by a different request
+    (that item alone is not stored)."""
     if any(item.key is None or item.overwrite_pending for item in items):
         raise ValueError("create_keyed takes only items with an idempotency key")
     buckets, d = store.buckets, store._dialect
 
-    def work(conn: Any) -> list[tuple[Schedule, bool]]:
+    def work(conn: Any) -> list[tuple[Schedule, bool] | ConflictError]:
         stored: dict[tuple[str, str], tuple[Any, ...]] = {}
         by_tenant: dict[str, list[str]] = {}
         for item in items:
@@ -128,18 +129,23 @@ def create_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *,
                           f"tenant = ? AND key IN ({', '.join('?' * len(part))})")
                 for row in conn.execute(sql, (tenant, *part)).fetchall():
                     stored[(tenant, row[_KEY])] = tuple(row)
-        out: list[tuple[Schedule, bool] | None] = []
+        out: list[tuple[Schedule, bool] | ConflictError | None] = []
         fresh: list[tuple[Any, ...]] = []
         slow: list[tuple[int, NewSchedule]] = []
         seen: set[tuple[str, str]] = set()
         for item in items:
             ident = (item.tenant, str(item.key))
             row = stored.get(ident)
-            if row is not None and key_decision(item, schedule_from_row(row[:-1]), row[-1],
-                                                now_ms=now_ms) is KeyDecision.REPEAT:
-                out.append((schedule_from_row(row[:-1]), False))
-            elif row is not None or ident in seen:
-                slow.append((len(out), item))  # a reused key, or a repeat within the items
+            if row is not None:
+                existing = schedule_from_row(row[:-1])
+                try:
+                    key_decision(item, existing, row[-1], now_ms=now_ms)  # a repeat, or raises
+                except ConflictError as conflict:
+                    out.append(conflict)
+                else:
+                    out.append((existing, False))
+            elif ident in seen:
+                slow.append((len(out), item))  # a key repeated within the items
                 out.append(None)
             else:
                 seen.add(ident)
@@ -150,8 +156,10 @@ def create_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *,
             store._insert_many(conn, f"schedules ({INSERT_COLUMNS})", fresh)
         for index, item in slow:
             values = insert_values(item, buckets=buckets, now_ms=now_ms)
-            out[index] = store._create_keyed(conn, item, values, now_ms)
+            try:
+                out[index] = store._create_keyed(conn, item, values, now_ms)
+            except ConflictError as conflict:  # raised before any failing statement
+                out[index] = conflict
         return [o for o in out if o is not None]
 
     return store._tenant_work(work, tenants=frozenset(item.tenant for item in items))
-
