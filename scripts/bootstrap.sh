@@ -18,8 +18,8 @@ if [ "${1:-}" = "--dev" ]; then
     # (tests/pipelines/test_report.py)
     command -v chromium >/dev/null 2>&1 || apt_pkgs+=(chromium chromium-driver)
 fi
-if [ ${#apt_pkgs[@]} -gt 0 ]; then
-    sudo=""
+apt_install() {
+    local sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"
     echo "bootstrap: apt-get install ${apt_pkgs[*]}" >&2
     $sudo apt-get update -qq
@@ -28,6 +28,13 @@ if [ ${#apt_pkgs[@]} -gt 0 ]; then
     $sudo chmod +x /usr/sbin/policy-rc.d
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${apt_pkgs[@]}" >/dev/null
     $sudo rm -f /usr/sbin/policy-rc.d
+}
+
+# The Debian packages and the Python ones install side by side (neither needs the other).
+apt_pid=""
+if [ ${#apt_pkgs[@]} -gt 0 ]; then
+    apt_install &
+    apt_pid=$!
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
@@ -37,4 +44,8 @@ if [ ! -e "$stamp" ]; then
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null
     .venv/bin/python -m pip install -q -e ".[$extras]"
     touch "$stamp"
+fi
+if [ -n "$apt_pid" ] && ! wait "$apt_pid"; then
+    echo "bootstrap: apt-get install ${apt_pkgs[*]} failed" >&2
+    exit 1
 fi
