@@ -45,6 +45,10 @@ if [ ! -e "$stamp" ]; then
     .venv/bin/python -m pip install -q -e ".[$extras]"
     touch "$stamp"
 fi
+# Tocsin's own modules compiled ahead (pip compiles the installed packages): where
+# PYTHONDONTWRITEBYTECODE is set, every process, each Spark Python worker among them, would
+# otherwise compile them anew.
+.venv/bin/python -m compileall -q src >/dev/null
 if [ -n "$apt_pid" ] && ! wait "$apt_pid"; then
     echo "bootstrap: apt-get install ${apt_pkgs[*]} failed" >&2
     exit 1

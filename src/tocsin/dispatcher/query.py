@@ -65,6 +65,7 @@ def spark_session(master: str = "local[*]", *, app_name: str = "tocsin",
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(os.cpu_count() or 2))
         .config("spark.python.worker.reuse", "true")
+        .config("spark.python.daemon.module", "tocsin.sparkdaemon")
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
