@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tocsin.stores.rows import DELIVERY_COLUMNS
-from tocsin.stores.sql.base import SqlBase
+from tocsin.stores.sql.base import SqlBase, refresh_statistics
 from tocsin.stores.sql.stats import FINISHED_AT, finished_rows
 
 __all__ = ["ARCHIVE_COLUMNS", "archived_deliveries", "delete_archived", "finished_between",
@@ -28,8 +28,7 @@ def first_finished(store: SqlBase) -> int | None:
     statistics first (PostgreSQL): after a day's changes they may say that few schedules
     finished, and the pages of :func:`finished_between` must each be one index range, not a
     sort of what remains of the span."""
-    if store._dialect.analyze:
-        store._work(lambda conn: conn.execute(store._dialect.analyze), idempotent=True)
+    refresh_statistics(store)
     rows = store._rows(f"SELECT min({FINISHED_AT}) FROM {finished_rows(store._dialect)}")
     return None if not rows or rows[0][0] is None else int(rows[0][0])
 

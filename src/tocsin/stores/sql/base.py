@@ -14,7 +14,8 @@ from typing import Any, NamedTuple, TypeVar
 
 from tocsin.stores.rows import head_of_key
 
-__all__ = ["POSTGRES", "SQLITE", "Dialect", "SqlBase", "executemany", "tenant_is"]
+__all__ = ["POSTGRES", "SQLITE", "STALE_ROWS", "Dialect", "SqlBase", "executemany",
+           "refresh_statistics", "tenant_is"]
 
 T = TypeVar("T")
 
@@ -40,6 +41,9 @@ class Dialect(NamedTuple):
     analyze: str = ""
     """Refreshes the planner's statistics of the schedules and their attempts (empty: none
     needed)."""
+    stale: str = ""
+    """Whether more schedules changed since their statistics were taken than those counted, and
+    more than its one parameter (empty: the planner needs no statistics)."""
 
     def q(self, sql: str) -> str:
         """``sql`` written with ``?`` placeholders, in this dialect."""
@@ -51,7 +55,10 @@ SQLITE = Dialect("?", head_of_key("rowid"), "", "", "", "BLOB", " INDEXED BY sch
 reads finished schedules through ``schedules_done`` (status, channel), every one of them, when
 a range of ``schedules_finished`` holds the few asked for: it is told the index."""
 POSTGRES = Dialect("%s", head_of_key("seq"), " FOR UPDATE OF s SKIP LOCKED", " FOR UPDATE OF p",
-                   " FOR UPDATE", "BYTEA", analyze="ANALYZE schedules, deliveries")
+                   " FOR UPDATE", "BYTEA", analyze="ANALYZE schedules, deliveries",
+                   stale="SELECT s.n_mod_since_analyze > greatest(%s, c.reltuples) "
+                         "FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid "
+                         "WHERE s.relid = 'schedules'::regclass")
 """PostgreSQL: a claim locks the policies it takes tokens from, so concurrent claims in other
 bucket ranges or other dispatchers wait and then count the tokens just taken."""
 
@@ -60,6 +67,29 @@ def tenant_is(column: str = "tenant") -> str:
     """A predicate true for any row when its two parameters (both the tenant) are NULL, else
     for rows of that tenant: the ``tenant=`` filter of reads and changes."""
     return f"(CAST(? AS TEXT) IS NULL OR {column} = ?)"
+
+
+STALE_ROWS = 10_000
+"""Fewer changed schedules than this never make their statistics stale (see
+:func:`refresh_statistics`)."""
+
+
+def refresh_statistics(store: SqlBase, *, when_stale: bool = False) -> bool:
+    """Refresh the planner's statistics of the schedules and their attempts (PostgreSQL; SQLite
+    needs none); whether it did. ``when_stale``: only when more schedules changed since they
+    were taken than they counted (and more than :data:`STALE_ROWS`). A bulk load outgrows them
+    long before autovacuum looks again (up to a minute later); with statistics of a table a
+    tenth its size, a lookup of a few hundred keys reads every row of the tenant instead of
+    the key index, and each chunk of a load takes longer than the one before."""
+    d = store._dialect
+    if not d.analyze:
+        return False
+    if when_stale:
+        row = store._rows(d.stale, (STALE_ROWS,))
+        if not row or not row[0][0]:
+            return False
+    store._work(lambda conn: conn.execute(d.analyze), idempotent=True)
+    return True
 
 
 def executemany(conn: Any, sql: str, rows: Sequence[Sequence[Any]]) -> int:

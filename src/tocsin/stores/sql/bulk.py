@@ -8,8 +8,10 @@ answer for each item, except that an item whose key another request holds is ans
 its :class:`~tocsin.errors.ConflictError` while the others are stored: the keys already stored
 are read in one statement per few hundred, the new rows go in by the bulk path (COPY on
 PostgreSQL, ``executemany`` on SQLite), and only a key repeated within the items takes the
-row-by-row rule of ``create``. A concurrent insert of one of the keys makes the bulk insert
-fail as a whole (:class:`StoreError`): the caller then repeats the items through ``create``.
+row-by-row rule of ``create``. After a large create the planner's statistics are refreshed
+once they lag far behind the table (:func:`~tocsin.stores.sql.base.refresh_statistics`). A
+concurrent insert of one of the keys makes the bulk insert fail as a whole
+(:class:`StoreError`): the caller then repeats the items through ``create``.
 
 :func:`change_many` is a run of :meth:`~tocsin.abc.ScheduleStore.cancel` and
 ``reschedule`` calls (each by id, or by key) in one transaction, in their order, each with
@@ -31,7 +33,7 @@ from tocsin.stores.rows import (
     schedule_from_row,
     schedule_from_values,
 )
-from tocsin.stores.sql.base import SqlBase, tenant_is
+from tocsin.stores.sql.base import SqlBase, refresh_statistics, tenant_is
 from tocsin.stores.sql.schedules import (
     CANCEL,
     SqlSchedules,
@@ -162,4 +164,7 @@ def create_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *,
                 out[index] = conflict
         return [o for o in out if o is not None]
 
-    return store._tenant_work(work, tenants=frozenset(item.tenant for item in items))
+    out = store._tenant_work(work, tenants=frozenset(item.tenant for item in items))
+    if len(items) >= _IN_CHUNK:
+        refresh_statistics(store, when_stale=True)  # the next lookup of keys needs them
+    return out
