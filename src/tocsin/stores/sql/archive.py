@@ -50,8 +50,9 @@ def archived_deliveries(store: SqlBase, ids: Sequence[str]) -> list[tuple[Any, .
     """The attempt log (``DELIVERY_COLUMNS``) of the schedules ``ids``."""
     if not ids:
         return []
-    return store._rows(f"SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE schedule_id IN "
-                       f"({', '.join('?' * len(ids))})", tuple(ids))
+    member, args = store._dialect.member(ids)
+    return store._rows(f"SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE schedule_id {member}",
+                       args)
 
 
 def delete_archived(store: SqlBase, ids: Sequence[str], *, cutoff_ms: int) -> tuple[int, int]:
@@ -62,17 +63,19 @@ def delete_archived(store: SqlBase, ids: Sequence[str], *, cutoff_ms: int) -> tu
     reads them by an index of finished rows instead (which visits every finished row)."""
     if not ids:
         return 0, 0
-    q, marks = store._dialect.q, ", ".join("?" * len(ids))
+    d = store._dialect
+    member, args = d.member(ids)
 
     def work(conn: Any) -> tuple[int, int]:
-        gone = [str(r[0]) for r in conn.execute(q(
-            f"DELETE FROM schedules WHERE id IN ({marks}) "
+        gone = [str(r[0]) for r in conn.execute(d.q(
+            f"DELETE FROM schedules WHERE id {member} "
             "AND (status || '') IN ('DELIVERED', 'CANCELLED', 'DEAD') "
-            f"AND +{FINISHED_AT} < ? RETURNING id"), (*ids, cutoff_ms)).fetchall()]
+            f"AND +{FINISHED_AT} < ? RETURNING id"), (*args, cutoff_ms)).fetchall()]
         if not gone:
             return 0, 0
-        attempts = conn.execute(q(f"DELETE FROM deliveries WHERE schedule_id IN "
-                                  f"({', '.join('?' * len(gone))})"), gone).rowcount
+        member_gone, args_gone = d.member(gone)
+        attempts = conn.execute(d.q(f"DELETE FROM deliveries WHERE schedule_id {member_gone}"),
+                                args_gone).rowcount
         return len(gone), int(attempts)
 
     return store._work(work, idempotent=True)

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from tocsin.stores.rows import head_of_key
 
-__all__ = ["POSTGRES", "SQLITE", "STALE_ROWS", "Dialect", "SqlBase", "executemany",
+__all__ = ["POSTGRES", "SQLITE", "STALE_PAGES", "Dialect", "SqlBase", "executemany",
            "refresh_statistics", "tenant_is"]
 
 T = TypeVar("T")
@@ -41,13 +41,23 @@ class Dialect(NamedTuple):
     analyze: str = ""
     """Refreshes the planner's statistics of the schedules and their attempts (empty: none
     needed)."""
+    arrays: bool = False
+    """Whether a list of values travels as one array parameter (see :meth:`member`)."""
     stale: str = ""
-    """Whether more schedules changed since their statistics were taken than those counted, and
-    more than its one parameter (empty: the planner needs no statistics)."""
+    """Whether the schedules table holds more pages than its one parameter and twice as many
+    as when its statistics were taken (empty: the planner needs no statistics)."""
 
     def q(self, sql: str) -> str:
         """``sql`` written with ``?`` placeholders, in this dialect."""
         return sql if self.mark == "?" else sql.replace("?", self.mark)
+
+    def member(self, values: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
+        """``values`` as the right side of a membership test, and its arguments: ``= ANY(?)``
+        with one array parameter (converted once by the driver, and planned as a lookup of
+        each value), or ``IN (?, ...)`` with one parameter each (a few thousand at most)."""
+        if self.arrays:
+            return "= ANY(?)", (list(values),)
+        return f"IN ({', '.join('?' * len(values))})", tuple(values)
 
 
 SQLITE = Dialect("?", head_of_key("rowid"), "", "", "", "BLOB", " INDEXED BY schedules_finished")
@@ -55,10 +65,10 @@ SQLITE = Dialect("?", head_of_key("rowid"), "", "", "", "BLOB", " INDEXED BY sch
 reads finished schedules through ``schedules_done`` (status, channel), every one of them, when
 a range of ``schedules_finished`` holds the few asked for: it is told the index."""
 POSTGRES = Dialect("%s", head_of_key("seq"), " FOR UPDATE OF s SKIP LOCKED", " FOR UPDATE OF p",
-                   " FOR UPDATE", "BYTEA", analyze="ANALYZE schedules, deliveries",
-                   stale="SELECT s.n_mod_since_analyze > greatest(%s, c.reltuples) "
-                         "FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid "
-                         "WHERE s.relid = 'schedules'::regclass")
+                   " FOR UPDATE", "BYTEA", analyze="ANALYZE schedules, deliveries", arrays=True,
+                   stale="SELECT pg_relation_size(oid) / current_setting('block_size')::int "
+                         "> greatest(%s, 2 * relpages) FROM pg_class "
+                         "WHERE oid = 'schedules'::regclass")
 """PostgreSQL: a claim locks the policies it takes tokens from, so concurrent claims in other
 bucket ranges or other dispatchers wait and then count the tokens just taken."""
 
@@ -69,23 +79,23 @@ def tenant_is(column: str = "tenant") -> str:
     return f"(CAST(? AS TEXT) IS NULL OR {column} = ?)"
 
 
-STALE_ROWS = 10_000
-"""Fewer changed schedules than this never make their statistics stale (see
-:func:`refresh_statistics`)."""
+STALE_PAGES = 256
+"""A schedules table of fewer pages (2 MB, some 10 000 schedules) never has stale statistics
+(see :func:`refresh_statistics`)."""
 
 
 def refresh_statistics(store: SqlBase, *, when_stale: bool = False) -> bool:
     """Refresh the planner's statistics of the schedules and their attempts (PostgreSQL; SQLite
-    needs none); whether it did. ``when_stale``: only when more schedules changed since they
-    were taken than they counted (and more than :data:`STALE_ROWS`). A bulk load outgrows them
-    long before autovacuum looks again (up to a minute later); with statistics of a table a
-    tenth its size, a lookup of a few hundred keys reads every row of the tenant instead of
+    needs none); whether it did. ``when_stale``: only when the table has grown to twice the
+    pages they were taken on (and beyond :data:`STALE_PAGES`). A bulk load outgrows them long
+    before autovacuum looks again (up to a minute later); with statistics of a table a tenth
+    its size, or none, a lookup of a few hundred keys reads every row of the tenant instead of
     the key index, and each chunk of a load takes longer than the one before."""
     d = store._dialect
     if not d.analyze:
         return False
     if when_stale:
-        row = store._rows(d.stale, (STALE_ROWS,))
+        row = store._rows(d.stale, (STALE_PAGES,))
         if not row or not row[0][0]:
             return False
     store._work(lambda conn: conn.execute(d.analyze), idempotent=True)

@@ -4,14 +4,15 @@ schedule by its key, and a bulk create of keyed schedules. Written once over the
 
 :func:`create_keyed` is :meth:`~tocsin.abc.ScheduleStore.create` for items that all carry an
 idempotency key (every row of an import, every create of the commands topic), with the same
-answer for each item, except that an item whose key another request holds is answered with
-its :class:`~tocsin.errors.ConflictError` while the others are stored: the keys already stored
-are read in one statement per few hundred, the new rows go in by the bulk path (COPY on
-PostgreSQL, ``executemany`` on SQLite), and only a key repeated within the items takes the
-row-by-row rule of ``create``. After a large create the planner's statistics are refreshed
-once they lag far behind the table (:func:`~tocsin.stores.sql.base.refresh_statistics`). A
-concurrent insert of one of the keys makes the bulk insert fail as a whole
-(:class:`StoreError`): the caller then repeats the items through ``create``.
+answer for each item, except that an item whose key another request holds is answered with its
+:class:`~tocsin.errors.ConflictError` while the others are stored: the keys already stored are
+read in one statement per few thousand, the new rows go in by the
+bulk path (COPY on PostgreSQL, ``executemany`` on SQLite), and only a key repeated within the
+items takes the row-by-row rule of ``create``. After a large create the planner's statistics
+are refreshed once they lag far behind the table
+(:func:`~tocsin.stores.sql.base.refresh_statistics`). A concurrent insert of one of the keys
+makes the bulk insert fail as a whole (:class:`StoreError`): the caller then repeats the items
+through ``create``.
 
 :func:`change_many` is a run of :meth:`~tocsin.abc.ScheduleStore.cancel` and
 ``reschedule`` calls (each by id, or by key) in one transaction, in their order, each with
@@ -45,8 +46,10 @@ from tocsin.stores.sql.schedules import (
 
 __all__ = ["Change", "change_many", "create_keyed", "schedule_id_for_key"]
 
-_IN_CHUNK = 500
+_KEYS = 2_000
 """Keys looked up per statement."""
+_LARGE = 500
+"""A create of this many items looks whether the planner's statistics need refreshing."""
 _KEY = SCHEDULE_COLUMNS.replace(" ", "").split(",").index("key")
 """The position of ``key`` in a row of :data:`SCHEDULE_COLUMNS`."""
 
@@ -125,11 +128,11 @@ def create_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *,
         for item in items:
             by_tenant.setdefault(item.tenant, []).append(str(item.key))
         for tenant, keys in by_tenant.items():
-            for start in range(0, len(keys), _IN_CHUNK):
-                part = keys[start:start + _IN_CHUNK]
+            for start in range(0, len(keys), _KEYS):
+                member, args = d.member(keys[start:start + _KEYS])
                 sql = d.q(f"SELECT {SCHEDULE_COLUMNS}, fingerprint FROM schedules WHERE "
-                          f"tenant = ? AND key IN ({', '.join('?' * len(part))})")
-                for row in conn.execute(sql, (tenant, *part)).fetchall():
+                          f"tenant = ? AND key {member}")
+                for row in conn.execute(sql, (tenant, *args)).fetchall():
                     stored[(tenant, row[_KEY])] = tuple(row)
         out: list[tuple[Schedule, bool] | ConflictError | None] = []
         fresh: list[tuple[Any, ...]] = []
@@ -165,6 +168,6 @@ def create_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *,
         return [o for o in out if o is not None]
 
     out = store._tenant_work(work, tenants=frozenset(item.tenant for item in items))
-    if len(items) >= _IN_CHUNK:
+    if len(items) >= _LARGE:
         refresh_statistics(store, when_stale=True)  # the next lookup of keys needs them
     return out
