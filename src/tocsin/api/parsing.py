@@ -38,6 +38,11 @@ _ISO_DURATION = re.compile(
     r"^P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
     r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
 )
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
+"""Canonical JSON (one encoder for every call: ``json.dumps`` with these options makes a new
+one each time)."""
+_COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+"""A JSON payload as stored: no spaces, keys in the client's order."""
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:\d{2})$")
 
 
@@ -45,8 +50,7 @@ _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]
 def canonical_digest(value: Any) -> str:
     """SHA-256 of ``value`` as canonical JSON (sorted keys, no spaces): two requests that differ
     only in key order or spacing get the same digest."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(_CANONICAL.encode(value).encode()).hexdigest()
 
 
 def parse_duration(value: float | str, field: str = "delay") -> timedelta:
@@ -109,7 +113,7 @@ def payload_of(body: ScheduleIn | ScheduleChange | RecurringChange, *,
     field = given[0]
     if field == "payload":
         try:
-            text = json.dumps(body.payload, separators=(",", ":"), allow_nan=False)
+            text = _COMPACT.encode(body.payload)
         except ValueError as exc:
             raise ValidationError("payload", f"not valid JSON: {exc}") from exc
         kind, data = PayloadKind.JSON, text.encode()
