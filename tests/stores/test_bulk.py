@@ -52,9 +52,9 @@ def test_create_keyed(store: Store) -> None:
 
 def test_a_bulk_load_keeps_the_planner_statistics_current(store: Store) -> None:
     """A load of 30 000 schedules, a chunk at a time, leaves the statistics of the schedules
-    counting at least half of them (PostgreSQL): without that a lookup of
-    keys reads every row of the tenant, and each chunk is slower than the last. SQLite's
-    planner needs none: nothing is refreshed."""
+    counting at least half of them (PostgreSQL): without that a lookup of keys reads every row
+    of the tenant, and each chunk is slower than the last. SQLite's planner needs none: nothing
+    is refreshed."""
     assert isinstance(store, SqlSchedules)
     store.put_channel(ChannelSpec(name="out", kind=ChannelKind.RECORDING))
     rows = 30_000

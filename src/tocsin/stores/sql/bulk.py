@@ -6,13 +6,12 @@ schedule by its key, and a bulk create of keyed schedules. Written once over the
 idempotency key (every row of an import, every create of the commands topic), with the same
 answer for each item, except that an item whose key another request holds is answered with its
 :class:`~tocsin.errors.ConflictError` while the others are stored: the keys already stored are
-read in one statement per few thousand, the new rows go in by the
-bulk path (COPY on PostgreSQL, ``executemany`` on SQLite), and only a key repeated within the
-items takes the row-by-row rule of ``create``. After a large create the planner's statistics
-are refreshed once they lag far behind the table
-(:func:`~tocsin.stores.sql.base.refresh_statistics`). A concurrent insert of one of the keys
-makes the bulk insert fail as a whole (:class:`StoreError`): the caller then repeats the items
-through ``create``.
+read in one statement per few thousand, the new rows go in by the bulk path (COPY on
+PostgreSQL, ``executemany`` on SQLite), and only a key repeated within the items takes the
+row-by-row rule of ``create``. After a large create the planner's statistics are refreshed once
+they lag far behind the table (:func:`~tocsin.stores.sql.base.refresh_statistics`). A
+concurrent insert of one of the keys makes the bulk insert fail as a whole
+(:class:`StoreError`): the caller then repeats the items through ``create``.
 
 :func:`change_many` is a run of :meth:`~tocsin.abc.ScheduleStore.cancel` and
 ``reschedule`` calls (each by id, or by key) in one transaction, in their order, each with
