@@ -8,20 +8,85 @@ or into the list of its :class:`Problem`\\ s, each naming the field and the reas
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 import pydantic
 
 from tocsin.api.models import ScheduleChange, ScheduleIn
-from tocsin.api.parsing import due_of, payload_of
+from tocsin.api.parsing import (
+    canonical_json,
+    check_message_size,
+    compact_json,
+    due_of,
+    json_text,
+    payload_of,
+)
 from tocsin.api.text import text_problem
 from tocsin.config import Settings
 from tocsin.domain import DEFAULT_TENANT, NewSchedule, PayloadKind
 from tocsin.errors import NotFoundError, ValidationError
 
-__all__ = ["Change", "Known", "Problem", "ScheduleCheck", "cached", "read_change",
-           "reason_of", "registered"]
+__all__ = ["NOT_GIVEN", "Change", "Known", "Problem", "ScheduleCheck", "cached",
+           "read_change", "reason_of", "registered"]
+
+_DUMP = {name: field.get_default(call_default_factory=True)
+         for name, field in ScheduleIn.model_fields.items()}
+"""``ScheduleIn().model_dump(mode="json")`` of an item that gives nothing: every field at its
+default."""
+_TENANT = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_LIMITS = {name: next(m.max_length for m in ScheduleIn.model_fields[name].metadata
+                      if getattr(m, "max_length", None) is not None)
+           for name in ("channel", "key", "ordering_key", "policy")}
+"""The longest text each of these fields may hold (the model's own limits)."""
+_EXACT = 2 ** 53
+"""Whole numbers of seconds up to this are exact as floats (the model reads a delay as one)."""
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_SURROGATE = b"\\ud"
+"""How compact JSON writes a UTF-16 surrogate: the model decides payloads holding one."""
+NOT_GIVEN: Any = object()
+"""A payload not given (the item gives ``payload_text``)."""
+_REQUEST_FIELDS = ("channel", "delay", "due_at", "headers", "key", "key_mode", "ordering_key",
+                   "payload", "payload_base64", "payload_text", "policy", "tenant",
+                   "uniqueness_key")
+"""The fields of a request in the order canonical JSON writes them (:func:`_request_json`)."""
+if tuple(sorted(_DUMP)) != _REQUEST_FIELDS:
+    raise RuntimeError("ScheduleIn's fields changed: update tocsin.intake._request_json")
+
+
+def _text_or_null(text: str | None) -> str:
+    return "null" if text is None else json_text(text)
+
+
+def _request_json(*, channel: str, delay: float | str | None, due_at: str | None,
+                  headers: dict[str, str], key: str, ordering_key: str | None,
+                  payload: Any, payload_text: str | None, policy: str | None,
+                  tenant: str) -> str:
+    """``canonical_json(ScheduleIn(...).model_dump(mode="json") | {"tenant": tenant})`` of a
+    plain item (no payload_base64, uniqueness_key or task key mode), written directly."""
+    delay_json = ("null" if delay is None else json_text(delay) if type(delay) is str
+                  else float.__repr__(delay))
+    payload_json = "null" if payload is NOT_GIVEN else canonical_json(payload)
+    return (f'{{"channel":{json_text(channel)},"delay":{delay_json},'
+            f'"due_at":{_text_or_null(due_at)},'
+            f'"headers":{canonical_json(headers) if headers else "{}"},'
+            f'"key":{json_text(key)},"key_mode":"idempotent",'
+            f'"ordering_key":{_text_or_null(ordering_key)},"payload":{payload_json},'
+            f'"payload_base64":null,"payload_text":{_text_or_null(payload_text)},'
+            f'"policy":{_text_or_null(policy)},"tenant":{json_text(tenant)},'
+            f'"uniqueness_key":null}}')
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is made of JSON's own types alone (what ``json.loads`` gives)."""
+    kind = type(value)
+    if kind is dict:
+        return all(type(k) is str and _plain(v) for k, v in value.items())
+    if kind is list:
+        return all(_plain(v) for v in value)
+    return kind in _SCALARS
 
 
 class Known(Protocol):
@@ -104,23 +169,33 @@ class ScheduleCheck:
         self._tenant_of = tenant_of
         self._keys: dict[tuple[str, str], tuple[int, str]] = {}
         """(tenant, key) → the first item giving it and its request digest."""
+        self._due: dict[tuple[str | None, float | str | None], int | None] = {}
+        """(due_at, delay) → its due time (None: refused), for :meth:`plain`."""
 
     def check(self, item: Any, *, index: int = 0,
               check_text: bool = True) -> NewSchedule | list[Problem]:
         """``item`` as a schedule, or every problem found with it. ``check_text`` looks for
         lone surrogates (text that JSON allows but UTF-8 cannot store)."""
-        if check_text and (problem := text_problem(item)) is not None:
-            return [Problem(problem[0] or "body", problem[1])]
-        try:
-            given = ScheduleIn.model_validate(item)
-            value = given.to_domain(
-                tenant=self._tenant_of(given.tenant), now_ms=self.now_ms,
-                max_payload=self._max_payload, grace_ms=self._grace_ms,
-                key_retention_ms=self._retention_ms)
-        except pydantic.ValidationError as exc:
-            return [Problem(".".join(map(str, e["loc"])), reason_of(e)) for e in exc.errors()]
-        except ValidationError as exc:
-            return [Problem(exc.field, exc.reason)]
+        value = self._plainly_valid(item)
+        if value is None:
+            if check_text and (problem := text_problem(item)) is not None:
+                return [Problem(problem[0] or "body", problem[1])]
+            try:
+                given = ScheduleIn.model_validate(item)
+                value = given.to_domain(
+                    tenant=self._tenant_of(given.tenant), now_ms=self.now_ms,
+                    max_payload=self._max_payload, grace_ms=self._grace_ms,
+                    key_retention_ms=self._retention_ms)
+            except pydantic.ValidationError as exc:
+                return [Problem(".".join(map(str, e["loc"])), reason_of(e))
+                        for e in exc.errors()]
+            except ValidationError as exc:
+                return [Problem(exc.field, exc.reason)]
+        return self.accept(value, index=index)
+
+    def accept(self, value: NewSchedule, *, index: int) -> NewSchedule | list[Problem]:
+        """``value`` (item ``index``) once its channel and policy are known to be registered
+        and its key is not given to another request of these items; else the problem."""
         if not self._known("channel", value.channel, tenant=value.tenant):
             return [Problem("channel", f"channel {value.channel!r} is not registered")]
         if value.policy is not None and not self._known("policy", value.policy,
@@ -134,3 +209,117 @@ class ScheduleCheck:
                 return [Problem("key", f"key {value.key!r} is also given to item {first} "
                                        "with a different request")]
         return value
+
+    def _plainly_valid(self, item: Any) -> NewSchedule | None:
+        """``item`` as a schedule when it is plainly valid: fields of the model alone, each of
+        its plain type within the model's limits, one payload (JSON or text), a due time, no
+        task key, text the store can hold. Built without the model, to the very value the
+        model builds (the same payload bytes and request digest); None for anything else,
+        which the model then decides. An import row or a topic's create takes about a third
+        of the time this way."""
+        if type(item) is not dict or not item.keys() <= _DUMP.keys():
+            return None
+        get = item.get
+        if (get("uniqueness_key") is not None or get("payload_base64") is not None
+                or get("key_mode", "idempotent") != "idempotent"):
+            return None
+        channel, key, ordering_key, policy = (get(name) for name in _LIMITS)
+        if type(channel) is not str or not 0 < len(channel) <= _LIMITS["channel"]:
+            return None
+        for name, text in (("key", key), ("ordering_key", ordering_key), ("policy", policy)):
+            if text is not None and (type(text) is not str
+                                     or not 0 < len(text) <= _LIMITS[name]):
+                return None
+        named, due_at, delay = get("tenant"), get("due_at"), get("delay")
+        if named is not None and (type(named) is not str or _TENANT.fullmatch(named) is None):
+            return None
+        if due_at is not None and type(due_at) is not str:
+            return None
+        if type(delay) is int and -_EXACT <= delay <= _EXACT:
+            delay = float(delay)
+        elif delay is not None and type(delay) is not float and type(delay) is not str:
+            return None
+        headers = get("headers", _DUMP["headers"])
+        if type(headers) is not dict or not all(type(k) is str and type(v) is str
+                                                for k, v in headers.items()):
+            return None
+        text = "".join([channel, key or "", ordering_key or "", policy or "", due_at or "",
+                        delay if type(delay) is str else "", *headers, *headers.values()])
+        if "\x00" in text or not (text.isascii() or _utf8(text)):
+            return None
+        payload = item.get("payload", NOT_GIVEN)
+        text = item.get("payload_text")
+        if payload is not NOT_GIVEN and text is not None:
+            return None
+        if payload is NOT_GIVEN and type(text) is not str:
+            return None
+        try:
+            if not _plain(payload):
+                return None
+        except RecursionError:
+            return None
+        return self.plain(channel=channel, key=key, ordering_key=ordering_key, policy=policy,
+                          named=named, due_at=due_at, delay=delay, headers=headers,
+                          payload=payload, payload_text=text)
+
+    def plain(self, *, channel: str, key: str | None, ordering_key: str | None,
+              policy: str | None, named: str | None, due_at: str | None,
+              delay: float | str | None, headers: dict[str, str], payload: Any = NOT_GIVEN,
+              payload_text: str | None = None) -> NewSchedule | None:
+        """The schedule of an item whose fields are known to be of the model's plain types
+        (JSON values alone in ``payload``; text of the model's lengths, free of NUL and lone
+        surrogates; a float delay), with one of ``payload`` or ``payload_text``, no
+        ``payload_base64``, ``uniqueness_key`` or task key mode: the very value
+        :meth:`check` builds through the model. None when the model must decide (a payload,
+        due time, size or tenant it refuses)."""
+        try:
+            if payload is not NOT_GIVEN:
+                kind, data = PayloadKind.JSON, compact_json(payload)
+                if _SURROGATE in data:
+                    return None
+            else:
+                kind, data = PayloadKind.TEXT, str(payload_text).encode()
+        except (ValueError, RecursionError):
+            return None
+        if len(data) > self._max_payload:
+            return None
+        due_ms = self._due_ms(due_at, delay)
+        if due_ms is None:
+            return None
+        try:
+            if headers:
+                check_message_size(data, headers, limit=self._max_payload)
+            tenant = self._tenant_of(named)
+        except ValidationError:
+            return None
+        digest = None
+        if key is not None:
+            digest = hashlib.sha256(_request_json(
+                channel=channel, delay=delay, due_at=due_at, headers=headers, key=key,
+                ordering_key=ordering_key, payload=payload, payload_text=payload_text,
+                policy=policy, tenant=tenant).encode()).hexdigest()
+        return NewSchedule(
+            channel=channel, payload=data, payload_kind=kind, headers=dict(headers),
+            due_ms=due_ms, tenant=tenant, key=key, ordering_key=ordering_key,
+            key_retention_ms=self._retention_ms, request_digest=digest, policy=policy)
+
+    def _due_ms(self, due_at: str | None, delay: float | str | None) -> int | None:
+        """:func:`~tocsin.api.parsing.due_of`, once for each value (an import's rows often
+        share one delay); None when it refuses or neither is given."""
+        given = (due_at, delay)
+        if given not in self._due:
+            try:
+                self._due[given] = due_of(due_at, delay, now_ms=self.now_ms,
+                                          grace_ms=self._grace_ms)
+            except ValidationError:
+                self._due[given] = None
+        return self._due[given]
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` can be stored as UTF-8 (holds no lone surrogate)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True

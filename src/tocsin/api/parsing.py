@@ -23,8 +23,11 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_DUE_MS",
     "canonical_digest",
+    "canonical_json",
     "check_message_size",
+    "compact_json",
     "due_of",
+    "json_text",
     "parse_duration",
     "parse_instant",
     "payload_of",
@@ -43,14 +46,45 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=F
 one each time)."""
 _COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 """A JSON payload as stored: no spaces, keys in the client's order."""
+
+
+def _c_encoder(sort_keys: bool) -> Any:
+    """What ``JSONEncoder.encode`` runs (the C encoder, compact, ASCII, no NaN), made once
+    rather than on each call, without the check for circular values (JSON values are trees);
+    None where the C encoder is missing."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+    return make(None, _CANONICAL.default, json.encoder.encode_basestring_ascii, None, ":", ",",
+                sort_keys, False, False)
+
+
+_CANONICAL_C, _COMPACT_C = _c_encoder(True), _c_encoder(False)
+json_text = json.encoder.encode_basestring_ascii
+"""A string as JSON text, ASCII (what both encoders write for one)."""
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:\d{2})$")
 
+
+
+def compact_json(value: Any) -> bytes:
+    """A JSON payload as stored: compact, keys in the client's order, ASCII (non-ASCII text
+    as escapes); ``ValueError`` for a value JSON cannot hold (an infinity, NaN)."""
+    if _COMPACT_C is None or isinstance(value, str):
+        return _COMPACT.encode(value).encode()
+    return "".join(_COMPACT_C(value, 0)).encode()
+
+
+def canonical_json(value: Any) -> str:
+    """``value`` as canonical JSON: sorted keys, no spaces, ASCII."""
+    if _CANONICAL_C is None or isinstance(value, str):
+        return _CANONICAL.encode(value)
+    return "".join(_CANONICAL_C(value, 0))
 
 
 def canonical_digest(value: Any) -> str:
     """SHA-256 of ``value`` as canonical JSON (sorted keys, no spaces): two requests that differ
     only in key order or spacing get the same digest."""
-    return hashlib.sha256(_CANONICAL.encode(value).encode()).hexdigest()
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
 
 
 def parse_duration(value: float | str, field: str = "delay") -> timedelta:
@@ -113,10 +147,9 @@ def payload_of(body: ScheduleIn | ScheduleChange | RecurringChange, *,
     field = given[0]
     if field == "payload":
         try:
-            text = _COMPACT.encode(body.payload)
+            kind, data = PayloadKind.JSON, compact_json(body.payload)
         except ValueError as exc:
             raise ValidationError("payload", f"not valid JSON: {exc}") from exc
-        kind, data = PayloadKind.JSON, text.encode()
     elif field == "payload_text":
         try:
             kind, data = PayloadKind.TEXT, str(body.payload_text).encode()

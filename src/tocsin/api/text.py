@@ -40,6 +40,8 @@ def _not_unicode(value: Any) -> bool:
         json.dumps(value, ensure_ascii=False).encode()
     except UnicodeEncodeError:
         return True
+    except (TypeError, ValueError):
+        return False  # not JSON at all (bytes from a Parquet column): the model refuses it
     return False
 
 
