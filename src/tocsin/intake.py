@@ -29,17 +29,20 @@ from tocsin.config import Settings
 from tocsin.domain import DEFAULT_TENANT, NewSchedule, PayloadKind
 from tocsin.errors import NotFoundError, ValidationError
 
-__all__ = ["NOT_GIVEN", "Change", "Known", "Problem", "ScheduleCheck", "cached",
-           "read_change", "reason_of", "registered"]
+__all__ = ["NOT_GIVEN", "PLAIN_TENANT", "TEXT_LIMITS", "Change", "Known", "Problem",
+           "ScheduleCheck", "cached", "read_change", "reason_of", "registered"]
 
 _DUMP = {name: field.get_default(call_default_factory=True)
          for name, field in ScheduleIn.model_fields.items()}
 """``ScheduleIn().model_dump(mode="json")`` of an item that gives nothing: every field at its
 default."""
-_TENANT = re.compile(r"[A-Za-z0-9._-]{1,64}")
-_LIMITS = {name: next(m.max_length for m in ScheduleIn.model_fields[name].metadata
-                      if getattr(m, "max_length", None) is not None)
-           for name in ("channel", "key", "ordering_key", "policy")}
+PLAIN_TENANT = r"[A-Za-z0-9._-]{1,64}"
+"""A tenant name the model takes (its pattern and lengths), as a regular expression that
+Python and RE2 (Arrow) read alike."""
+_TENANT = re.compile(PLAIN_TENANT)
+TEXT_LIMITS = {name: next(m.max_length for m in ScheduleIn.model_fields[name].metadata
+                          if getattr(m, "max_length", None) is not None)
+               for name in ("channel", "key", "ordering_key", "policy")}
 """The longest text each of these fields may hold (the model's own limits)."""
 _EXACT = 2 ** 53
 """Whole numbers of seconds up to this are exact as floats (the model reads a delay as one)."""
@@ -223,21 +226,19 @@ class ScheduleCheck:
         if (get("uniqueness_key") is not None or get("payload_base64") is not None
                 or get("key_mode", "idempotent") != "idempotent"):
             return None
-        channel, key, ordering_key, policy = (get(name) for name in _LIMITS)
-        if type(channel) is not str or not 0 < len(channel) <= _LIMITS["channel"]:
+        channel, key, ordering_key, policy = (get(name) for name in TEXT_LIMITS)
+        if type(channel) is not str or not 0 < len(channel) <= TEXT_LIMITS["channel"]:
             return None
         for name, text in (("key", key), ("ordering_key", ordering_key), ("policy", policy)):
             if text is not None and (type(text) is not str
-                                     or not 0 < len(text) <= _LIMITS[name]):
+                                     or not 0 < len(text) <= TEXT_LIMITS[name]):
                 return None
         named, due_at, delay = get("tenant"), get("due_at"), get("delay")
         if named is not None and (type(named) is not str or _TENANT.fullmatch(named) is None):
             return None
         if due_at is not None and type(due_at) is not str:
             return None
-        if type(delay) is int and -_EXACT <= delay <= _EXACT:
-            delay = float(delay)
-        elif delay is not None and type(delay) is not float and type(delay) is not str:
+        if delay is not None and type(delay) not in (int, float, str):
             return None
         headers = get("headers", _DUMP["headers"])
         if type(headers) is not dict or not all(type(k) is str and type(v) is str
@@ -264,11 +265,11 @@ class ScheduleCheck:
 
     def plain(self, *, channel: str, key: str | None, ordering_key: str | None,
               policy: str | None, named: str | None, due_at: str | None,
-              delay: float | str | None, headers: dict[str, str], payload: Any = NOT_GIVEN,
-              payload_text: str | None = None) -> NewSchedule | None:
+              delay: int | float | str | None, headers: dict[str, str],
+              payload: Any = NOT_GIVEN, payload_text: str | None = None) -> NewSchedule | None:
         """The schedule of an item whose fields are known to be of the model's plain types
         (JSON values alone in ``payload``; text of the model's lengths, free of NUL and lone
-        surrogates; a float delay), with one of ``payload`` or ``payload_text``, no
+        surrogates; a delay of seconds or text), with one of ``payload`` or ``payload_text``, no
         ``payload_base64``, ``uniqueness_key`` or task key mode: the very value
         :meth:`check` builds through the model. None when the model must decide (a payload,
         due time, size or tenant it refuses)."""
@@ -283,6 +284,10 @@ class ScheduleCheck:
             return None
         if len(data) > self._max_payload:
             return None
+        if type(delay) is int:  # the model reads a whole number of seconds as a float
+            if not -_EXACT <= delay <= _EXACT:
+                return None
+            delay = float(delay)
         due_ms = self._due_ms(due_at, delay)
         if due_ms is None:
             return None

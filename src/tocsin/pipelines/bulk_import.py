@@ -128,9 +128,11 @@ def _run(spark: SparkSession, path: str, job: ImportJob, *, rejects: str,
         loader = Loader(job, store_for(job.store_url, job.buckets))
         for batch in batches:
             sources = batch.column(SOURCE_COLUMN).to_pylist()
-            raw: list[Any] = (batch.column("value").to_pylist() if fmt is SourceFormat.JSON
-                              else batch.drop_columns([SOURCE_COLUMN]).to_pylist())
-            tally = loader.load(list(zip(raw, sources, strict=True)))
+            if fmt is SourceFormat.JSON:
+                lines = batch.column("value").to_pylist()
+                tally = loader.load(list(zip(lines, sources, strict=True)))
+            else:
+                tally = loader.load_batch(batch.drop_columns([SOURCE_COLUMN]), sources)
             counts["created"].add(tally.created)
             counts["existing"].add(tally.existing)
             counts["rejected"].add(tally.rejected)

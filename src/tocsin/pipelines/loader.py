@@ -9,21 +9,25 @@ Spark-free: the Spark job (:mod:`tocsin.pipelines.bulk_import`) hands it rows.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tocsin.abc import Store
 from tocsin.api.text import TEXT_ESCAPE
 from tocsin.config import Settings
 from tocsin.domain import NewSchedule
 from tocsin.errors import ConflictError
-from tocsin.intake import Problem, ScheduleCheck, registered
-from tocsin.pipelines.rows import DERIVED_KEY_PREFIX, RowShape, SourceFormat
+from tocsin.intake import NOT_GIVEN, Problem, ScheduleCheck, registered
+from tocsin.pipelines.columns import PlainColumns, plain_columns
+from tocsin.pipelines.rows import DERIVED_KEY_PREFIX, RowShape, SourceFormat, json_value
 from tocsin.pipelines.writes import create_many
 
-__all__ = ["REJECT_FIELDS", "ImportJob", "Loader", "Tally"]
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["REJECT_FIELDS", "Checked", "ImportJob", "Loader", "Tally"]
 
 REJECT_FIELDS = ("source", "row", "field", "reason", "errors")
 """A rejects record: the row's file, the row, its first problem, and every problem (JSON)."""
@@ -42,7 +46,7 @@ class ImportJob:
     shape: RowShape
     root: str
     """The imported path as a URI: a row's source is its file's path below it."""
-    chunk: int = 5_000
+    chunk: int = 10_000
 
     def source_of(self, uri: str) -> str:
         """A file's name within the import (its base name when a single file was given)."""
@@ -62,6 +66,17 @@ class Tally:
     rejects: list[dict[str, str]] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class Checked:
+    """Checked rows: the schedules to write (each with its row's index and source), and the
+    tally of rejects so far."""
+
+    raw_of: Callable[[int], Any]
+    """The raw row at an index (for a reject record)."""
+    good: list[tuple[NewSchedule, int, str]] = field(default_factory=list)
+    tally: Tally = field(default_factory=Tally)
+
+
 class Loader:
     """Checks and writes batches of one import in one executor process."""
 
@@ -71,42 +86,107 @@ class Loader:
 
     def load(self, rows: Sequence[tuple[Any, str]]) -> Tally:
         """Check and write ``rows`` (each the raw row and its file's URI)."""
-        job, tally = self.job, Tally()
+        return self._write_all(self.check(rows))
+
+    def load_batch(self, batch: pa.RecordBatch, uris: Sequence[str]) -> Tally:
+        """Check and write the rows of ``batch`` (CSV or Parquet) from the files ``uris``."""
+        return self._write_all(self.check_batch(batch, uris))
+
+    def check(self, rows: Sequence[tuple[Any, str]]) -> Checked:
+        """Check ``rows`` (each the raw row and its file's URI) the row's way."""
+        return self._check(len(rows), lambda index: rows[index][0],
+                           lambda index: rows[index][1], None)
+
+    def check_batch(self, batch: pa.RecordBatch, uris: Sequence[str]) -> Checked:
+        """Check the rows of ``batch`` (CSV or Parquet) from the files ``uris``: its plain
+        rows column by column (:mod:`tocsin.pipelines.columns`), any other the row's way;
+        the same schedules and rejects as :meth:`check` of its rows."""
+        raw: list[dict[str, Any]] = []
+
+        def row(index: int) -> dict[str, Any]:
+            if not raw:  # the batch as rows only once one is needed
+                raw.extend(batch.to_pylist())
+            return raw[index]
+
+        return self._check(batch.num_rows, row, uris.__getitem__,
+                           plain_columns(batch, self.job.shape))
+
+    def _check(self, count: int, raw_of: Callable[[int], Any], uri_of: Callable[[int], str],
+               columns: PlainColumns | None) -> Checked:
+        job, checked = self.job, Checked(raw_of=raw_of)
         check = ScheduleCheck(job.settings, now_ms=job.now_ms,
                               known=partial(registered, self.store))
-        good: list[tuple[NewSchedule, Any, str]] = []
-        for index, (raw, uri) in enumerate(rows):
-            if raw == "" and job.shape.format is SourceFormat.JSON:
-                continue  # a blank line is no row
-            source = job.source_of(uri)
-            item = job.shape.item(raw, source=source)
-            if isinstance(item, Problem):
-                self._reject(tally, raw, source, [item])
-                continue
-            row, digest = item
-            value = check.check(row, index=index, check_text=isinstance(raw, str) and
-                                TEXT_ESCAPE.search(raw.encode("utf-8", "surrogatepass"))
-                                is not None)
+        sources: dict[str, str] = {}
+        for index in range(count):
+            uri = uri_of(index)
+            if (source := sources.get(uri)) is None:
+                source = sources[uri] = job.source_of(uri)
+            plain = self._plain(check, columns, index) if columns is not None else None
+            value = (self._row(check, raw_of(index), index, source) if plain is None
+                     else check.accept(plain, index=index))
             if isinstance(value, list):
-                self._reject(tally, raw, source, value)
-                continue
-            if digest is not None:
-                # The derived key digests the whole row: it is the request's digest too (a
-                # different request cannot have it), so the check need not make another.
-                value = replace(value, key=DERIVED_KEY_PREFIX + digest[:40],
-                                request_digest=digest, overwrite_pending=False)
-            good.append((value, raw, source))
-        for start in range(0, len(good), job.chunk):
-            self._write(good[start:start + job.chunk], tally)
-        return tally
+                self._reject(checked.tally, raw_of(index), source, value)
+            elif value is not None:
+                checked.good.append((value, index, source))
+        return checked
 
-    def _write(self, chunk: Sequence[tuple[NewSchedule, Any, str]], tally: Tally) -> None:
+    def _write_all(self, checked: Checked) -> Tally:
+        good = checked.good
+        for start in range(0, len(good), self.job.chunk):
+            self._write(good[start:start + self.job.chunk], checked)
+        return checked.tally
+
+    def _plain(self, check: ScheduleCheck, c: PlainColumns,
+               index: int) -> NewSchedule | None:
+        """Row ``index`` of a batch's plain rows as a schedule (None: the row's way)."""
+        if not c.plain[index]:
+            return None
+        delay = c.delay[index]
+        if type(delay) is str:
+            delay = self.job.shape.delay(delay)
+        payload, text = NOT_GIVEN, c.payload_text[index]
+        if text is None:
+            try:
+                payload = json_value(c.payload[index])
+            except ValueError:
+                return None
+        return check.plain(
+            channel=c.channel[index], key=c.key[index], ordering_key=c.ordering_key[index],
+            policy=c.policy[index], named=c.tenant[index] or self.job.shape.tenant,
+            due_at=c.due_at[index], delay=delay, headers={}, payload=payload,
+            payload_text=text)
+
+    def _row(self, check: ScheduleCheck, raw: Any, index: int,
+             source: str) -> NewSchedule | list[Problem] | None:
+        """A row the row's way: the schedule, its problems, or None for a blank line."""
+        job = self.job
+        if raw == "" and job.shape.format is SourceFormat.JSON:
+            return None  # a blank line is no row
+        item = job.shape.item(raw, source=source)
+        if isinstance(item, Problem):
+            return [item]
+        row, digest = item
+        # Lone surrogates and NUL reach JSON text only as escapes; a CSV or Parquet cell may
+        # hold NUL itself.
+        value = check.check(row, index=index, check_text=not isinstance(raw, str) or
+                            TEXT_ESCAPE.search(raw.encode("utf-8", "surrogatepass"))
+                            is not None)
+        if isinstance(value, list) or digest is None:
+            return value
+        # The derived key digests the whole row: it is the request's digest too (a different
+        # request cannot have it), so the check need not make another.
+        return replace(value, key=DERIVED_KEY_PREFIX + digest[:40], request_digest=digest,
+                       overwrite_pending=False)
+
+    def _write(self, chunk: Sequence[tuple[NewSchedule, int, str]], checked: Checked) -> None:
         """Write a chunk in one transaction; a row whose key another request holds is
         rejected on ``key``, the others are written."""
+        tally = checked.tally
         results = create_many(self.store, [c[0] for c in chunk], now_ms=self.job.now_ms)
-        for (_, raw, source), result in zip(chunk, results, strict=True):
+        for (_, index, source), result in zip(chunk, results, strict=True):
             if isinstance(result, ConflictError):
-                self._reject(tally, raw, source, [Problem("key", str(result))])
+                self._reject(tally, checked.raw_of(index), source,
+                             [Problem("key", str(result))])
             elif result[1]:
                 tally.created += 1
             else:

@@ -18,7 +18,8 @@ from typing import Any
 from tocsin.errors import ValidationError
 from tocsin.intake import Problem
 
-__all__ = ["DERIVED_KEY_PREFIX", "RowShape", "SourceFormat", "parse_mapping", "row_digest"]
+__all__ = ["DERIVED_KEY_PREFIX", "RowShape", "SourceFormat", "json_value", "parse_mapping",
+           "row_digest"]
 
 DERIVED_KEY_PREFIX = "import:"
 """Keys made for rows that give none start with this."""
@@ -82,6 +83,17 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+_JSON = json.JSONDecoder(parse_constant=_no_constant)
+"""JSON text as a value; Infinity and NaN are not JSON (one decoder for every call)."""
+
+
+def json_value(text: str) -> Any:
+    """The value of JSON ``text`` (ValueError when it is not JSON)."""
+    if text.startswith("\ufeff"):
+        return json.loads(text)  # refuses it, naming the byte order mark
+    return _JSON.decode(text)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RowShape:
     """How this import's rows become items: their format, the column mapping
@@ -96,7 +108,7 @@ class RowShape:
         gives no key, its :func:`row_digest`; or why not."""
         if self.format is SourceFormat.JSON:
             try:
-                row = json.loads(raw, parse_constant=_no_constant)
+                row = json_value(raw)
             except ValueError as exc:
                 return Problem("body", f"malformed JSON: {exc}")
             if not isinstance(row, dict):
@@ -120,16 +132,21 @@ class RowShape:
         for field in _JSON_TEXT:
             if isinstance(row.get(field), str):
                 try:
-                    row[field] = json.loads(row[field], parse_constant=_no_constant)
+                    row[field] = json_value(row[field])
                 except ValueError as exc:
                     return Problem(field, f"not JSON text: {exc}")
         for field, value in row.items():
             if isinstance(value, datetime):  # a naive one stays naive: refused like the API's
                 row[field] = value.isoformat()
-        delay = row.get("delay")
-        if self.format is SourceFormat.CSV and isinstance(delay, str) and _NUMBER.match(delay):
-            row["delay"] = float(delay)
+        if "delay" in row:
+            row["delay"] = self.delay(row["delay"])
         return None
+
+    def delay(self, value: Any) -> Any:
+        """A CSV cell's delay: a number of seconds when it reads as one."""
+        if self.format is SourceFormat.CSV and isinstance(value, str) and _NUMBER.match(value):
+            return float(value)
+        return value
 
     def text(self, raw: Any) -> str:
         """The row as it goes to the rejects folder: the line itself, or the row as JSON."""

@@ -46,6 +46,12 @@ class Dialect(NamedTuple):
     stale: str = ""
     """Whether the schedules table holds more pages than its one parameter and twice as many
     as when its statistics were taken (empty: the planner needs no statistics)."""
+    insert_first: bool = False
+    """Whether a bulk create of keyed schedules inserts them first, skipping the keys already
+    held, and looks keys up only when some were (see
+    :func:`~tocsin.stores.sql.bulk.create_keyed`): with one writer at a time, a lookup of
+    every key would hold up every other writer. PostgreSQL looks first: its bulk path, COPY,
+    cannot skip a row."""
 
     def q(self, sql: str) -> str:
         """``sql`` written with ``?`` placeholders, in this dialect."""
@@ -60,7 +66,8 @@ class Dialect(NamedTuple):
         return f"IN ({', '.join('?' * len(values))})", tuple(values)
 
 
-SQLITE = Dialect("?", head_of_key("rowid"), "", "", "", "BLOB", " INDEXED BY schedules_finished")
+SQLITE = Dialect("?", head_of_key("rowid"), "", "", "", "BLOB", " INDEXED BY schedules_finished",
+                 insert_first=True)
 """SQLite: one writer at a time, so no row locks are needed. Without statistics its planner
 reads finished schedules through ``schedules_done`` (status, channel), every one of them, when
 a range of ``schedules_finished`` holds the few asked for: it is told the index."""

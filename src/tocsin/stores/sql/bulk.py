@@ -5,13 +5,15 @@ schedule by its key, and a bulk create of keyed schedules. Written once over the
 :func:`create_keyed` is :meth:`~tocsin.abc.ScheduleStore.create` for items that all carry an
 idempotency key (every row of an import, every create of the commands topic), with the same
 answer for each item, except that an item whose key another request holds is answered with its
-:class:`~tocsin.errors.ConflictError` while the others are stored: the keys already stored are
-read in one statement per few thousand, the new rows go in by the bulk path (COPY on
-PostgreSQL, ``executemany`` on SQLite), and only a key repeated within the items takes the
-row-by-row rule of ``create``. After a large create the planner's statistics are refreshed once
-they lag far behind the table (:func:`~tocsin.stores.sql.base.refresh_statistics`). A
-concurrent insert of one of the keys makes the bulk insert fail as a whole
-(:class:`StoreError`): the caller then repeats the items through ``create``.
+:class:`~tocsin.errors.ConflictError` while the others are stored. The rows are made before
+the transaction. On PostgreSQL the keys already stored are read in one statement per few
+thousand and the new rows go in by COPY; only a key repeated within the items takes the
+row-by-row rule of ``create``, and a concurrent insert of one of the keys makes the COPY fail
+as a whole (:class:`StoreError`): the caller then repeats the items through ``create``. On
+SQLite (one writer at a time) the rows go in first by ``executemany``, skipping keys already
+held, and keys are looked up only when some were. After a large create the planner's
+statistics are refreshed once they lag far behind the table
+(:func:`~tocsin.stores.sql.base.refresh_statistics`).
 
 :func:`change_many` is a run of :meth:`~tocsin.abc.ScheduleStore.cancel` and
 ``reschedule`` calls (each by id, or by key) in one transaction, in their order, each with
@@ -36,6 +38,7 @@ from tocsin.stores.rows import (
 from tocsin.stores.sql.base import SqlBase, refresh_statistics, tenant_is
 from tocsin.stores.sql.schedules import (
     CANCEL,
+    INSERT,
     SqlSchedules,
     cancel_args,
     reschedule_args,
@@ -120,12 +123,16 @@ def create_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *,
     if any(item.key is None or item.overwrite_pending for item in items):
         raise ValueError("create_keyed takes only items with an idempotency key")
     buckets, d = store.buckets, store._dialect
+    # Each item's row, made before the transaction: the write lock is held for the store's
+    # work alone (on SQLite, the other writers of an import wait for it).
+    values = [insert_values(item, buckets=buckets, now_ms=now_ms) for item in items]
 
-    def work(conn: Any) -> list[tuple[Schedule, bool] | ConflictError]:
+    def stored_rows(conn: Any, indexes: Sequence[int]) -> dict[tuple[str, str], tuple[Any, ...]]:
+        """The stored rows (and fingerprints) holding the keys of these items."""
         stored: dict[tuple[str, str], tuple[Any, ...]] = {}
         by_tenant: dict[str, list[str]] = {}
-        for item in items:
-            by_tenant.setdefault(item.tenant, []).append(str(item.key))
+        for index in indexes:
+            by_tenant.setdefault(items[index].tenant, []).append(str(items[index].key))
         for tenant, keys in by_tenant.items():
             for start in range(0, len(keys), _KEYS):
                 member, args = d.member(keys[start:start + _KEYS])
@@ -133,11 +140,36 @@ def create_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *,
                           f"tenant = ? AND key {member}")
                 for row in conn.execute(sql, (tenant, *args)).fetchall():
                     stored[(tenant, row[_KEY])] = tuple(row)
-        out: list[tuple[Schedule, bool] | ConflictError | None] = []
+        return stored
+
+    def inserted(conn: Any) -> set[str]:
+        """The ids of the items just inserted."""
+        ids = [v[0] for v in values]
+        found: set[str] = set()
+        for start in range(0, len(ids), _KEYS):
+            member, args = d.member(ids[start:start + _KEYS])
+            found.update(row[0] for row in conn.execute(
+                d.q(f"SELECT id FROM schedules WHERE id {member}"), args).fetchall())
+        return found
+
+    def work(conn: Any) -> list[tuple[Schedule, bool] | ConflictError | None]:
+        # None: stored now (its schedule is made after the transaction).
+        out: list[tuple[Schedule, bool] | ConflictError | None] = [None] * len(items)
+        held: Sequence[int] = range(len(items))
         fresh: list[tuple[Any, ...]] = []
-        slow: list[tuple[int, NewSchedule]] = []
+        slow: list[int] = []
+        if d.insert_first:
+            # Every item whose key is free goes in; a key held (by a schedule stored before,
+            # or by an earlier item) is then answered as the lookup below answers it.
+            if conn.executemany(d.q(f"{INSERT} ON CONFLICT (tenant, key) WHERE key IS NOT "
+                                    "NULL DO NOTHING"), values).rowcount == len(items):
+                return out
+            stored_ids = inserted(conn)
+            held = [index for index in held if values[index][0] not in stored_ids]
+        stored = stored_rows(conn, held)
         seen: set[tuple[str, str]] = set()
-        for item in items:
+        for index in held:
+            item = items[index]
             ident = (item.tenant, str(item.key))
             row = stored.get(ident)
             if row is not None:
@@ -145,28 +177,25 @@ def create_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *,
                 try:
                     key_decision(item, existing, row[-1], now_ms=now_ms)  # a repeat, or raises
                 except ConflictError as conflict:
-                    out.append(conflict)
+                    out[index] = conflict
                 else:
-                    out.append((existing, False))
+                    out[index] = (existing, False)
             elif ident in seen:
-                slow.append((len(out), item))  # a key repeated within the items
-                out.append(None)
+                slow.append(index)  # a key repeated within the items
             else:
                 seen.add(ident)
-                values = insert_values(item, buckets=buckets, now_ms=now_ms)
-                fresh.append(values)
-                out.append((schedule_from_values(values, item), True))
+                fresh.append(values[index])
         if fresh:
             store._insert_many(conn, f"schedules ({INSERT_COLUMNS})", fresh)
-        for index, item in slow:
-            values = insert_values(item, buckets=buckets, now_ms=now_ms)
+        for index in slow:
             try:
-                out[index] = store._create_keyed(conn, item, values, now_ms)
+                out[index] = store._create_keyed(conn, items[index], values[index], now_ms)
             except ConflictError as conflict:  # raised before any failing statement
                 out[index] = conflict
-        return [o for o in out if o is not None]
+        return out
 
     out = store._tenant_work(work, tenants=frozenset(item.tenant for item in items))
     if len(items) >= _LARGE:
         refresh_statistics(store, when_stale=True)  # the next lookup of keys needs them
-    return out
+    return [(schedule_from_values(values[index], item), True) if answer is None else answer
+            for index, (item, answer) in enumerate(zip(items, out, strict=True))]
