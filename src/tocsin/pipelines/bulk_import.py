@@ -105,7 +105,7 @@ def run_import(spark: SparkSession, path: str, *, settings: Settings,
     store = open_store(settings.store_url, buckets=settings.buckets)  # creates and migrates
     try:
         job = ImportJob(store_url=settings.store_url, buckets=store.buckets, settings=settings,
-                        now_ms=now_ms, shape=shape, root=_uri(path))
+                        now_ms=now_ms, shape=shape, root=_uri(path), clock=clock)
     finally:
         store.close()
     with _small_splits(spark):
