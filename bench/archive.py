@@ -2,8 +2,9 @@
 Parquet and deleted, on SQLite and on PostgreSQL.
 
 Each store gets a fresh database holding ``--rows`` finished schedules spread over the ten days
-before yesterday (8 in 10 delivered with one attempt each, 1 cancelled, 1 dead; a tenant ``t2``
-for a fifth of them) and a retention of half a day, so every row goes. The job runs on a Spark
+before yesterday, each created a day before it fell due, 20 000 at a time (8 in 10 delivered
+with one attempt each, 1 cancelled, 1 dead; a tenant ``t2`` for a fifth of them) and a
+retention of half a day, so every row goes. The job runs on a Spark
 session (``--master``, default ``local[2]``) warmed up by a small archive run first, so the figure
 is the job's, not Spark's start. ``<store>_rows_per_s`` counts store rows moved (schedules and
 attempts) per second of the job; ``<store>_schedules_per_s`` the schedules alone (target:
@@ -65,10 +66,13 @@ def fill(url: str, rows: int, now: int) -> None:
     store.put_channel(ChannelSpec(name="out", kind=ChannelKind.RECORDING, tenant="t2"))
     first, step = now - 11 * DAY, max(1, 10 * DAY // rows)
     for start in range(0, rows, CHUNK):
+        # Each chunk is created a day before its first row falls due, as a steady intake
+        # would: ids follow creation time (one instant for every row would scatter them).
         store.create([NewSchedule(channel="out", payload=b'{"order": 1, "amount": 1250}',
                                   due_ms=first + i * step,
                                   tenant="t2" if i % 5 == 0 else "default")
-                      for i in range(start, min(rows, start + CHUNK))], now_ms=first - DAY)
+                      for i in range(start, min(rows, start + CHUNK))],
+                     now_ms=first + start * step - DAY)
     q = store._dialect.q
 
     def finish(conn: Any) -> None:

@@ -137,14 +137,21 @@ class ArchiveJob:
         from tocsin.stores.sql.archive import finished_between
 
         store = self._store()
+        cutoffs: dict[tuple[str, bool], int] = {}
+
+        def cutoff(tenant: str, keyed: bool) -> int:
+            if (tenant, keyed) not in cutoffs:
+                cutoffs[(tenant, keyed)] = self.retention.cutoff(tenant, keyed=keyed,
+                                                                 now_ms=self.now_ms)
+            return cutoffs[(tenant, keyed)]
+
         for batch in spans:
             for lo, hi in zip(*(c.to_pylist() for c in batch.columns), strict=True):
                 after: tuple[int, str] | None = None
                 while True:
                     rows = finished_between(store, lo_ms=lo, hi_ms=hi, after=after,
                                             limit=READ_CHUNK)
-                    kept = [r for r in rows if r[-1] < self.retention.cutoff(
-                        r[1], keyed=r[13] is not None, now_ms=self.now_ms)]
+                    kept = [r for r in rows if r[-1] < cutoff(r[1], r[13] is not None)]
                     if kept:
                         columns = [list(c) for c in zip(*kept, strict=True)]
                         columns[3] = [bytes(p) for p in columns[3]]

@@ -272,6 +272,6 @@ class PostgresStore(SqlStore):
             # may scan the claimed rows and test each against the whole array (25 000 x 25 000
             # comparisons for one batch).
             "UPDATE schedules s SET status = 'DELIVERED', attempts = s.attempts + 1, "
-            "delivered_ms = %s, last_error = NULL FROM unnest(%s::text[]) AS d(id) "
+            "delivered_ms = %s, last_error = NULL FROM unnest(%b::text[]) AS d(id) "
             "WHERE s.id = d.id AND s.claim_epoch = %s AND s.status = 'CLAIMED'",
             (now_ms, list(ids), epoch)).rowcount)
