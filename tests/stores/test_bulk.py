@@ -50,6 +50,21 @@ def test_create_keyed(store: Store) -> None:
     assert store.get(first[0][0].id).payload == b'{"n": 0}'  # the refused request changed nothing
 
 
+def test_store_keyed_answers_as_create_keyed(store: Store) -> None:
+    """The import's create answers only created (True), repeated (False) or the conflict,
+    the same answers create_keyed gives, and stores the same."""
+    assert isinstance(store, SqlSchedules)
+    store.put_channel(ChannelSpec(name="out", kind=ChannelKind.RECORDING))
+    assert bulk.store_keyed(store, [_item("a"), _item("b")], now_ms=NOW) == [True, True]
+    answers = bulk.store_keyed(store, [_item("b"), _item("c"), _item("c"), _item("a", n=1),
+                                       _item("d", n=1), _item("d", n=2)], now_ms=NOW)
+    assert [a if isinstance(a, bool) else type(a) for a in answers] == [
+        False, True, False, ConflictError, True, ConflictError]
+    held = bulk.schedule_id_for_key(store, tenant="default", key="d")
+    assert store.get(held).payload == b'{"n": 1}'
+    assert store.counts()["PENDING"] == 4
+
+
 def test_a_bulk_load_keeps_the_planner_statistics_current(store: Store) -> None:
     """A load of 30 000 schedules, a chunk at a time, leaves the statistics of the schedules
     counting at least half of them (PostgreSQL): without that a lookup of keys reads every row

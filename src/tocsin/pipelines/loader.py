@@ -23,7 +23,7 @@ from tocsin.errors import ConflictError
 from tocsin.intake import NOT_GIVEN, Problem, ScheduleCheck, registered
 from tocsin.pipelines.columns import PlainColumns, plain_columns
 from tocsin.pipelines.rows import DERIVED_KEY_PREFIX, RowShape, SourceFormat, json_value
-from tocsin.pipelines.writes import create_many
+from tocsin.pipelines.writes import store_many
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -188,13 +188,13 @@ class Loader:
         """Write a chunk in one transaction; a row whose key another request holds is
         rejected on ``key``, the others are written."""
         tally = checked.tally
-        results = create_many(self.store, [c[0] for c in chunk],
-                              now_ms=self.job.clock.now_ms())
+        results = store_many(self.store, [c[0] for c in chunk],
+                             now_ms=self.job.clock.now_ms())
         for (_, index, source), result in zip(chunk, results, strict=True):
             if isinstance(result, ConflictError):
                 self._reject(tally, checked.raw_of(index), source,
                              [Problem("key", str(result))])
-            elif result[1]:
+            elif result:
                 tally.created += 1
             else:
                 tally.existing += 1

@@ -5,6 +5,7 @@ and ``reschedule``; and a schedule by key."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeGuard
 
 from tocsin.abc import Store
 from tocsin.dispatcher.core import retrying
@@ -14,7 +15,7 @@ from tocsin.stores.sql import bulk
 from tocsin.stores.sql.bulk import Change
 from tocsin.stores.sql.schedules import SqlSchedules
 
-__all__ = ["Change", "change_many", "create_many", "schedule_id_for_key"]
+__all__ = ["Change", "change_many", "create_many", "schedule_id_for_key", "store_many"]
 
 
 def create_many(store: Store, items: Sequence[NewSchedule], *,
@@ -24,8 +25,7 @@ def create_many(store: Store, items: Sequence[NewSchedule], *,
     held by another request (that item alone is left out). By the bulk path when every item
     has an idempotency key; retried while the store is unavailable (safe: every item is
     keyed)."""
-    if isinstance(store, SqlSchedules) and all(
-            i.key is not None and not i.overwrite_pending for i in items):
+    if _bulk(store, items):
         try:
             return bulk.create_keyed(store, items, now_ms=now_ms)
         except StoreError:
@@ -37,6 +37,25 @@ def create_many(store: Store, items: Sequence[NewSchedule], *,
             return [conflict]
     # One item's conflict refused them all: each on its own, so only that one is left out.
     return [one for item in items for one in create_many(store, [item], now_ms=now_ms)]
+
+
+def store_many(store: Store, items: Sequence[NewSchedule], *,
+               now_ms: int) -> list[bool | ConflictError]:
+    """:func:`create_many` answering only whether each item was created (True) or its key
+    already held the same request (False), or the conflict."""
+    if _bulk(store, items):
+        try:
+            return bulk.store_keyed(store, items, now_ms=now_ms)
+        except StoreError:
+            pass  # as in create_many
+    return [one if isinstance(one, ConflictError) else one[1]
+            for one in create_many(store, items, now_ms=now_ms)]
+
+
+def _bulk(store: Store, items: Sequence[NewSchedule]) -> TypeGuard[SqlSchedules]:
+    """Whether the items can take the store's bulk keyed create."""
+    return isinstance(store, SqlSchedules) and all(
+        i.key is not None and not i.overwrite_pending for i in items)
 
 
 def schedule_id_for_key(store: Store, *, tenant: str, key: str) -> str:
