@@ -248,11 +248,10 @@ class ScheduleCheck:
                         delay if type(delay) is str else "", *headers, *headers.values()])
         if "\x00" in text or not (text.isascii() or _utf8(text)):
             return None
-        payload = item.get("payload", NOT_GIVEN)
-        text = item.get("payload_text")
-        if payload is not NOT_GIVEN and text is not None:
+        payload, payload_text = get("payload", NOT_GIVEN), get("payload_text")
+        if payload is not NOT_GIVEN and payload_text is not None:
             return None
-        if payload is NOT_GIVEN and type(text) is not str:
+        if payload is NOT_GIVEN and type(payload_text) is not str:
             return None
         try:
             if not _plain(payload):
@@ -261,7 +260,7 @@ class ScheduleCheck:
             return None
         return self.plain(channel=channel, key=key, ordering_key=ordering_key, policy=policy,
                           named=named, due_at=due_at, delay=delay, headers=headers,
-                          payload=payload, payload_text=text)
+                          payload=payload, payload_text=payload_text)
 
     def plain(self, *, channel: str, key: str | None, ordering_key: str | None,
               policy: str | None, named: str | None, due_at: str | None,

@@ -35,7 +35,7 @@ from tocsin.stores.rows import (
     schedule_from_row,
     schedule_from_values,
 )
-from tocsin.stores.sql.base import SqlBase, refresh_statistics, tenant_is
+from tocsin.stores.sql.base import SqlBase, executemany, refresh_statistics, tenant_is
 from tocsin.stores.sql.schedules import (
     CANCEL,
     INSERT,
@@ -180,8 +180,8 @@ def _store_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *, now_ms: i
         if d.insert_first:
             # Every item whose key is free goes in; a key held (by a schedule stored before,
             # or by an earlier item) is then answered as the lookup below answers it.
-            if conn.executemany(d.q(f"{INSERT} ON CONFLICT (tenant, key) WHERE key IS NOT "
-                                    "NULL DO NOTHING"), values).rowcount == len(items):
+            if executemany(conn, d.q(f"{INSERT} ON CONFLICT (tenant, key) WHERE key IS NOT "
+                                     "NULL DO NOTHING"), values) == len(items):
                 return out
             stored_ids = inserted(conn)
             held = [index for index in held if values[index][0] not in stored_ids]
