@@ -67,6 +67,8 @@ def delete_archived(store: SqlBase, ids: Sequence[str], *, cutoff_ms: int) -> tu
     member, args = d.member(ids)
 
     def work(conn: Any) -> tuple[int, int]:
+        if d.unflushed:  # a delete lost to a crash is archived again by the next run
+            conn.execute(d.unflushed)
         gone = [str(r[0]) for r in conn.execute(d.q(
             f"DELETE FROM schedules WHERE id {member} "
             "AND (status || '') IN ('DELIVERED', 'CANCELLED', 'DEAD') "

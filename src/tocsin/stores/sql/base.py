@@ -52,6 +52,10 @@ class Dialect(NamedTuple):
     :func:`~tocsin.stores.sql.bulk.create_keyed`): with one writer at a time, a lookup of
     every key would hold up every other writer. PostgreSQL looks first: its bulk path, COPY,
     cannot skip a row."""
+    unflushed: str = ""
+    """Run first in a transaction whose loss in a crash does no harm (the archive's deletes:
+    rows lost to a crash are archived again by the next run): its commit does not wait for
+    the log's flush to disk. Empty where commits do not wait anyway (SQLite: ``NORMAL``)."""
 
     def q(self, sql: str) -> str:
         """``sql`` written with ``?`` placeholders, in this dialect."""
@@ -74,6 +78,7 @@ reads finished schedules through ``schedules_done`` (status, channel), every one
 a range of ``schedules_finished`` holds the few asked for: it is told the index."""
 POSTGRES = Dialect("%s", head_of_key("seq"), " FOR UPDATE OF s SKIP LOCKED", " FOR UPDATE OF p",
                    " FOR UPDATE", "BYTEA", analyze="ANALYZE schedules, deliveries", arrays=True,
+                   unflushed="SET LOCAL synchronous_commit = off",
                    stale="SELECT pg_relation_size(oid) / current_setting('block_size')::int "
                          "> greatest(%s, 2 * relpages) FROM pg_class "
                          "WHERE oid = 'schedules'::regclass")
