@@ -158,8 +158,9 @@ class Settings(BaseSettings):
     archive_every_seconds: float = Field(
         86_400.0, ge=0, description="How often the dispatcher process runs the archive job "
         "(first run one interval after start); 0 = never.")
-    archive_dir: str = Field("", description="Where the archive's Parquet goes (any path "
-                             "Spark writes: a folder, s3a://, hdfs://). Empty = home/archive.")
+    archive_dir: str = Field("", description="Where the archive's Parquet goes (a folder, or a "
+                             "URI pyarrow and Spark both open: s3a:// or s3://, gs://, hdfs://, "
+                             "abfs://). Empty = home/archive.")
 
     file_roots: Annotated[list[Path], NoDecode] = Field(
         default_factory=list,

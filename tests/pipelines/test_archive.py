@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
@@ -16,7 +18,16 @@ from tocsin.config import Settings
 from tocsin.dispatcher.local import LocalDispatcher
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
 from tocsin.errors import ValidationError
-from tocsin.pipelines.archive import Retention, run_archive
+from tocsin.pipelines.archive import (
+    SCHEDULES,
+    ArchiveCheckError,
+    Retention,
+    _Files,
+    _filesystem,
+    _publish,
+    _staging,
+    run_archive,
+)
 from tocsin.stores import open_store
 from tocsin.testing.dispatch import wait_until
 
@@ -93,6 +104,7 @@ def _check_archive(spark: SparkSession, backend_url: str, tmp_path: Path, n: int
     attempts = ds.dataset(f"{tmp_path}/archive/deliveries", format="parquet",
                           partitioning="hive").to_table(columns=["schedule_id"]).to_pylist()
     assert len(attempts) == want_attempts and {a["schedule_id"] for a in attempts} <= gone
+    assert not list((tmp_path / "archive").glob("_staging*"))   # every task's files moved
     kept = set(finished) - gone
     for s in list(kept)[:100]:
         assert store.get(s).status is rows[s].status
@@ -146,3 +158,34 @@ def test_archive_100k_while_dispatch_delivers(spark: SparkSession, backend_url: 
         worker.join()
         local.close()
         store.close()
+
+
+def _schedules(ids: list[str], day: str, tenant: str) -> pa.RecordBatch:
+    """A batch of archived schedules (only the id and the partition columns filled)."""
+    n = len(ids)
+    columns = {f.name: pa.nulls(n, f.type) for f in SCHEDULES}
+    columns.update(id=pa.array(ids), day=pa.array([day] * n), tenant=pa.array([tenant] * n))
+    return pa.RecordBatch.from_pydict(columns, schema=SCHEDULES)
+
+
+def test_only_the_files_of_attempts_that_succeeded_are_published(tmp_path: Path) -> None:
+    """Two attempts of one task write into their own staging folders; the driver publishes
+    the files of the attempt whose manifest it got, split by day and tenant into the run's
+    folders, and counts their rows; a run folder that exists already is never written over."""
+    fs, base = _filesystem(str(tmp_path))
+    stage = _staging(base, 7)
+    lost = _Files(fs, f"{stage}/attempt=1")
+    lost.add("schedules", _schedules(["a", "b"], "2026-11-16", "acme"))
+    lost.close()
+    kept = _Files(fs, f"{stage}/attempt=2")
+    kept.add("schedules", _schedules(["a", "b"], "2026-11-16", "acme"))
+    kept.add("schedules", _schedules(["c"], "2026-11-17", "default"))
+    written = [SimpleNamespace(table=t, path=p, rows=r) for t, p, r in kept.close()]
+    assert _publish(fs, base, 7, written) == {"schedules": 3, "deliveries": 0}
+    found = ds.dataset(f"{tmp_path}/schedules/run=7", format="parquet",
+                       partitioning="hive").to_table().to_pylist()
+    assert sorted((r["id"], str(r["day"]), r["tenant"]) for r in found) == [
+        ("a", "2026-11-16", "acme"), ("b", "2026-11-16", "acme"), ("c", "2026-11-17", "default")]
+    assert all(f.name.startswith("2-") for f in (tmp_path / "schedules").rglob("*.parquet"))
+    with pytest.raises(ArchiveCheckError, match="exists already"):
+        _publish(fs, base, 7, [])

@@ -1,38 +1,46 @@
 """``tocsin archive``: move finished schedules and their attempts out of the store, to Parquet.
 
-A Spark batch job in four steps, each checked before the next:
+A Spark batch job in two, checked before anything is deleted:
 
-1. **Read** (executors, one span of finish times per partition): finished schedules
-   (DELIVERED, CANCELLED, DEAD, recurring firings among them) that finished before their
-   tenant's retention, by a range of the ``schedules_finished`` index, a page at a time, as
-   Arrow batches.
-2. **Write** them to ``<archive>/schedules/run=<ms>/day=<finished day>/tenant=<t>/`` and
-   read the files back: the count must equal what was read, or the job stops (nothing is
-   deleted).
-3. **Attempts** of exactly the written schedules (their ids read back from the files) go to
-   ``<archive>/deliveries/run=<ms>/`` (same day and tenant as their schedule), counted the
-   same way.
-4. **Delete** the written schedules and their attempts from the store, a chunk of
-   :data:`DELETE_CHUNK` per transaction, so dispatch and the API wait at most one small
-   transaction. A schedule re-driven meanwhile is no longer finished and stays.
+1. **Archive** (one Spark job; executors, one span of finish times per partition): each task
+   reads the finished schedules (DELIVERED, CANCELLED, DEAD, recurring firings among them)
+   that finished before their tenant's retention, by a range of the ``schedules_finished``
+   index, a page at a time, and the attempts of exactly those schedules (by id); it writes
+   both with pyarrow as Parquet under its own task attempt's staging folder, split by the
+   schedule's finish day and tenant, and returns only the list of its files. The driver moves
+   the files of the attempts that succeeded to
+   ``<archive>/{schedules,deliveries}/run=<ms>/day=<finished day>/tenant=<t>/`` (as Spark's
+   partitioned writer lays them out) and has Spark read both back: each count must equal what
+   the tasks wrote, or the job stops (nothing is deleted). Writing in the tasks spares Spark
+   turning every row into its own row format, sorting and encoding it: the job's largest cost
+   before (docs/benchmarks.md).
+2. **Delete** the written schedules (their ids read back from the files) and their attempts
+   from the store, a chunk of :data:`DELETE_CHUNK` per transaction, so dispatch and the API
+   wait at most one small transaction. A schedule re-driven meanwhile is no longer finished
+   and stays.
+
+The archive's root is a local path or a URI pyarrow opens (``file://``, ``s3://`` — Hadoop's
+``s3a://`` is read as S3 —, ``gs://``, ``hdfs://``, ``abfs://``).
 
 Task keys: a schedule with a key is kept at least ``task_key_retention_seconds`` (a completed
 task key answers repeats that long), whatever its tenant's retention. A run that stops between
-steps 2 and 4 leaves rows both archived and stored: the next run archives them again under its
+steps 1 and 2 leaves rows both archived and stored: the next run archives them again under its
 own ``run=`` folder, so readers drop repeats by ``id`` (``tocsin report`` does).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tocsin.clock import Clock, SystemClock
 from tocsin.config import Settings
@@ -40,7 +48,7 @@ from tocsin.errors import TocsinError, ValidationError
 from tocsin.stores import open_store
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 __all__ = ["DELETE_CHUNK", "ArchiveJob", "Retention", "run_archive", "start_archive_timer"]
 
@@ -48,6 +56,10 @@ READ_CHUNK = 5_000
 """Schedules read per page."""
 DELETE_CHUNK = 2_000
 """Schedules deleted per transaction (and whose attempts are read per statement)."""
+FILE_ROWS = 200_000
+"""Rows of one table, day and tenant that a task writes as one Parquet file."""
+HELD_ROWS = 400_000
+"""Rows a task holds at most before it writes every file it holds."""
 _DAY_MS = 86_400_000
 SCHEDULE_SCHEMA = (
     "id string, tenant string, channel string, payload binary, payload_kind string, "
@@ -68,6 +80,8 @@ def _arrow(schema: str) -> pa.Schema:
 
 SCHEDULES, DELIVERIES = _arrow(SCHEDULE_SCHEMA), _arrow(DELIVERY_SCHEMA)
 DELETED = pa.schema([("schedules", pa.int64()), ("deliveries", pa.int64())])
+MANIFEST_SCHEMA = "table string, path string, rows long"
+MANIFEST = _arrow(MANIFEST_SCHEMA)
 
 
 class ArchiveCheckError(TocsinError):
@@ -161,24 +175,44 @@ class ArchiveJob:
                         break
                     after = (int(rows[-1][-1]), str(rows[-1][0]))
 
-    def deliveries(self, owners: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """The attempts (``DELIVERY_SCHEMA``) of archived schedules (batches of ``id, tenant,
-        channel, day``), on an executor."""
+    def attempts(self, schedules: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+        """The attempts (``DELIVERY_SCHEMA``) of the archived ``schedules`` (a batch of
+        ``SCHEDULE_SCHEMA``), looked up by id, a chunk of ids per statement (on an executor)."""
         from tocsin.stores.sql.archive import archived_deliveries
 
-        store = self._store()
-        for batch in owners:
-            ids, tenants, channels, days = (c.to_pylist() for c in batch.columns)
-            by_id = {i: (t, c, d) for i, t, c, d in zip(ids, tenants, channels, days,
-                                                        strict=True)}
-            for start in range(0, len(ids), DELETE_CHUNK):
-                found = archived_deliveries(store, ids[start:start + DELETE_CHUNK])
-                if not found:
-                    continue
-                columns = [list(c) for c in zip(*found, strict=True)]
-                owner = [by_id[i] for i in columns[1]]
-                yield _batch(DELIVERIES, [*columns, *(list(c) for c in zip(*owner, strict=True)),
-                                          [self.now_ms] * len(found)])
+        store, ids = self._store(), schedules.column("id")
+        listed = ids.to_pylist()
+        for start in range(0, len(listed), DELETE_CHUNK):
+            found = archived_deliveries(store, listed[start:start + DELETE_CHUNK])
+            if not found:
+                continue
+            columns = [list(c) for c in zip(*found, strict=True)]
+            at = pc.index_in(pa.array(columns[1], pa.string()), value_set=ids)
+            owner = [schedules.column(name).take(at) for name in ("tenant", "channel", "day")]
+            own = [pa.array(c, type=f.type) for c, f in zip(columns, DELIVERIES, strict=False)]
+            yield pa.RecordBatch.from_arrays(
+                [*own, *owner, pa.array([self.now_ms] * len(found), pa.int64())],
+                schema=DELIVERIES)
+
+    def archive(self, spans: Iterable[pa.RecordBatch], *, root: str) -> Iterator[pa.RecordBatch]:
+        """Read each span's schedules and their attempts and write both to Parquet under this
+        task attempt's staging folder (:class:`_Files`); yields the files written
+        (``MANIFEST``), which the driver moves into place (on an executor)."""
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        attempt = context.taskAttemptId() if context is not None else 0
+        fs, base = _filesystem(root)
+        files = _Files(fs, f"{_staging(base, self.now_ms)}/attempt={attempt}")
+        for batch in self.schedules(spans):
+            files.add("schedules", batch)
+            for attempts in self.attempts(batch):
+                files.add("deliveries", attempts)
+        written = files.close()
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(c, type=f.type) for c, f in
+             zip(zip(*written, strict=True) if written else ([], [], []), MANIFEST,
+                 strict=True)], schema=MANIFEST)
 
     def delete(self, ids: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Delete archived schedules and their attempts, a chunk per transaction; yields the
@@ -208,12 +242,98 @@ def _batch(schema: pa.Schema, columns: list[list[Any]]) -> pa.RecordBatch:
                                        zip(columns, schema, strict=True)], schema=schema)
 
 
-def _write_checked(frame: DataFrame, path: str, expected: Any, what: str,
-                   spark: SparkSession) -> int:
-    """Write ``frame`` partitioned by day and tenant; its count as read back, which must
-    equal the rows the tasks produced (``expected``, an accumulator)."""
-    frame.write.mode("errorifexists").partitionBy("day", "tenant").parquet(path)
-    produced = int(expected.value)
+class _Files:
+    """One task's Parquet files under its staging folder: the rows of each (table, day,
+    tenant), buffered and written as one file every :data:`FILE_ROWS` rows (and all of them
+    once the task holds :data:`HELD_ROWS`), without the day and tenant columns, which the
+    folders name (``day=…/tenant=…``) as Spark's partitioned writer names them."""
+
+    def __init__(self, fs: Any, stage: str) -> None:
+        self._fs, self._stage = fs, stage
+        self._held: dict[tuple[str, str, str], list[pa.RecordBatch]] = {}
+        self._rows: dict[tuple[str, str, str], int] = {}
+        self._written: list[tuple[str, str, int]] = []
+
+    def add(self, table: str, batch: pa.RecordBatch) -> None:
+        """Hold ``batch`` (with ``day`` and ``tenant`` columns) for its days and tenants."""
+        days, tenants = batch.column("day"), batch.column("tenant")
+        body = batch.drop_columns(["day", "tenant"])
+        joined = pc.binary_join_element_wise(days, tenants, "/")
+        pairs = pc.unique(joined).to_pylist()
+        for pair in pairs:
+            part = body if len(pairs) == 1 else body.filter(pc.equal(joined, pair))
+            day, tenant = pair.split("/")
+            key = (table, day, tenant)
+            self._held.setdefault(key, []).append(part)
+            self._rows[key] = self._rows.get(key, 0) + part.num_rows
+            if self._rows[key] >= FILE_ROWS:
+                self._flush(key)
+        if sum(self._rows.values()) >= HELD_ROWS:
+            for key in list(self._held):
+                self._flush(key)
+
+    def _flush(self, key: tuple[str, str, str]) -> None:
+        import pyarrow.parquet as pq
+
+        table, day, tenant = key
+        folder = f"{self._stage}/{table}/day={day}/tenant={tenant}"
+        path = f"{folder}/part-{len(self._written):05d}.parquet"
+        self._fs.create_dir(folder, recursive=True)
+        pq.write_table(pa.Table.from_batches(self._held.pop(key)), path, filesystem=self._fs,
+                       compression="snappy")
+        self._written.append((table, path, self._rows.pop(key)))
+
+    def close(self) -> list[tuple[str, str, int]]:
+        """Write what is held; every file written: (table, path, rows)."""
+        for key in list(self._held):
+            self._flush(key)
+        return self._written
+
+
+def _filesystem(root: str) -> tuple[Any, str]:
+    """The pyarrow file system of the archive's ``root`` and the path in it: a local path,
+    or a URI pyarrow opens (``file://``, ``s3://`` — Hadoop's ``s3a://`` is read as S3 —,
+    ``gs://``, ``hdfs://``, ``abfs://``)."""
+    import os
+
+    from pyarrow import fs
+
+    if "://" not in root:
+        return fs.LocalFileSystem(), os.path.abspath(root)
+    scheme, rest = root.split("://", 1)
+    uri = f"s3://{rest}" if scheme in ("s3a", "s3n") else root
+    filesystem, path = fs.FileSystem.from_uri(uri)
+    return filesystem, str(path)
+
+
+def _staging(base: str, run: int) -> str:
+    """Where the tasks of run ``run`` write before the driver moves their files into place."""
+    return f"{base}/_staging-{run}"
+
+
+def _publish(fs: Any, base: str, run: int, written: list[Any]) -> dict[str, int]:
+    """Move the files of the task attempts that succeeded (``written``: their manifests) from
+    the staging folder to ``<table>/run=<run>/day=…/tenant=…``; the rows of each table. A
+    table's run folder must not exist yet (nothing is ever written over)."""
+    from pyarrow.fs import FileType
+
+    stage = _staging(base, run)
+    for table in ("schedules", "deliveries"):
+        if fs.get_file_info(f"{base}/{table}/run={run}").type != FileType.NotFound:
+            raise ArchiveCheckError(f"{base}/{table}/run={run} exists already")
+    rows = {"schedules": 0, "deliveries": 0}
+    for entry in written:
+        relative = entry.path[len(stage) + 1:]           # attempt=<n>/<table>/day=…/tenant=…/…
+        attempt, table, day, tenant, name = relative.split("/")
+        folder = f"{base}/{table}/run={run}/{day}/{tenant}"
+        fs.create_dir(folder, recursive=True)
+        fs.move(entry.path, f"{folder}/{attempt.split('=')[1]}-{name}")
+        rows[table] += int(entry.rows)
+    return rows
+
+
+def _checked(spark: SparkSession, path: str, produced: int, what: str) -> int:
+    """The rows Spark reads back from ``path``, which must equal what the tasks wrote."""
     if produced == 0:
         return 0
     found = spark.read.parquet(path).count()
@@ -221,16 +341,6 @@ def _write_checked(frame: DataFrame, path: str, expected: Any, what: str,
         raise ArchiveCheckError(f"archive check failed: {what}: read {produced} rows from the "
                                 f"store, {found} in {path}; nothing was deleted")
     return found
-
-
-def _counted(make: Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]],
-             acc: Any) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in make(batches):
-            acc.add(batch.num_rows)
-            yield batch
-
-    return run
 
 
 def run_archive(spark: SparkSession, *, settings: Settings, clock: Clock | None = None,
@@ -265,30 +375,28 @@ def run_archive(spark: SparkSession, *, settings: Settings, clock: Clock | None 
 def _archive(spark: SparkSession, job: ArchiveJob, spans: list[tuple[int, int]], root: str,
              summary: dict[str, Any]) -> None:
     sc = spark.sparkContext
-    paths = {t: f"{root}/{t}/run={job.now_ms}" for t in ("schedules", "deliveries")}
-    read = {t: sc.accumulator(0) for t in paths}
+    fs, base = _filesystem(root)
     slices = spark.createDataFrame(sc.parallelize(spans, len(spans)), "lo long, hi long")
-    schedules = slices.mapInArrow(_counted(job.schedules, read["schedules"]), SCHEDULE_SCHEMA)
     steps, mark = summary.setdefault("steps_seconds", {}), time.monotonic()
 
     def step(name: str) -> None:
         nonlocal mark
         steps[name], mark = round(time.monotonic() - mark, 3), time.monotonic()
 
-    written = _write_checked(schedules, paths["schedules"], read["schedules"], "schedules",
-                             spark)
-    summary["schedules"] = written
-    step("schedules")
-    if not written:
+    try:
+        written = slices.mapInArrow(functools.partial(job.archive, root=root),
+                                    MANIFEST_SCHEMA).collect()
+        rows = _publish(fs, base, job.now_ms, written)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            fs.delete_dir(_staging(base, job.now_ms))
+    for table in ("schedules", "deliveries"):
+        summary[table] = _checked(spark, f"{root}/{table}/run={job.now_ms}", rows[table], table)
+    step("write")
+    if not summary["schedules"]:
         return
-    archived = spark.read.parquet(paths["schedules"])
-    # The day comes back as a partition column, which Spark reads as a date.
-    owners = archived.selectExpr("id", "tenant", "channel", "CAST(day AS STRING) AS day")
-    attempts = owners.mapInArrow(_counted(job.deliveries, read["deliveries"]), DELIVERY_SCHEMA)
-    summary["deliveries"] = _write_checked(attempts, paths["deliveries"], read["deliveries"],
-                                           "deliveries", spark)
-    step("deliveries")
-    gone = archived.select("id").mapInArrow(job.delete, "schedules long, deliveries long")
+    archived = spark.read.parquet(f"{root}/schedules/run={job.now_ms}").select("id")
+    gone = archived.mapInArrow(job.delete, "schedules long, deliveries long")
     counts = gone.groupBy().sum().collect()[0]
     summary["deleted_schedules"], summary["deleted_deliveries"] = (int(c or 0) for c in counts)
     step("delete")
