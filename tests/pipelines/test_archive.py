@@ -180,7 +180,7 @@ def test_only_the_files_of_attempts_that_succeeded_are_published(tmp_path: Path)
     kept = _Files(fs, f"{stage}/attempt=2")
     kept.add("schedules", _schedules(["a", "b"], "2026-11-16", "acme"))
     kept.add("schedules", _schedules(["c"], "2026-11-17", "default"))
-    written = [SimpleNamespace(table=t, path=p, rows=r) for t, p, r in kept.close()]
+    written = [SimpleNamespace(path=p, rows=r) for p, r in kept.close()]
     assert _publish(fs, base, 7, written) == {"schedules": 3, "deliveries": 0}
     found = ds.dataset(f"{tmp_path}/schedules/run=7", format="parquet",
                        partitioning="hive").to_table().to_pylist()

@@ -80,7 +80,7 @@ def _arrow(schema: str) -> pa.Schema:
 
 SCHEDULES, DELIVERIES = _arrow(SCHEDULE_SCHEMA), _arrow(DELIVERY_SCHEMA)
 DELETED = pa.schema([("schedules", pa.int64()), ("deliveries", pa.int64())])
-MANIFEST_SCHEMA = "table string, path string, rows long"
+MANIFEST_SCHEMA = "path string, rows long"
 MANIFEST = _arrow(MANIFEST_SCHEMA)
 
 
@@ -209,10 +209,7 @@ class ArchiveJob:
             for attempts in self.attempts(batch):
                 files.add("deliveries", attempts)
         written = files.close()
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(c, type=f.type) for c, f in
-             zip(zip(*written, strict=True) if written else ([], [], []), MANIFEST,
-                 strict=True)], schema=MANIFEST)
+        yield _batch(MANIFEST, [[path for path, _ in written], [rows for _, rows in written]])
 
     def delete(self, ids: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Delete archived schedules and their attempts, a chunk per transaction; yields the
@@ -252,7 +249,7 @@ class _Files:
         self._fs, self._stage = fs, stage
         self._held: dict[tuple[str, str, str], list[pa.RecordBatch]] = {}
         self._rows: dict[tuple[str, str, str], int] = {}
-        self._written: list[tuple[str, str, int]] = []
+        self._written: list[tuple[str, int]] = []
 
     def add(self, table: str, batch: pa.RecordBatch) -> None:
         """Hold ``batch`` (with ``day`` and ``tenant`` columns) for its days and tenants."""
@@ -281,10 +278,11 @@ class _Files:
         self._fs.create_dir(folder, recursive=True)
         pq.write_table(pa.Table.from_batches(self._held.pop(key)), path, filesystem=self._fs,
                        compression="snappy")
-        self._written.append((table, path, self._rows.pop(key)))
+        self._written.append((path, self._rows.pop(key)))
 
-    def close(self) -> list[tuple[str, str, int]]:
-        """Write what is held; every file written: (table, path, rows)."""
+    def close(self) -> list[tuple[str, int]]:
+        """Write what is held; every file written: (path, rows). The path names the table,
+        day and tenant (``<stage>/<table>/day=…/tenant=…/part-….parquet``)."""
         for key in list(self._held):
             self._flush(key)
         return self._written
