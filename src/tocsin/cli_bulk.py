@@ -143,8 +143,9 @@ def stats(window: Annotated[str, typer.Option(help="How far back (PT1H, 600).")]
 
 
 def archive(
-    partitions: Annotated[int | None, typer.Option(help="Spark partitions "
-                                                   "(bucket ranges).")] = None,
+    partitions: Annotated[int | None, typer.Option(help="Spark tasks per round (spans of "
+                                                   "finish time; default: Spark's "
+                                                   "parallelism).")] = None,
     store: StoreOpt = None, spark_master: MasterOpt = None,
 ) -> None:
     """Move finished schedules older than the retention to Parquet, then delete them from

@@ -25,6 +25,7 @@ from tocsin.pipelines.archive import (
     _Files,
     _filesystem,
     _publish,
+    _published_run,
     _staging,
     run_archive,
 )
@@ -210,11 +211,15 @@ def test_only_the_files_of_attempts_that_succeeded_are_published(tmp_path: Path)
     kept.add("schedules", _schedules(["a", "b"], "2026-11-16", "acme"))
     kept.add("schedules", _schedules(["c"], "2026-11-17", "default"))
     written = [SimpleNamespace(path=p, rows=r) for p, r in kept.close()]
-    assert _publish(fs, base, 7, written) == {"schedules": 3, "deliveries": 0}
+    _published_run(fs, base, 7)
+    moved = _publish(fs, base, 7, written)
+    assert (moved["schedules"].rows, moved["deliveries"].rows) == (3, 0)
+    assert sorted(moved["schedules"].files) == sorted(
+        str(f.relative_to(tmp_path)) for f in (tmp_path / "schedules").rglob("*.parquet"))
     found = ds.dataset(f"{tmp_path}/schedules/run=7", format="parquet",
                        partitioning="hive").to_table().to_pylist()
     assert sorted((r["id"], str(r["day"]), r["tenant"]) for r in found) == [
         ("a", "2026-11-16", "acme"), ("b", "2026-11-16", "acme"), ("c", "2026-11-17", "default")]
     assert all(f.name.startswith("2-") for f in (tmp_path / "schedules").rglob("*.parquet"))
     with pytest.raises(ArchiveCheckError, match="exists already"):
-        _publish(fs, base, 7, [])
+        _published_run(fs, base, 7)

@@ -50,7 +50,8 @@ from tocsin.stores import open_store
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DELETE_CHUNK", "ArchiveJob", "Retention", "run_archive", "start_archive_timer"]
+__all__ = ["DELETE_CHUNK", "ROUNDS", "ArchiveJob", "Retention", "run_archive",
+           "start_archive_timer"]
 
 READ_CHUNK = 5_000
 """Schedules read per page."""
@@ -60,6 +61,10 @@ FILE_ROWS = 200_000
 """Rows of one table, day and tenant that a task writes as one Parquet file."""
 HELD_ROWS = 400_000
 """Rows a task holds at most before it writes every file it holds."""
+ROUNDS = 4
+"""The spans are archived in this many rounds, earliest first: each round is written,
+published and checked, then deleted while the next round writes, so the delete (one writer's
+work on SQLite) leaves no core idle."""
 _DAY_MS = 86_400_000
 SCHEDULE_SCHEMA = (
     "id string, tenant string, channel string, payload binary, payload_kind string, "
@@ -309,42 +314,60 @@ def _staging(base: str, run: int) -> str:
     return f"{base}/_staging-{run}"
 
 
-def _publish(fs: Any, base: str, run: int, written: list[Any]) -> dict[str, int]:
-    """Move the files of the task attempts that succeeded (``written``: their manifests) from
-    the staging folder to ``<table>/run=<run>/day=…/tenant=…``; the rows of each table. A
-    table's run folder must not exist yet (nothing is ever written over)."""
+def _published_run(fs: Any, base: str, run: int) -> None:
+    """Refuse a run whose folder exists already: nothing is ever written over."""
     from pyarrow.fs import FileType
 
-    stage = _staging(base, run)
     for table in ("schedules", "deliveries"):
         if fs.get_file_info(f"{base}/{table}/run={run}").type != FileType.NotFound:
             raise ArchiveCheckError(f"{base}/{table}/run={run} exists already")
-    rows = {"schedules": 0, "deliveries": 0}
+
+
+@dataclass(slots=True)
+class _Moved:
+    """A table's files moved into place (paths under the archive's root) and their rows."""
+
+    files: list[str]
+    rows: int = 0
+
+
+def _publish(fs: Any, base: str, run: int, written: list[Any]) -> dict[str, _Moved]:
+    """Move the files of the task attempts that succeeded (``written``: their manifests) from
+    the staging folder to ``<table>/run=<run>/day=…/tenant=…``; each table's files."""
+    stage = _staging(base, run)
+    moved = {"schedules": _Moved([]), "deliveries": _Moved([])}
     for entry in written:
         relative = entry.path[len(stage) + 1:]           # attempt=<n>/<table>/day=…/tenant=…/…
         attempt, table, day, tenant, name = relative.split("/")
-        folder = f"{base}/{table}/run={run}/{day}/{tenant}"
-        fs.create_dir(folder, recursive=True)
-        fs.move(entry.path, f"{folder}/{attempt.split('=')[1]}-{name}")
-        rows[table] += int(entry.rows)
-    return rows
+        folder = f"{table}/run={run}/{day}/{tenant}"
+        fs.create_dir(f"{base}/{folder}", recursive=True)
+        target = f"{folder}/{attempt.split('=')[1]}-{name}"
+        fs.move(entry.path, f"{base}/{target}")
+        moved[table].files.append(target)
+        moved[table].rows += int(entry.rows)
+    return moved
 
 
-def _checked(spark: SparkSession, path: str, produced: int, what: str) -> int:
-    """The rows Spark reads back from ``path``, which must equal what the tasks wrote."""
-    if produced == 0:
+def _checked(spark: SparkSession, root: str, moved: _Moved, what: str) -> int:
+    """The rows Spark reads back from the ``moved`` files, which must equal what the tasks
+    wrote."""
+    if not moved.rows:
         return 0
-    found = spark.read.parquet(path).count()
-    if found != produced:
-        raise ArchiveCheckError(f"archive check failed: {what}: read {produced} rows from the "
-                                f"store, {found} in {path}; nothing was deleted")
+    table = moved.files[0].split("/")[0]
+    found = spark.read.option("basePath", f"{root}/{table}").parquet(
+        *(f"{root}/{f}" for f in moved.files)).count()
+    if found != moved.rows:
+        raise ArchiveCheckError(f"archive check failed: {what}: read {moved.rows} rows from "
+                                f"the store, {found} in {root}/{table}; the rows of those "
+                                "files were not deleted")
     return found
 
 
 def run_archive(spark: SparkSession, *, settings: Settings, clock: Clock | None = None,
                 partitions: int | None = None) -> dict[str, Any]:
     """Archive what finished before its retention and delete it from the store; the counts
-    read, written and deleted, and where the files are."""
+    read, written and deleted, and where the files are. ``partitions``: Spark tasks (spans
+    of finish time) per round, default Spark's parallelism."""
     from tocsin.stores.sql.archive import first_finished
     from tocsin.stores.sql.base import SqlBase
 
@@ -354,50 +377,70 @@ def run_archive(spark: SparkSession, *, settings: Settings, clock: Clock | None 
         if not isinstance(store, SqlBase):
             raise TypeError(f"{type(store).__name__} cannot be archived")
         buckets, first = store.buckets, first_finished(store)
+        one_writer = store._dialect.one_writer
     finally:
         store.close()
     now = (clock or SystemClock()).now_ms()
     job = ArchiveJob(store_url=settings.store_url, buckets=buckets, now_ms=now,
                      retention=Retention.from_settings(settings))
-    sc = spark.sparkContext
+    per_round = partitions or spark.sparkContext.defaultParallelism
     root = settings.archive_path.rstrip("/")
     summary: dict[str, Any] = {"schedules": 0, "deliveries": 0, "deleted_schedules": 0,
                                "deleted_deliveries": 0, "archive": root, "run": now}
-    spans = job.slices(first, partitions or sc.defaultParallelism * 2) if first is not None else []
+    spans = job.slices(first, per_round * ROUNDS) if first is not None else []
     if spans:
-        _archive(spark, job, spans, root, summary)
+        _archive(spark, job, spans, root, summary, per_round=per_round, one_writer=one_writer)
     summary["seconds"] = round(time.monotonic() - started, 3)
     return summary
 
 
 def _archive(spark: SparkSession, job: ArchiveJob, spans: list[tuple[int, int]], root: str,
-             summary: dict[str, Any]) -> None:
+             summary: dict[str, Any], *, per_round: int, one_writer: bool) -> None:
+    """The rounds: each writes, publishes and checks its spans, then has its rows deleted on
+    the deleter's thread while the next round writes; the deletes run one after the other."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
     sc = spark.sparkContext
     fs, base = _filesystem(root)
-    slices = spark.createDataFrame(sc.parallelize(spans, len(spans)), "lo long, hi long")
-    steps, mark = summary.setdefault("steps_seconds", {}), time.monotonic()
+    _published_run(fs, base, job.now_ms)
+    steps = summary.setdefault("steps_seconds", {"write": 0.0, "delete": 0.0})
 
-    def step(name: str) -> None:
-        nonlocal mark
-        steps[name], mark = round(time.monotonic() - mark, 3), time.monotonic()
+    def delete(files: list[str]) -> tuple[int, int]:
+        mark = time.monotonic()
+        ids = spark.read.option("basePath", f"{root}/schedules").parquet(
+            *(f"{root}/{f}" for f in files)).select("id")
+        if one_writer:
+            ids = ids.coalesce(1)
+        counts = ids.mapInArrow(job.delete, "schedules long, deliveries long") \
+            .groupBy().sum().collect()[0]
+        steps["delete"] = round(steps["delete"] + time.monotonic() - mark, 3)
+        return int(counts[0] or 0), int(counts[1] or 0)
 
-    try:
-        written = slices.mapInArrow(functools.partial(job.archive, root=root),
-                                    MANIFEST_SCHEMA).collect()
-        rows = _publish(fs, base, job.now_ms, written)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            fs.delete_dir(_staging(base, job.now_ms))
-    for table in ("schedules", "deliveries"):
-        summary[table] = _checked(spark, f"{root}/{table}/run={job.now_ms}", rows[table], table)
-    step("write")
-    if not summary["schedules"]:
-        return
-    archived = spark.read.parquet(f"{root}/schedules/run={job.now_ms}").select("id")
-    gone = archived.mapInArrow(job.delete, "schedules long, deliveries long")
-    counts = gone.groupBy().sum().collect()[0]
-    summary["deleted_schedules"], summary["deleted_deliveries"] = (int(c or 0) for c in counts)
-    step("delete")
+    deletes: list[Future[tuple[int, int]]] = []
+    with ThreadPoolExecutor(1, thread_name_prefix="tocsin-archive-delete") as deleter:
+        for start in range(0, len(spans), per_round):
+            mark = time.monotonic()
+            part = spans[start:start + per_round]
+            try:
+                written = spark.createDataFrame(sc.parallelize(part, len(part)),
+                                                "lo long, hi long") \
+                    .mapInArrow(functools.partial(job.archive, root=root),
+                                MANIFEST_SCHEMA).collect()
+                moved = _publish(fs, base, job.now_ms, written)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    fs.delete_dir(_staging(base, job.now_ms))
+            for table in ("schedules", "deliveries"):
+                summary[table] += _checked(spark, root, moved[table], table)
+            steps["write"] = round(steps["write"] + time.monotonic() - mark, 3)
+            if moved["schedules"].files:
+                deletes.append(deleter.submit(delete, moved["schedules"].files))
+            for done in [d for d in deletes if d.done()]:   # a failed delete stops the job
+                done.result()
+    for done in deletes:
+        gone = done.result()
+        summary["deleted_schedules"] += gone[0]
+        summary["deleted_deliveries"] += gone[1]
 
 
 def start_archive_timer(spark: SparkSession, settings: Settings,

@@ -56,6 +56,9 @@ class Dialect(NamedTuple):
     """Run first in a transaction whose loss in a crash does no harm (the archive's deletes:
     rows lost to a crash are archived again by the next run): its commit does not wait for
     the log's flush to disk. Empty where commits do not wait anyway (SQLite: ``NORMAL``)."""
+    one_writer: bool = False
+    """Whether the database takes one writing transaction at a time (SQLite): a job's deletes
+    run as one task, as more would only queue for the writer."""
 
     def q(self, sql: str) -> str:
         """``sql`` written with ``?`` placeholders, in this dialect."""
@@ -72,7 +75,7 @@ class Dialect(NamedTuple):
 
 
 SQLITE = Dialect("?", head_of_key("rowid"), "", "", "", "BLOB", " INDEXED BY schedules_finished",
-                 insert_first=True)
+                 insert_first=True, one_writer=True)
 """SQLite: one writer at a time, so no row locks are needed. Without statistics its planner
 reads finished schedules through ``schedules_done`` (status, channel), every one of them, when
 a range of ``schedules_finished`` holds the few asked for: it is told the index."""
