@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 
 from tocsin.channels.recording import Recordings
@@ -17,7 +18,7 @@ from tocsin.clock import ManualClock, SystemClock
 from tocsin.config import Settings
 from tocsin.dispatcher.local import LocalDispatcher
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
-from tocsin.errors import ValidationError
+from tocsin.errors import NotFoundError, ValidationError
 from tocsin.pipelines.archive import (
     SCHEDULES,
     ArchiveCheckError,
@@ -152,6 +153,51 @@ def test_a_page_of_finished_schedules_costs_the_same_wherever_it_starts(tmp_path
         after = (int(page[-1][-1]), str(page[-1][0]))
     assert sorted(seen) == sorted(finished) and len(set(seen)) == len(seen)
     assert max(costs) <= 2 * costs[0], costs
+    store.close()
+
+
+@pytest.mark.parametrize("damage", ["lost", "short"])
+def test_a_round_whose_files_do_not_check_out_is_not_deleted(
+        spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        damage: str) -> None:
+    """The job runs in rounds, each written, read back and then deleted. A file of the third
+    round lost, or holding a row fewer than written: the job stops; the first two rounds'
+    schedules are archived and gone from the store, and every other one is there as it was."""
+    from tocsin.pipelines import archive
+
+    url = f"sqlite:///{tmp_path / 'rounds.db'}"
+    store = open_store(url, buckets=16)
+    finished = _finished_history(store, 2_000)
+    before = {s: store.get(s).status for s in finished}
+    rounds: list[list[str]] = []
+    publish = archive._publish
+
+    def losing(fs: Any, base: str, run: int, written: list[Any]) -> Any:
+        moved = publish(fs, base, run, written)
+        rounds.append(moved["schedules"].files)
+        if len(rounds) == 3:
+            path = f"{base}/{moved['schedules'].files[0]}"
+            if damage == "lost":
+                fs.delete_file(path)
+            else:
+                rows = pq.read_table(path)
+                pq.write_table(rows.slice(1), path)
+        return moved
+
+    monkeypatch.setattr(archive, "_publish", losing)
+    settings = Settings(store=url, home=tmp_path, buckets=16, archive_retention_seconds=86_400)
+    with pytest.raises(ArchiveCheckError, match=r"schedules.*not deleted"):
+        run_archive(spark, settings=settings, clock=ManualClock(NOW), partitions=2)
+    assert len(rounds) == 3 and rounds[0] and rounds[1]
+    done = set(ds.dataset([f"{tmp_path}/archive/{f}" for f in rounds[0] + rounds[1]],
+                          format="parquet").to_table(columns=["id"]).column("id").to_pylist())
+    for s, status in before.items():
+        if s in done:
+            with pytest.raises(NotFoundError):
+                store.get(s)
+        else:
+            assert store.get(s).status is status
+    assert len(done) > 100
     store.close()
 
 

@@ -354,8 +354,14 @@ def _checked(spark: SparkSession, root: str, moved: _Moved, what: str) -> int:
     if not moved.rows:
         return 0
     table = moved.files[0].split("/")[0]
-    found = spark.read.option("basePath", f"{root}/{table}").parquet(
-        *(f"{root}/{f}" for f in moved.files)).count()
+    try:
+        found = spark.read.option("basePath", f"{root}/{table}").parquet(
+            *(f"{root}/{f}" for f in moved.files)).count()
+    except Exception as exc:  # a file gone or unreadable: Spark's own error, first line
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ArchiveCheckError(f"archive check failed: {what}: {root}/{table} cannot be read "
+                                f"back ({reason}); the rows of those files were not "
+                                "deleted") from exc
     if found != moved.rows:
         raise ArchiveCheckError(f"archive check failed: {what}: read {moved.rows} rows from "
                                 f"the store, {found} in {root}/{table}; the rows of those "
