@@ -1,23 +1,25 @@
 """``tocsin archive``: move finished schedules and their attempts out of the store, to Parquet.
 
-A Spark batch job in two, checked before anything is deleted:
+A Spark batch job over spans of finish time, taken in :data:`ROUNDS` rounds, earliest first;
+each round is checked before any of its rows is deleted:
 
-1. **Archive** (one Spark job; executors, one span of finish times per partition): each task
-   reads the finished schedules (DELIVERED, CANCELLED, DEAD, recurring firings among them)
-   that finished before their tenant's retention, by a range of the ``schedules_finished``
-   index, a page at a time, and the attempts of exactly those schedules (by id); it writes
-   both with pyarrow as Parquet under its own task attempt's staging folder, split by the
-   schedule's finish day and tenant, and returns only the list of its files. The driver moves
-   the files of the attempts that succeeded to
+1. **Archive** (one Spark job a round; executors, one span per partition): each task reads
+   the finished schedules (DELIVERED, CANCELLED, DEAD, recurring firings among them) that
+   finished in its span before their tenant's retention, by a range of the
+   ``schedules_finished`` index, a page at a time, and the attempts of exactly those
+   schedules (by id); it writes both with pyarrow as Parquet under its own task attempt's
+   staging folder, split by the schedule's finish day and tenant, and returns only the list
+   of its files. The driver moves the files of the attempts that succeeded to
    ``<archive>/{schedules,deliveries}/run=<ms>/day=<finished day>/tenant=<t>/`` (as Spark's
-   partitioned writer lays them out) and has Spark read both back: each count must equal what
-   the tasks wrote, or the job stops (nothing is deleted). Writing in the tasks spares Spark
-   turning every row into its own row format, sorting and encoding it: the job's largest cost
-   before (docs/benchmarks.md).
-2. **Delete** the written schedules (their ids read back from the files) and their attempts
+   partitioned writer lays them out) and has Spark read the round's files back: each count
+   must equal what the tasks wrote, or the job stops (nothing of the round, or of a later
+   one, is deleted). Writing in the tasks spares Spark turning every row into its own row
+   format, sorting and encoding it: the job's largest cost before (docs/benchmarks.md).
+2. **Delete** the round's schedules (their ids read back from its files) and their attempts
    from the store, a chunk of :data:`DELETE_CHUNK` per transaction, so dispatch and the API
    wait at most one small transaction. A schedule re-driven meanwhile is no longer finished
-   and stays.
+   and stays. The delete runs on a thread of the driver while the next round writes (the
+   deletes one after the other; one Spark task on SQLite, which takes one writer at a time).
 
 The archive's root is a local path or a URI pyarrow opens (``file://``, ``s3://`` — Hadoop's
 ``s3a://`` is read as S3 —, ``gs://``, ``hdfs://``, ``abfs://``).
@@ -90,7 +92,8 @@ MANIFEST = _arrow(MANIFEST_SCHEMA)
 
 
 class ArchiveCheckError(TocsinError):
-    """The archive's files do not hold what was read: nothing was deleted."""
+    """The archive's files do not hold what was read: the rows of those files (and of the
+    rounds after them) were not deleted."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
