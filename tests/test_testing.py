@@ -61,3 +61,23 @@ def test_run_steps_in_real_time_until_stopped(tmp_path: Path) -> None:
     assert not runner.is_alive() and len(recordings.recorded("out")) == 1
     local.close()
     store.close()
+
+
+def test_a_broker_whose_port_was_taken_starts_on_another(tmp_path: Path) -> None:
+    """The port is picked free and bound by the broker later; taken in between, the broker
+    exits and is started again on a fresh port."""
+    import socket
+
+    from tocsin.testing.tansu import Tansu
+
+    broker = Tansu(tmp_path / "tansu.log")
+    taken = broker.port
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", taken))
+        holder.listen()
+        broker.start()
+        try:
+            assert broker.port != taken and broker.bootstrap.endswith(f":{broker.port}")
+            broker.create_topic("t", partitions=1)
+        finally:
+            broker.stop()

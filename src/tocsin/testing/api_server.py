@@ -33,14 +33,18 @@ class ApiServer:
 
     def __init__(self, store: Store, settings: Settings | None = None, **app_kw: Any) -> None:
         self.store = store
-        self.port = free_port()
+        # Bound here and handed to uvicorn: no other socket can take the port in between.
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        self.port = int(self._socket.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
         self.admin_key = issue_key(store, role=Role.ADMIN, name="tests", now_ms=0)[1]
         self.headers = {"authorization": f"Bearer {self.admin_key}"}
         app = create_app(settings or Settings(), store=store, **app_kw)
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread = threading.Thread(target=self._server.run,
+                                        kwargs={"sockets": [self._socket]}, daemon=True)
 
     def start(self) -> ApiServer:
         """Start and wait until ``/healthz`` answers."""
@@ -58,3 +62,4 @@ class ApiServer:
         """Stop the server and wait for its thread."""
         self._server.should_exit = True
         self._thread.join(timeout=30)
+        self._socket.close()

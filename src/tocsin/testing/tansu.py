@@ -49,8 +49,20 @@ class Tansu:
         """The broker's PID while it runs."""
         return self._proc.pid if self._proc and self._proc.poll() is None else None
 
-    def start(self, timeout_s: float = 60) -> Tansu:
-        """Start and wait until the broker answers metadata requests."""
+    def start(self, timeout_s: float = 60, tries: int = 3) -> Tansu:
+        """Start and wait until the broker answers metadata requests. The port was free when
+        picked; a broker that exits while starting (its port taken since) is started again
+        on a fresh one, ``tries`` times at most."""
+        for attempt in range(tries):
+            if attempt:
+                self.port = free_port()
+                self.bootstrap = f"127.0.0.1:{self.port}"
+            if self._start_once(timeout_s):
+                return self
+        raise RuntimeError(f"tansu exited {tries} times while starting; see {self.log}")
+
+    def _start_once(self, timeout_s: float) -> bool:
+        """Whether the broker came up (False: it exited while starting)."""
         from confluent_kafka.admin import AdminClient
 
         url = f"tcp://127.0.0.1:{self.port}"
@@ -63,10 +75,11 @@ class Tansu:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise RuntimeError(f"tansu exited with {self._proc.returncode}; see {self.log}")
+                self._proc = None
+                return False
             try:
                 admin.list_topics(timeout=2)
-                return self
+                return True
             except Exception:
                 time.sleep(0.2)
         self.stop()
