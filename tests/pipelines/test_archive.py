@@ -42,13 +42,14 @@ LIVE = "live"
 NOW = 1_800_000_000_000 // DAY * DAY + DAY // 2   # midday, UTC
 
 
-def _finished_history(store: Any, n: int) -> dict[str, int]:
-    """``n`` finished schedules spread over the last 10 days (delivered, cancelled, dead; a
-    tenant ``t2``; keyed ones), each delivered one with an attempt; ``{id: finished_ms}``."""
-    items = [NewSchedule(channel="out", payload=b"{}", due_ms=NOW - 10 * DAY + i * (10 * DAY // n),
+def _finished_history(store: Any, n: int, now: int = NOW) -> dict[str, int]:
+    """``n`` finished schedules spread over the 10 days before ``now`` (delivered, cancelled,
+    dead; a tenant ``t2``; keyed ones), each delivered one with an attempt;
+    ``{id: finished_ms}``."""
+    items = [NewSchedule(channel="out", payload=b"{}", due_ms=now - 10 * DAY + i * (10 * DAY // n),
                          tenant="t2" if i % 5 == 0 else "default",
                          key=f"k/{i}" if i % 7 == 0 else None) for i in range(n)]
-    made = [s for s, _ in store.create(items, now_ms=NOW - 11 * DAY)]
+    made = [s for s, _ in store.create(items, now_ms=now - 11 * DAY)]
     finished: dict[str, int] = {}
     delivered, others, attempts = [], [], []
     for i, s in enumerate(made):
@@ -198,6 +199,55 @@ def test_a_round_whose_files_do_not_check_out_is_not_deleted(
         else:
             assert store.get(s).status is status
     assert len(done) > 100
+    store.close()
+
+
+def test_the_dispatchers_timer_archives(spark: SparkSession, tmp_path: Path) -> None:
+    """The dispatcher process runs the job every ``archive_every_seconds`` on its session
+    (one task a round); what finished before the retention leaves the store for the archive,
+    the rest stays."""
+    from tocsin.pipelines.archive import start_archive_timer
+
+    url = f"sqlite:///{tmp_path / 'timer.db'}"
+    store = open_store(url, buckets=16)
+    now = SystemClock().now_ms()
+    finished = _finished_history(store, 400, now=now)
+    settings = Settings(store=url, home=tmp_path, buckets=16, archive_every_seconds=0.2,
+                        archive_retention_seconds=5 * 86_400)
+    retention = Retention.from_settings(settings)
+    rows = {s: store.get(s) for s in finished}
+    # a minute of slack either side: the run's own now falls after this one
+    gone = {s for s, end in finished.items()
+            if end < retention.cutoff(rows[s].tenant, keyed=rows[s].key is not None,
+                                      now_ms=now) - 60_000}
+    kept = {s for s, end in finished.items()
+            if end >= retention.cutoff(rows[s].tenant, keyed=rows[s].key is not None,
+                                       now_ms=now + 60_000)}
+    assert gone and kept
+    stop = threading.Event()
+    thread = start_archive_timer(spark, settings, stop)
+    assert thread is not None
+
+    def archived() -> set[str]:
+        if not (tmp_path / "archive" / "schedules").exists():
+            return set()
+        return set(ds.dataset(f"{tmp_path}/archive/schedules", format="parquet",
+                              partitioning="hive").to_table(columns=["id"])
+                   .column("id").to_pylist())
+
+    try:
+        wait_until(lambda: gone <= archived(), timeout_s=120, what="the timer's first run")
+    finally:
+        stop.set()
+        thread.join(timeout=120)
+    assert not thread.is_alive()
+    assert not archived() & kept
+    for s in gone:
+        with pytest.raises(NotFoundError):
+            store.get(s)
+    assert all(store.get(s).status is rows[s].status for s in kept)
+    assert start_archive_timer(spark, Settings(store=url, home=tmp_path,
+                                               archive_every_seconds=0), stop) is None
     store.close()
 
 

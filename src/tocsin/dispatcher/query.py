@@ -35,10 +35,11 @@ def master_for(master: str, partitions: int) -> str:
     """``local[*]`` with a task slot for every task that may wait at once: a hand-over window
     holds its slot while it waits (mostly asleep, not on a core), so the slots are the
     dispatcher's partitions twice over (a batch and its successor's planning), the relay, the
-    expander and an ingest or archive job. Any other master is taken as given."""
+    expander, and the daily archive's two (a round's write and the delete of the round
+    before) or an ingest query's. Any other master is taken as given."""
     if master != "local[*]":
         return master
-    return f"local[{max(os.cpu_count() or 1, 2 * partitions + 3)}]"
+    return f"local[{max(os.cpu_count() or 1, 2 * partitions + 4)}]"
 
 
 def spark_session(master: str = "local[*]", *, app_name: str = "tocsin",

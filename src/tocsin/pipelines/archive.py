@@ -406,7 +406,8 @@ def run_archive(spark: SparkSession, *, settings: Settings, clock: Clock | None 
 def _archive(spark: SparkSession, job: ArchiveJob, spans: list[tuple[int, int]], root: str,
              summary: dict[str, Any], *, per_round: int, one_writer: bool) -> None:
     """The rounds: each writes, publishes and checks its spans, then has its rows deleted on
-    the deleter's thread while the next round writes; the deletes run one after the other."""
+    the deleter's thread while the next round writes; the deletes run one after the other, in
+    as many tasks as a round writes (one on SQLite)."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
     sc = spark.sparkContext
@@ -418,8 +419,7 @@ def _archive(spark: SparkSession, job: ArchiveJob, spans: list[tuple[int, int]],
         mark = time.monotonic()
         ids = spark.read.option("basePath", f"{root}/schedules").parquet(
             *(f"{root}/{f}" for f in files)).select("id")
-        if one_writer:
-            ids = ids.coalesce(1)
+        ids = ids.coalesce(1 if one_writer else per_round)
         counts = ids.mapInArrow(job.delete, "schedules long, deliveries long") \
             .groupBy().sum().collect()[0]
         steps["delete"] = round(steps["delete"] + time.monotonic() - mark, 3)
@@ -455,7 +455,10 @@ def _archive(spark: SparkSession, job: ArchiveJob, spans: list[tuple[int, int]],
 def start_archive_timer(spark: SparkSession, settings: Settings,
                         stop: threading.Event) -> threading.Thread | None:
     """Run :func:`run_archive` every ``archive_every_seconds`` (the first one interval after
-    the start) on a daemon thread until ``stop`` is set; None when it is 0 (off)."""
+    the start) on a daemon thread until ``stop`` is set; None when it is 0 (off). Beside the
+    dispatcher's queries on their session, a round is one task and its delete one more
+    (the two slots :func:`~tocsin.dispatcher.query.master_for` keeps for it): more would take
+    the slots the dispatcher's next batch waits for."""
     every = settings.archive_every_seconds
     if every <= 0:
         return None
@@ -466,7 +469,7 @@ def start_archive_timer(spark: SparkSession, settings: Settings,
         log = logging.getLogger("tocsin.archive")
         while not stop.wait(every):
             try:
-                log.info("archive: %s", run_archive(spark, settings=settings))
+                log.info("archive: %s", run_archive(spark, settings=settings, partitions=1))
             except Exception:  # the next day's run tries again; dispatch goes on meanwhile
                 log.exception("archive run failed")
 
