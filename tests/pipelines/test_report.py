@@ -75,6 +75,21 @@ def _row(tenant: str, delivered: int, dead: int, cancelled: int, retried: int, s
     return row if hour is None else {**row, "hour": hour}
 
 
+def test_a_report_with_nothing_in_it_renders_without_warnings() -> None:
+    """A quiet store's report: each plot says it has nothing to show, and matplotlib is not
+    asked for a legend of nothing (which it warns about on the operator's terminal)."""
+    import warnings
+
+    from tocsin.pipelines.report_html import render
+
+    empty = {"hours": [], "totals": [], "upcoming": [], "since_ms": NOW - 24 * HOUR,
+             "until_ms": NOW, "sla_ms": 60_000}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        page = render(empty)
+    assert page.count("data:image/png;base64,") == 3
+
+
 def test_time_slices() -> None:
     assert time_slices(0, 10, 3) == [(0, 3), (3, 6), (6, 10)]
     assert time_slices(5, 7, 8) == [(5, 6), (6, 7)]

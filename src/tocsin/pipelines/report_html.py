@@ -30,6 +30,21 @@ def _png(figure: Any) -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
+def _legend(ax: Any, data: list[Any], empty: str) -> None:
+    """The plot's legend, or, when it has nothing to show, ``empty`` written across it."""
+    if data:
+        ax.legend(fontsize=7)
+    else:
+        _empty(ax, empty)
+
+
+def _empty(ax: Any, text: str) -> None:
+    """``text`` across a plot that has no data, and no axis ticks."""
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="grey")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
 def _plots(report: dict[str, Any]) -> list[tuple[str, str]]:
     import matplotlib
 
@@ -50,10 +65,13 @@ def _plots(report: dict[str, Any]) -> list[tuple[str, str]]:
         ax.plot(xs, [p[2] / 1000 for p in points], linestyle="--",
                 color=line.get_color(), label=f"{name} p99")
     ax.xaxis_date()
-    ax.axhline(report["sla_ms"] / 1000, color="red", linewidth=0.8, label="SLA")
-    ax.set_ylabel("lateness (s)")
     ax.set_title("Lateness per hour")
-    ax.legend(fontsize=7, ncols=2)
+    if series:
+        ax.axhline(report["sla_ms"] / 1000, color="red", linewidth=0.8, label="SLA")
+        ax.set_ylabel("lateness (s)")
+        ax.legend(fontsize=7, ncols=2)
+    else:
+        _empty(ax, "no deliveries in the period")
     fig.autofmt_xdate()
     plots.append(("Lateness over time", _png(fig)))
     plt.close(fig)
@@ -66,7 +84,7 @@ def _plots(report: dict[str, Any]) -> list[tuple[str, str]]:
         ax.barh(names, values, left=left, label=outcome)
         left = [a + b for a, b in zip(left, values, strict=True)]
     ax.set_title("Outcome mix per channel")
-    ax.legend(fontsize=7)
+    _legend(ax, names, "nothing finished in the period")
     plots.append(("Outcome mix", _png(fig)))
     plt.close(fig)
 
@@ -82,7 +100,7 @@ def _plots(report: dict[str, Any]) -> list[tuple[str, str]]:
         bottom = [a + b for a, b in zip(bottom, values, strict=True)]
     ax.xaxis_date()
     ax.set_title("Falling due in the next 24 h (per hour)")
-    ax.legend(fontsize=7)
+    _legend(ax, hours, "nothing falls due in the next 24 hours")
     fig.autofmt_xdate()
     plots.append(("Next 24 hours", _png(fig)))
     plt.close(fig)
