@@ -28,6 +28,8 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bench.common import free_port
+
 BODY = json.dumps({"v": 1, "schedule_id": "0" * 26, "delivery_id": "0" * 26 + "-1",
                    "attempt": 1, "tenant": "default", "channel": "bench",
                    "due_at": "2026-01-01T00:00:00.000Z", "key": None, "ordering_key": None,
@@ -45,12 +47,6 @@ http {{
   server {{ listen 127.0.0.1:{port}; location / {{ return 200 "ok"; }} }}
 }}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_nginx() -> tuple[subprocess.Popen[bytes], str, str]:
