@@ -63,6 +63,8 @@ FILE_ROWS = 200_000
 """Rows of one table, day and tenant that a task writes as one Parquet file."""
 HELD_ROWS = 400_000
 """Rows a task holds at most before it writes every file it holds."""
+MOVERS = 8
+"""Files the driver moves into place at once when it publishes a round."""
 ROUNDS = 4
 """The spans are archived in this many rounds, earliest first: each round is written,
 published and checked, then deleted while the next round writes, so the delete (one writer's
@@ -336,18 +338,25 @@ class _Moved:
 
 def _publish(fs: Any, base: str, run: int, written: list[Any]) -> dict[str, _Moved]:
     """Move the files of the task attempts that succeeded (``written``: their manifests) from
-    the staging folder to ``<table>/run=<run>/day=…/tenant=…``; each table's files."""
+    the staging folder to ``<table>/run=<run>/day=…/tenant=…``; each table's files. The moves
+    run :data:`MOVERS` at a time: on an object store each is a copy."""
+    from concurrent.futures import ThreadPoolExecutor
+
     stage = _staging(base, run)
     moved = {"schedules": _Moved([]), "deliveries": _Moved([])}
+    moves: list[tuple[str, str]] = []
     for entry in written:
         relative = entry.path[len(stage) + 1:]           # attempt=<n>/<table>/day=…/tenant=…/…
         attempt, table, day, tenant, name = relative.split("/")
-        folder = f"{table}/run={run}/{day}/{tenant}"
-        fs.create_dir(f"{base}/{folder}", recursive=True)
-        target = f"{folder}/{attempt.split('=')[1]}-{name}"
-        fs.move(entry.path, f"{base}/{target}")
+        target = f"{table}/run={run}/{day}/{tenant}/{attempt.split('=')[1]}-{name}"
+        moves.append((entry.path, f"{base}/{target}"))
         moved[table].files.append(target)
         moved[table].rows += int(entry.rows)
+    for folder in sorted({target.rsplit("/", 1)[0] for _, target in moves}):
+        fs.create_dir(folder, recursive=True)
+    with ThreadPoolExecutor(MOVERS, thread_name_prefix="tocsin-archive-move") as pool:
+        for _ in pool.map(lambda move: fs.move(*move), moves):  # re-raises a failed move
+            pass
     return moved
 
 
