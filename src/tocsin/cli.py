@@ -153,7 +153,7 @@ def import_(
     tenant: Annotated[str | None, typer.Option(help="Write every row to this tenant (with a "
                                                "tenant key: its own).")] = None,
     rejects: Annotated[str | None, typer.Option(help="Folder for rejected rows.")] = None,
-    partitions: Annotated[int | None, typer.Option(help="Most concurrent writers.")] = None,
+    partitions: Annotated[int | None, typer.Option(min=1, help="Most concurrent writers.")] = None,
     store: StoreOpt = None, spark_master: MasterOpt = None,
 ) -> None:
     """Import schedules from files as a Spark batch job (docs/pipelines.md)."""

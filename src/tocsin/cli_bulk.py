@@ -84,8 +84,8 @@ def _spark_job(op: str, filters: _Filters, store: str | None, master: str | None
 def bulk_cancel(channel: Channel = None, tenant: Tenant = None, key_prefix: KeyPrefix = None,
                 ordering_key: OrderingKey = None, recurring_id: RecurringId = None,
                 due_from: DueFrom = None, due_to: DueTo = None,
-                partitions: Annotated[int | None, typer.Option(help="Spark partitions "
-                                                               "(bucket ranges).")] = None,
+                partitions: Annotated[int | None, typer.Option(
+                    min=1, help="Spark partitions (bucket ranges).")] = None,
                 store: StoreOpt = None, spark_master: MasterOpt = None) -> None:
     """Cancel every waiting schedule matching the filters (a Spark job on the store)."""
     _spark_job("cancel", _Filters(channel, tenant, key_prefix, ordering_key, recurring_id,
@@ -97,8 +97,8 @@ def bulk_reschedule(channel: Channel = None, tenant: Tenant = None,
                     key_prefix: KeyPrefix = None, ordering_key: OrderingKey = None,
                     recurring_id: RecurringId = None, due_from: DueFrom = None,
                     due_to: DueTo = None, at: DueAt = None, shift: Shift = None,
-                    partitions: Annotated[int | None, typer.Option(help="Spark partitions "
-                                                                   "(bucket ranges).")] = None,
+                    partitions: Annotated[int | None, typer.Option(
+                        min=1, help="Spark partitions (bucket ranges).")] = None,
                     store: StoreOpt = None, spark_master: MasterOpt = None) -> None:
     """Move every waiting schedule matching the filters to --at, or by --shift."""
     _spark_job("reschedule", _Filters(channel, tenant, key_prefix, ordering_key, recurring_id,
@@ -143,9 +143,9 @@ def stats(window: Annotated[str, typer.Option(help="How far back (PT1H, 600).")]
 
 
 def archive(
-    partitions: Annotated[int | None, typer.Option(help="Spark tasks per round (spans of "
-                                                   "finish time; default: Spark's "
-                                                   "parallelism).")] = None,
+    partitions: Annotated[int | None, typer.Option(
+        min=1, help="Spark tasks per round (spans of finish time; default: Spark's "
+                    "parallelism).")] = None,
     store: StoreOpt = None, spark_master: MasterOpt = None,
 ) -> None:
     """Move finished schedules older than the retention to Parquet, then delete them from
@@ -170,8 +170,8 @@ def report(
                                        "misses the SLA.")] = 60.0,
     out: Annotated[str | None, typer.Option(help="Folder for report.html and report.json "
                                             "(default: home/reports/report-<ms>).")] = None,
-    partitions: Annotated[int | None, typer.Option(help="Spark partitions "
-                                                   "(time slices).")] = None,
+    partitions: Annotated[int | None, typer.Option(
+        min=1, help="Spark partitions (time slices).")] = None,
     store: StoreOpt = None, spark_master: MasterOpt = None,
 ) -> None:
     """Delivery analytics over the store and the archive: per tenant, channel and hour

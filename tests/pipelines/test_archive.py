@@ -256,6 +256,10 @@ def test_bad_tenant_retention_names_the_setting(tmp_path: Path) -> None:
         with pytest.raises(ValidationError) as caught:
             Retention.from_settings(Settings(home=tmp_path, archive_tenant_retention=[entry]))
         assert caught.value.field == "archive_tenant_retention"
+    with pytest.raises(ValidationError) as caught:
+        run_archive(None, settings=Settings(home=tmp_path), partitions=0)  # type: ignore[arg-type]
+    assert caught.value.field == "partitions"
+    assert not (tmp_path / "tocsin.db").exists()
 
 
 @pytest.mark.slow

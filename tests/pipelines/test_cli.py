@@ -1,4 +1,5 @@
-"""``tocsin import`` and ``tocsin ingest`` refuse bad options before starting Spark."""
+"""``tocsin import``, ``ingest`` and the other Spark jobs refuse bad options before starting
+Spark."""
 
 from __future__ import annotations
 
@@ -25,6 +26,24 @@ def test_import_refuses_bad_options(tmp_path: Path) -> None:
     no_format = runner.invoke(app, ["import", str(data), "--store", store])
     assert no_format.exit_code == 1
     assert "--format" in no_format.output
+    assert not (tmp_path / "t.db").exists()
+
+
+@pytest.mark.parametrize("command", [["import", "rows.jsonl"], ["archive"],
+                                     ["report"], ["bulk", "cancel", "--channel", "out"],
+                                     ["bulk", "reschedule", "--channel", "out", "--shift", "60"]])
+def test_the_spark_jobs_want_one_partition_at_least(tmp_path: Path, command: list[str]) -> None:
+    """``--partitions 0`` or below is refused, naming the option, before anything runs (Spark
+    answered with its own stack trace, or the job took another count, or did nothing)."""
+    (tmp_path / "rows.jsonl").write_text('{"channel": "out"}\n')
+    store = f"sqlite:///{tmp_path / 't.db'}"
+    for count in ("0", "-3"):
+        result = runner.invoke(app, [*command, "--partitions", count, "--store", store],
+                               env={"TOCSIN_HOME": str(tmp_path)})
+        said = " ".join(result.output.replace("│", " ").split())
+        assert result.exit_code == 2, said
+        assert "Invalid value for '--partitions'" in said
+        assert "greater than or equal to 1" in said
     assert not (tmp_path / "t.db").exists()
 
 

@@ -389,6 +389,8 @@ def run_archive(spark: SparkSession, *, settings: Settings, clock: Clock | None 
     from tocsin.stores.sql.archive import first_finished
     from tocsin.stores.sql.base import SqlBase
 
+    if partitions is not None and partitions < 1:
+        raise ValidationError("partitions", f"{partitions} is not 1 or more")
     started = time.monotonic()
     store = open_store(settings.store_url, buckets=settings.buckets)
     try:
