@@ -166,8 +166,8 @@ def archive(
 
 def report(
     since: Annotated[str, typer.Option(help="How far back: 7d, 12h, 90m, or seconds.")] = "7d",
-    sla: Annotated[float, typer.Option(help="Lateness (seconds) above which a delivery "
-                                       "misses the SLA.")] = 60.0,
+    sla: Annotated[float, typer.Option(min=0, help="Lateness (seconds) above which a "
+                                       "delivery misses the SLA.")] = 60.0,
     out: Annotated[str | None, typer.Option(help="Folder for report.html and report.json "
                                             "(default: home/reports/report-<ms>).")] = None,
     partitions: Annotated[int | None, typer.Option(
@@ -186,8 +186,9 @@ def report(
     now = SystemClock().now_ms()
     folder = out or str(settings.home / "reports" / f"report-{now}")
     try:
+        since_ms = _since_ms(since)  # before Spark starts
         figures = run_report(session_for(settings, app_name="tocsin-report"),
-                             settings=settings, since_ms=_since_ms(since),
+                             settings=settings, since_ms=since_ms,
                              sla_ms=int(sla * 1000), out_dir=folder, partitions=partitions)
     except TocsinError as exc:
         cli._fail(exc)
@@ -206,7 +207,7 @@ def _since_ms(value: str) -> int:
     number = text[:-1] if unit else text
     try:
         ms = int(float(number) * (unit or 1000))
-    except ValueError:
+    except (ValueError, OverflowError):
         raise ValidationError("since", f"{value!r} is not like 7d, 12h, 90m or 3600") from None
     if ms <= 0:
         raise ValidationError("since", "must be positive")

@@ -47,6 +47,19 @@ def test_the_spark_jobs_want_one_partition_at_least(tmp_path: Path, command: lis
     assert not (tmp_path / "t.db").exists()
 
 
+def test_report_refuses_bad_figures_before_spark_starts(tmp_path: Path) -> None:
+    """A ``--since`` that is no span (``inf`` raised an OverflowError) or a negative ``--sla``
+    is an error naming the option, before any Spark session or store is opened."""
+    store = f"sqlite:///{tmp_path / 't.db'}"
+    for since in ("inf", "soon", "0"):
+        result = runner.invoke(app, ["report", "--since", since, "--store", store])
+        assert result.exit_code == 1 and "since" in result.output, result.output
+    negative = runner.invoke(app, ["report", "--sla", "-5", "--store", store])
+    said = " ".join(negative.output.replace("│", " ").split())
+    assert negative.exit_code == 2 and "Invalid value for '--sla'" in said, said
+    assert not (tmp_path / "t.db").exists()
+
+
 def test_ingest_needs_a_topic(tmp_path: Path) -> None:
     """Without a commands topic, ``tocsin ingest`` says which setting to give."""
     result = runner.invoke(app, ["ingest", "--store", f"sqlite:///{tmp_path / 't.db'}"],

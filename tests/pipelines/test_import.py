@@ -111,3 +111,18 @@ def test_csv_and_parquet_with_mapping(spark: SparkSession, backend_url: str,
         assert sorted(stored_numbers(store)) == [1, 2, 5, 6]
     finally:
         store.close()
+
+
+def test_a_path_spark_cannot_read_is_refused_on_path(spark: SparkSession, tmp_path: Path) -> None:
+    """No such file, or an empty folder where CSV is asked for: a ``ValidationError`` on
+    ``path`` (Spark's own exception and stack trace before), and no store is opened."""
+    from tocsin.errors import ValidationError
+
+    (tmp_path / "empty").mkdir()
+    settings = Settings(store=f"sqlite:///{tmp_path / 't.db'}", home=tmp_path)
+    for path, reason in ((tmp_path / "missing.csv", "no such file or folder"),
+                         (tmp_path / "empty", "cannot be read as csv")):
+        with pytest.raises(ValidationError) as caught:
+            run_import(spark, str(path), settings=settings, fmt=SourceFormat.CSV)
+        assert caught.value.field == "path" and reason in str(caught.value)
+    assert not (tmp_path / "t.db").exists()

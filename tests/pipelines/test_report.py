@@ -90,6 +90,19 @@ def test_a_report_with_nothing_in_it_renders_without_warnings() -> None:
     assert page.count("data:image/png;base64,") == 3
 
 
+def test_a_report_refuses_bad_figures(tmp_path: Path) -> None:
+    from tocsin.errors import ValidationError
+
+    settings = Settings(home=tmp_path)
+    for kw, field in (({"since_ms": 0, "sla_ms": 0}, "since"),
+                      ({"since_ms": HOUR, "sla_ms": -1}, "sla"),
+                      ({"since_ms": HOUR, "sla_ms": 0, "partitions": 0}, "partitions")):
+        with pytest.raises(ValidationError) as caught:
+            run_report(None, settings=settings, out_dir=tmp_path / "r", **kw)  # type: ignore[arg-type]
+        assert caught.value.field == field
+    assert not (tmp_path / "tocsin.db").exists()
+
+
 def test_time_slices() -> None:
     assert time_slices(0, 10, 3) == [(0, 3), (3, 6), (6, 10)]
     assert time_slices(5, 7, 8) == [(5, 6), (6, 7)]

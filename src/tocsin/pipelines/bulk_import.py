@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from tocsin.clock import Clock, SystemClock
 from tocsin.config import Settings
+from tocsin.errors import ValidationError
 from tocsin.pipelines.loader import REJECT_FIELDS, ImportJob, Loader
 from tocsin.pipelines.progress import Progress
 from tocsin.pipelines.rows import RowShape, SourceFormat
@@ -65,14 +66,23 @@ def _uri(path: str) -> str:
 
 
 def _read(spark: SparkSession, path: str, fmt: SourceFormat) -> DataFrame:
+    """The rows of ``path``; a path Spark cannot read (none there, an empty folder, files
+    that are not ``fmt``) is a :class:`ValidationError` on ``path``."""
+    from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
-    if fmt is SourceFormat.JSON:
-        frame = spark.read.text(path)
-    elif fmt is SourceFormat.CSV:
-        frame = spark.read.option("header", "true").option("escape", '"').csv(path)
-    else:
-        frame = spark.read.parquet(path)
+    try:
+        if fmt is SourceFormat.JSON:
+            frame = spark.read.text(path)
+        elif fmt is SourceFormat.CSV:
+            frame = spark.read.option("header", "true").option("escape", '"').csv(path)
+        else:
+            frame = spark.read.parquet(path)
+    except AnalysisException as exc:
+        if exc.getCondition() == "PATH_NOT_FOUND":
+            raise ValidationError("path", f"{path}: no such file or folder") from None
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValidationError("path", f"{path} cannot be read as {fmt.value}: {reason}") from None
     return frame.withColumn(SOURCE_COLUMN, F.input_file_name())
 
 
@@ -102,21 +112,22 @@ def run_import(spark: SparkSession, path: str, *, settings: Settings,
     shape = RowShape(format=fmt, mapping=shape.mapping if shape else (),
                      tenant=shape.tenant if shape else None)
     rejects = rejects or str(settings.home / "rejects" / f"import-{now_ms}")
-    store = open_store(settings.store_url, buckets=settings.buckets)  # creates and migrates
-    try:
-        job = ImportJob(store_url=settings.store_url, buckets=store.buckets, settings=settings,
-                        now_ms=now_ms, shape=shape, root=_uri(path), clock=clock)
-    finally:
-        store.close()
     with _small_splits(spark):
-        return _run(spark, path, job, rejects=rejects, partitions=partitions,
+        frame = _read(spark, path, fmt)  # a path that cannot be read touches no store
+        store = open_store(settings.store_url, buckets=settings.buckets)  # creates, migrates
+        try:
+            job = ImportJob(store_url=settings.store_url, buckets=store.buckets,
+                            settings=settings, now_ms=now_ms, shape=shape, root=_uri(path),
+                            clock=clock)
+        finally:
+            store.close()
+        return _run(spark, path, frame, job, rejects=rejects, partitions=partitions,
                     show_progress=show_progress)
 
 
-def _run(spark: SparkSession, path: str, job: ImportJob, *, rejects: str,
+def _run(spark: SparkSession, path: str, frame: DataFrame, job: ImportJob, *, rejects: str,
          partitions: int | None, show_progress: bool) -> ImportSummary:
     fmt = job.shape.format
-    frame = _read(spark, path, fmt)
     if partitions is not None and frame.rdd.getNumPartitions() > partitions:
         frame = frame.coalesce(partitions)
     sc = spark.sparkContext

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from tocsin.clock import Clock, SystemClock
 from tocsin.config import Settings
+from tocsin.errors import ValidationError
 from tocsin.stores import open_store
 
 if TYPE_CHECKING:
@@ -113,6 +114,12 @@ def run_report(spark: SparkSession, *, settings: Settings, since_ms: int, sla_ms
                partitions: int | None = None) -> dict[str, Any]:
     """Compute the report for ``[now - since_ms, now)`` and write ``report.json`` and
     ``report.html`` to ``out_dir``; the report's figures."""
+    if since_ms <= 0:
+        raise ValidationError("since", "must be positive")
+    if sla_ms < 0:
+        raise ValidationError("sla", "must be 0 or more")
+    if partitions is not None and partitions < 1:
+        raise ValidationError("partitions", f"{partitions} is not 1 or more")
     started = time.monotonic()
     store = open_store(settings.store_url, buckets=settings.buckets)
     job = ReportJob(store_url=settings.store_url, buckets=store.buckets)
