@@ -165,7 +165,7 @@ def import_(
     settings = _settings(store, spark_master)
     try:
         tenant = _import_tenant(settings, tenant)
-        source = SourceFormat(fmt) if fmt else SourceFormat.of(path)
+        source = SourceFormat.named(fmt) if fmt else SourceFormat.of(path)
         shape = RowShape(format=source, mapping=parse_mapping(mapping or []), tenant=tenant)
         summary = run_import(session_for(settings, app_name="tocsin-import"),
                              path, settings=settings, fmt=source, shape=shape, rejects=rejects,

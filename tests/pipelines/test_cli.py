@@ -26,6 +26,13 @@ def test_import_refuses_bad_options(tmp_path: Path) -> None:
     no_format = runner.invoke(app, ["import", str(data), "--store", store])
     assert no_format.exit_code == 1
     assert "--format" in no_format.output
+    for options, said in (
+            (["--format", "json", "--map", "nope=channel"], "'nope' is not a field of a schedule"),
+            (["--format", "json", "--map", "channel=a", "--map", "channel=b"],
+             "'channel' is mapped twice"),
+            (["--format", "xml"], "format: 'xml' is not json, csv or parquet")):
+        refused = runner.invoke(app, ["import", str(data), *options, "--store", store])
+        assert refused.exit_code == 1 and said in refused.output, refused.output
     assert not (tmp_path / "t.db").exists()
 
 

@@ -41,6 +41,14 @@ class SourceFormat(StrEnum):
     not given, nested columns are JSON values."""
 
     @classmethod
+    def named(cls, name: str) -> SourceFormat:
+        """The format ``--format`` names; another name is a :class:`ValidationError`."""
+        try:
+            return cls(name.strip().lower())
+        except ValueError:
+            raise ValidationError("format", f"{name!r} is not json, csv or parquet") from None
+
+    @classmethod
     def of(cls, path: str) -> SourceFormat:
         """The format a path's name says (``.jsonl``/``.json``/``.ndjson``, ``.csv``,
         ``.parquet``); a folder is named by its first such file."""
@@ -60,14 +68,23 @@ class SourceFormat(StrEnum):
 
 
 def parse_mapping(pairs: list[str]) -> tuple[tuple[str, str], ...]:
-    """``["channel=queue", ...]`` as ``(("channel", "queue"), ...)``: field ← column."""
-    out = []
+    """``["channel=queue", ...]`` as ``(("channel", "queue"), ...)``: field ← column. The
+    field must be one of a schedule's (``POST /v1/schedules``), each mapped once."""
+    from tocsin.api.models import ScheduleIn
+
+    fields = sorted(ScheduleIn.model_fields)
+    out: dict[str, str] = {}
     for pair in pairs:
-        field, sep, column = pair.partition("=")
-        if not sep or not field.strip() or not column.strip():
+        field, sep, column = (part.strip() for part in pair.partition("="))
+        if not sep or not field or not column:
             raise ValidationError("map", f"{pair!r} is not FIELD=COLUMN")
-        out.append((field.strip(), column.strip()))
-    return tuple(out)
+        if field not in fields:
+            raise ValidationError("map", f"{field!r} is not a field of a schedule (one of "
+                                         f"{', '.join(fields)})")
+        if field in out:
+            raise ValidationError("map", f"{field!r} is mapped twice")
+        out[field] = column
+    return tuple(out.items())
 
 
 def row_digest(source: str, item: dict[str, Any]) -> str:
