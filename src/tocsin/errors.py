@@ -42,6 +42,7 @@ __all__ = [
     "ValidationError",
     "error_body",
     "error_from",
+    "first_line",
     "status_of",
 ]
 
@@ -186,3 +187,10 @@ def error_from(status: int, body: Any, *, path: str, text: str = "") -> TocsinEr
     if cls is not None:
         return cls(message)
     return TocsinError(f"HTTP {status}: {message}")
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message, or its class's name when it has none: the reason
+    to quote from a foreign error (Spark's run on for pages of plan and stack)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -46,11 +46,11 @@ import pyarrow.compute as pc
 
 from tocsin.clock import Clock, SystemClock
 from tocsin.config import Settings
-from tocsin.errors import TocsinError, ValidationError
+from tocsin.errors import TocsinError, ValidationError, first_line
 from tocsin.stores import open_store
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["DELETE_CHUNK", "ROUNDS", "ArchiveJob", "Retention", "run_archive",
            "start_archive_timer"]
@@ -360,6 +360,13 @@ def _publish(fs: Any, base: str, run: int, written: list[Any]) -> dict[str, _Mov
     return moved
 
 
+def _read_back(spark: SparkSession, root: str, files: list[str]) -> DataFrame:
+    """The rows of ``files`` (paths under ``root``, all of one table) as Spark reads them."""
+    table = files[0].split("/")[0]
+    return spark.read.option("basePath", f"{root}/{table}").parquet(
+        *(f"{root}/{f}" for f in files))
+
+
 def _checked(spark: SparkSession, root: str, moved: _Moved, what: str) -> int:
     """The rows Spark reads back from the ``moved`` files, which must equal what the tasks
     wrote."""
@@ -367,12 +374,10 @@ def _checked(spark: SparkSession, root: str, moved: _Moved, what: str) -> int:
         return 0
     table = moved.files[0].split("/")[0]
     try:
-        found = spark.read.option("basePath", f"{root}/{table}").parquet(
-            *(f"{root}/{f}" for f in moved.files)).count()
+        found = _read_back(spark, root, moved.files).count()
     except Exception as exc:  # a file gone or unreadable: Spark's own error, first line
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ArchiveCheckError(f"archive check failed: {what}: {root}/{table} cannot be read "
-                                f"back ({reason}); the rows of those files were not "
+                                f"back ({first_line(exc)}); the rows of those files were not "
                                 "deleted") from exc
     if found != moved.rows:
         raise ArchiveCheckError(f"archive check failed: {what}: read {moved.rows} rows from "
@@ -428,8 +433,7 @@ def _archive(spark: SparkSession, job: ArchiveJob, spans: list[tuple[int, int]],
 
     def delete(files: list[str]) -> tuple[int, int]:
         mark = time.monotonic()
-        ids = spark.read.option("basePath", f"{root}/schedules").parquet(
-            *(f"{root}/{f}" for f in files)).select("id")
+        ids = _read_back(spark, root, files).select("id")
         ids = ids.coalesce(1 if one_writer else per_round)
         counts = ids.mapInArrow(job.delete, "schedules long, deliveries long") \
             .groupBy().sum().collect()[0]

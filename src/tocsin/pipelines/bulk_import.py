@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from tocsin.clock import Clock, SystemClock
 from tocsin.config import Settings
-from tocsin.errors import ValidationError
+from tocsin.errors import ValidationError, first_line
 from tocsin.pipelines.loader import REJECT_FIELDS, ImportJob, Loader
 from tocsin.pipelines.progress import Progress
 from tocsin.pipelines.rows import RowShape, SourceFormat
@@ -81,8 +81,8 @@ def _read(spark: SparkSession, path: str, fmt: SourceFormat) -> DataFrame:
     except AnalysisException as exc:
         if exc.getCondition() == "PATH_NOT_FOUND":
             raise ValidationError("path", f"{path}: no such file or folder") from None
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValidationError("path", f"{path} cannot be read as {fmt.value}: {reason}") from None
+        raise ValidationError("path", f"{path} cannot be read as {fmt.value}: "
+                                      f"{first_line(exc)}") from None
     return frame.withColumn(SOURCE_COLUMN, F.input_file_name())
 
 
