@@ -17,13 +17,13 @@ from typing import Any
 
 from tocsin.abc import Store
 from tocsin.api.views import iso
-from tocsin.domain import ApiKey, Role
+from tocsin.domain import ApiKey, Role, check_tenant
 
 __all__ = ["describe", "digest_of", "find_key", "issue_key", "new_token"]
 
 _SECRET_BYTES = 32
 """256 bits."""
-TOKEN = re.compile(r"^tsk_(key_[0-9a-f]{16})_[0-9a-f]{64}$")
+TOKEN = re.compile(r"tsk_(key_[0-9a-f]{16})_[0-9a-f]{64}")
 """The shape of every token this module mints."""
 
 
@@ -41,7 +41,10 @@ def digest_of(token: str) -> str:
 def issue_key(store: Store, *, role: Role, tenant: str | None = None, read_only: bool = False,
               name: str | None = None, now_ms: int) -> tuple[ApiKey, str]:
     """Mint a key, store its digest, and return it with its token (the only time the token
-    exists outside the caller's hands)."""
+    exists outside the caller's hands). ``tenant`` must be a tenant name
+    (:data:`~tocsin.domain.TENANT_NAME`): whatever the way in (the API, ``--local``)."""
+    if tenant is not None:
+        check_tenant(tenant)
     key_id, token = new_token()
     key = ApiKey(id=key_id, role=role, tenant=tenant, read_only=read_only, name=name,
                  digest=digest_of(token), created_ms=now_ms)
@@ -54,7 +57,7 @@ def find_key(store: Store, token: str) -> ApiKey | None:
     The lookup is by digest, so what a timing difference could reveal is a prefix of a
     digest, which does not help forge a token; the final comparison is constant-time all
     the same."""
-    if TOKEN.match(token) is None:
+    if TOKEN.fullmatch(token) is None:
         return None
     digest = digest_of(token)
     key = store.key_by_digest(digest)

@@ -26,7 +26,7 @@ from tocsin.api.parsing import (
 )
 from tocsin.api.text import text_problem
 from tocsin.config import Settings
-from tocsin.domain import DEFAULT_TENANT, NewSchedule, PayloadKind
+from tocsin.domain import DEFAULT_TENANT, TENANT_NAME, NewSchedule, PayloadKind
 from tocsin.errors import NotFoundError, ValidationError
 
 __all__ = ["NOT_GIVEN", "PLAIN_TENANT", "TEXT_LIMITS", "Change", "Known", "Problem",
@@ -36,7 +36,7 @@ _DUMP = {name: field.get_default(call_default_factory=True)
          for name, field in ScheduleIn.model_fields.items()}
 """``ScheduleIn().model_dump(mode="json")`` of an item that gives nothing: every field at its
 default."""
-PLAIN_TENANT = r"[A-Za-z0-9._-]{1,64}"
+PLAIN_TENANT = TENANT_NAME
 """A tenant name the model takes (its pattern and lengths), as a regular expression that
 Python and RE2 (Arrow) read alike."""
 _TENANT = re.compile(PLAIN_TENANT)

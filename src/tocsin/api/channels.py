@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request, Response
 
@@ -11,7 +11,10 @@ from tocsin.api.deps import Deps
 from tocsin.api.models import ChannelIn
 from tocsin.api.views import channel_out
 from tocsin.domain import ChannelKind, ChannelSpec
-from tocsin.errors import ValidationError
+from tocsin.errors import NotFoundError, ValidationError
+
+if TYPE_CHECKING:
+    from tocsin.abc import Store
 
 __all__ = ["router"]
 
@@ -33,7 +36,24 @@ def put(body: ChannelIn, request: Request) -> dict[str, Any]:
     tenant = tenant_for(request, body.tenant)
     config = validate_channel_config(kind, body.config, policy, tenant=tenant)
     spec = ChannelSpec(name=body.name, kind=kind, config=config, tenant=tenant)
+    _check_dead_letter(spec, Deps.of(request).store)
     return channel_out(Deps.of(request).store.put_channel(spec))
+
+
+def _check_dead_letter(spec: ChannelSpec, store: Store) -> None:
+    """A ``dead_letter`` names another channel of the same tenant that exists (a copy sent to
+    itself, or to nothing, would die again or wait forever)."""
+    target = spec.config.get("dead_letter")
+    if target is None:
+        return
+    if target == spec.name:
+        raise ValidationError("config.dead_letter", "must name another channel, not this one")
+    try:
+        store.get_channel(target, tenant=spec.tenant)
+    except NotFoundError:
+        raise ValidationError("config.dead_letter", f"no channel {target!r} in tenant "
+                                                    f"{spec.tenant!r}: register it first") \
+            from None
 
 
 @router.get("", summary="Every registered channel")

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
 from tocsin.api.parsing import canonical_digest, check_message_size, due_of, payload_of
-from tocsin.domain import MisfirePolicy, NewSchedule
+from tocsin.domain import TENANT_NAME, MisfirePolicy, NewSchedule
 from tocsin.errors import ValidationError
 
 __all__ = [
@@ -26,8 +26,9 @@ __all__ = [
 
 _KEY_MAX = 256
 
-TENANT_PATTERN = r"^[A-Za-z0-9._-]+$"
-"""What a tenant name may hold."""
+TENANT_PATTERN = f"^{TENANT_NAME}$"
+"""What a tenant name may be (:data:`tocsin.domain.TENANT_NAME`; pydantic's ``$`` is the end of
+the text, as RE2's)."""
 
 TenantName = Annotated[str | None, Field(
     min_length=1, max_length=64, pattern=TENANT_PATTERN,

@@ -66,13 +66,13 @@ class FileChannel(Channel):
     def __init__(self, spec: ChannelSpec, *, policy: DestinationPolicy | None = None) -> None:
         self.spec = spec
         tenant: str = getattr(spec, "tenant", DEFAULT_TENANT)
-        policy = (policy or current_policy()).for_tenant(tenant)
         path = spec.config.get("path")
         self.path = str(path) if path else f"{spec.name}.jsonl"
         self.fsync = bool(spec.config.get("fsync", False))
         self._refused: str | None = None
         try:
-            self._root, self._below = place(self.path, policy)
+            self._root, self._below = place(
+                self.path, (policy or current_policy()).for_tenant(tenant))
         except ValidationError as exc:  # registered under another policy: never written
             self._refused = f"file {self.path}: refused: {exc.reason}"
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tocsin.domain import DEFAULT_TENANT
+from tocsin.domain import DEFAULT_TENANT, check_tenant
 from tocsin.errors import ValidationError
 
 if TYPE_CHECKING:
@@ -93,9 +93,12 @@ class DestinationPolicy:
         roots (but not in :data:`TENANTS_DIR`), any other tenant's only under
         ``<root>/tenants/<tenant>`` (file and credential roots alike), so one tenant can neither
         append to another's files nor present another's TLS key (channel names are per
-        tenant: two tenants' ``out`` are two files)."""
+        tenant: two tenants' ``out`` are two files). A tenant that is not a tenant name
+        (:data:`~tocsin.domain.TENANT_NAME`: a tenant stored before the rule) is a
+        ValidationError on ``tenant``: nothing of it is written."""
         from dataclasses import replace
 
+        check_tenant(tenant)  # never '.', '..' or a path: it is a directory name below
         if tenant == DEFAULT_TENANT:
             return replace(self, reserved=TENANTS_DIR)
 

@@ -21,11 +21,12 @@ from tocsin.domain.recurring import (
 from tocsin.domain.retry import RetryPolicy
 from tocsin.domain.schedule import NewSchedule, PayloadKind, Schedule, Status
 from tocsin.domain.selection import MAX_BULK, BulkResult, Selection
-from tocsin.domain.tenant import DEFAULT_TENANT, Durability, Tenant
+from tocsin.domain.tenant import DEFAULT_TENANT, TENANT_NAME, Durability, Tenant, check_tenant
 
 __all__ = [
     "DEFAULT_TENANT",
     "MAX_BULK",
+    "TENANT_NAME",
     "Ack",
     "ApiKey",
     "BulkResult",
@@ -55,6 +56,7 @@ __all__ = [
     "SkippedFiring",
     "Status",
     "Tenant",
+    "check_tenant",
     "expand",
     "firing_schedule_id",
 ]

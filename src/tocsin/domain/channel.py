@@ -12,7 +12,7 @@ from tocsin.errors import ValidationError
 
 __all__ = ["ChannelKind", "ChannelSpec", "OnDead"]
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 class ChannelKind(StrEnum):
@@ -50,7 +50,7 @@ class ChannelSpec:
     tenant: str = DEFAULT_TENANT
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
+        if not _NAME.fullmatch(self.name):
             raise ValidationError(
                 "name",
                 "must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit",

@@ -19,7 +19,7 @@ from tocsin.errors import ValidationError
 
 __all__ = ["Policy", "RateBucket"]
 
-_NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -38,7 +38,7 @@ class Policy:
     tenant: str = DEFAULT_TENANT
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
+        if not _NAME.fullmatch(self.name):
             raise ValidationError("name", "1 to 128 letters, digits, '.', '_' or '-'")
         if self.max_in_flight < 1:
             raise ValidationError("max_in_flight",

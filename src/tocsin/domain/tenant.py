@@ -2,13 +2,32 @@
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import NamedTuple
 
-__all__ = ["DEFAULT_TENANT", "Durability", "Tenant"]
+from tocsin.errors import ValidationError
+
+__all__ = ["DEFAULT_TENANT", "TENANT_NAME", "Durability", "Tenant", "check_tenant"]
 
 DEFAULT_TENANT = "default"
 """The tenant of whatever names none."""
+
+TENANT_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+"""What a tenant name may be: 1 to 64 letters, digits, '.', '_' or '-', starting with a letter
+or digit — so never ``.`` or ``..``: a tenant's name is a directory below the file and
+credential roots (``tenants/<tenant>/``). Written so that Python (``fullmatch``), pydantic and
+RE2 (Arrow, anchored with ``^…$``) read it alike."""
+_TENANT = re.compile(TENANT_NAME)
+
+
+def check_tenant(name: object, field: str = "tenant") -> str:
+    """``name`` when it is a tenant name (:data:`TENANT_NAME`), else ValidationError naming
+    ``field``."""
+    if type(name) is not str or _TENANT.fullmatch(name) is None:
+        raise ValidationError(field, f"{name!r} is not a tenant name: 1 to 64 letters, digits, "
+                                     "'.', '_' or '-', starting with a letter or digit")
+    return name
 
 
 class Durability(StrEnum):
