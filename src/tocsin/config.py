@@ -9,6 +9,7 @@ The defaults run everything on one machine: SQLite under ``.tocsin/``, Spark ``l
 from __future__ import annotations
 
 import os
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,7 +33,22 @@ from tocsin.domain.defaults import (
 from tocsin.logs import SPARK_JAVA_OPTIONS, LogFormat, SparkLogLevel
 from tocsin.redact import redact
 
-__all__ = ["Settings"]
+__all__ = ["CheckpointQuery", "Settings"]
+
+
+class CheckpointQuery(StrEnum):
+    """The Spark streaming queries that keep a checkpoint, each in a folder of this name
+    under the ``checkpoint`` setting."""
+
+    DISPATCHER = "dispatcher"
+    """Due schedules to their channels (``tocsin dispatcher``, ``tocsin up``)."""
+    RELAY = "relay"
+    """Hand-overs in the dispatcher's gaps between windows (``relay`` setting)."""
+    EXPANDER = "expander"
+    """Recurring rules into schedules."""
+    INGEST = "ingest"
+    """The Kafka commands topic into the store (``ingest_topic``); its offsets are the
+    topic's, so losing this checkpoint replays the topic from its start."""
 
 
 class Settings(BaseSettings):
@@ -109,8 +125,10 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(
         120.0, gt=0, description="A claim older than this is claimed again."
     )
-    checkpoint: Path | None = Field(
-        None, description="Spark checkpoint directory; default home/checkpoint."
+    checkpoint: str = Field(
+        "", description="Where the Spark queries keep their checkpoints, one folder each under "
+        "it (dispatcher, relay, expander, ingest): a path or a URI (file:///..., hdfs://..., "
+        "s3a://...), kept as given. Empty = home/checkpoint."
     )
 
     grace_seconds: float = Field(60.0, ge=0, description="How far in the past a due time may lie.")
@@ -227,9 +245,15 @@ class Settings(BaseSettings):
         return self.archive_dir or str((self.home / "archive").resolve())
 
     @property
-    def checkpoint_dir(self) -> Path:
-        """Where the dispatcher's Spark checkpoint lives."""
-        return self.checkpoint or self.home / "checkpoint"
+    def checkpoint_base(self) -> str:
+        """Where the queries' checkpoints live: ``checkpoint`` as given, else
+        ``home/checkpoint`` made absolute."""
+        return self.checkpoint or str((self.home / "checkpoint").resolve())
+
+    def checkpoint_for(self, query: CheckpointQuery) -> str:
+        """The checkpoint location of ``query``: a folder named after it under
+        :attr:`checkpoint_base`, in the base's own form (a path or a URI)."""
+        return f"{self.checkpoint_base.rstrip('/')}/{query.value}"
 
     @property
     def channel_roots(self) -> list[Path]:
@@ -245,7 +269,7 @@ class Settings(BaseSettings):
     def _effective(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         data["store"] = self.store_url
-        data["checkpoint"] = str(self.checkpoint_dir)
+        data["checkpoint"] = self.checkpoint_base
         data["file_roots"] = [str(p) for p in self.channel_roots]
         data["credential_roots"] = [str(p) for p in self.tls_roots]
         return data
@@ -253,7 +277,10 @@ class Settings(BaseSettings):
     def summary(self) -> dict[str, Any]:
         """The effective settings as plain values, secrets redacted: for ``tocsin config``,
         the startup line and logs."""
-        redacted: dict[str, Any] = redact(self._effective())
+        data = self._effective()
+        data["checkpoints"] = {query.value: self.checkpoint_for(query)
+                               for query in CheckpointQuery}
+        redacted: dict[str, Any] = redact(data)
         return redacted
 
     def environment(self) -> dict[str, str]:

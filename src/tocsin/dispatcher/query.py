@@ -94,8 +94,8 @@ def session_for(settings: Settings, *, app_name: str, master: str | None = None)
                          java_options=settings.spark_java_options)
 
 
-def _start(spark: SparkSession, source: str, options: DispatchOptions, *, checkpoint: Path,
-           trigger_seconds: float, name: str) -> StreamingQuery:
+def _start(spark: SparkSession, source: str, options: DispatchOptions, *,
+           checkpoint: str | Path, trigger_seconds: float, name: str) -> StreamingQuery:
     """Start the streaming query reading and writing the data source ``source``."""
     spark_options: dict[str, Any] = options.to_spark()
     return (
@@ -108,14 +108,14 @@ def _start(spark: SparkSession, source: str, options: DispatchOptions, *, checkp
     )
 
 
-def start_dispatcher(spark: SparkSession, options: DispatchOptions, *, checkpoint: Path,
+def start_dispatcher(spark: SparkSession, options: DispatchOptions, *, checkpoint: str | Path,
                      trigger_seconds: float = 1.0, name: str = QUERY_NAME) -> StreamingQuery:
     """Start the streaming query: due schedules → delivery, checkpointed at ``checkpoint``."""
     return _start(spark, "tocsin", options, checkpoint=checkpoint,
                   trigger_seconds=trigger_seconds, name=name)
 
 
-def start_relay(spark: SparkSession, options: DispatchOptions, *, checkpoint: Path,
+def start_relay(spark: SparkSession, options: DispatchOptions, *, checkpoint: str | Path,
                 trigger_seconds: float = 1.0, name: str = RELAY_NAME) -> StreamingQuery:
     """Start the relay: one task over every bucket whose hand-over windows are shifted half a
     window, handing over in the main query's gaps between batches
@@ -131,7 +131,7 @@ def start_relay(spark: SparkSession, options: DispatchOptions, *, checkpoint: Pa
                   trigger_seconds=trigger_seconds, name=name)
 
 
-def start_expander(spark: SparkSession, options: DispatchOptions, *, checkpoint: Path,
+def start_expander(spark: SparkSession, options: DispatchOptions, *, checkpoint: str | Path,
                    trigger_seconds: float = 1.0, name: str = EXPANDER_NAME) -> StreamingQuery:
     """Start the recurring expansion query (firings within the horizon → schedules)."""
     return _start(spark, "tocsin-recurring", options, checkpoint=checkpoint,
@@ -144,7 +144,9 @@ def run_dispatcher(settings: Settings) -> None:
     from a thread of this process from the start (:mod:`tocsin.dispatcher.runs`)."""
     from dataclasses import replace
 
+    from tocsin.checkpoints import adopt_legacy_checkpoints
     from tocsin.clock import SystemClock
+    from tocsin.config import CheckpointQuery
     from tocsin.dispatcher.progress import ProgressLog
     from tocsin.dispatcher.runs import RUN_ENV, RunBeat, new_run_id
     from tocsin.stores import open_store
@@ -159,17 +161,19 @@ def run_dispatcher(settings: Settings) -> None:
                         master=master_for(settings.spark_master, settings.partitions))
     spark.streams.addListener(ProgressLog())
     options = replace(DispatchOptions.from_settings(settings), run=run)
-    checkpoint = settings.checkpoint_dir
+    adopt_legacy_checkpoints(settings)
     queries = [
-        start_dispatcher(spark, options, checkpoint=checkpoint,
+        start_dispatcher(spark, options,
+                         checkpoint=settings.checkpoint_for(CheckpointQuery.DISPATCHER),
                          trigger_seconds=settings.trigger_seconds),
-        start_expander(spark, options, checkpoint=checkpoint.with_name(checkpoint.name +
-                                                                       "-expander"),
+        start_expander(spark, options,
+                       checkpoint=settings.checkpoint_for(CheckpointQuery.EXPANDER),
                        trigger_seconds=settings.trigger_seconds),
     ]
     if settings.relay and options.hand_over_ms > 0:
-        queries.append(start_relay(spark, options, checkpoint=checkpoint.with_name(
-            checkpoint.name + "-relay"), trigger_seconds=settings.trigger_seconds))
+        queries.append(start_relay(
+            spark, options, checkpoint=settings.checkpoint_for(CheckpointQuery.RELAY),
+            trigger_seconds=settings.trigger_seconds))
     if settings.ingest_topic:  # the Kafka commands topic (docs/pipelines.md)
         from tocsin.pipelines.ingest import start_ingest
 

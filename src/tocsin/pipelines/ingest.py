@@ -29,7 +29,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from tocsin.clock import SystemClock
-from tocsin.config import Settings
+from tocsin.config import CheckpointQuery, Settings
 from tocsin.dispatcher.core import log
 from tocsin.dispatcher.runtime import store_for
 from tocsin.pipelines.commands import CommandApplier, Message, Outcome
@@ -162,10 +162,11 @@ class CommandsDataSource(DataSource):
         return CommandStreamWriter(IngestOptions.from_spark(dict(self.options)))
 
 
-def start_ingest(spark: SparkSession, settings: Settings, *, checkpoint: Path | None = None,
+def start_ingest(spark: SparkSession, settings: Settings, *,
+                 checkpoint: str | Path | None = None,
                  trigger_seconds: float | None = None) -> StreamingQuery:
-    """Start the ingest query over ``settings.ingest_topic`` (checkpoint default:
-    ``home/checkpoint-ingest``)."""
+    """Start the ingest query over ``settings.ingest_topic`` (checkpoint default: the
+    ``ingest`` folder under the ``checkpoint`` setting)."""
     spark.dataSource.register(KafkaDataSource)
     spark.dataSource.register(CommandsDataSource)
     options = IngestOptions.of(settings)
@@ -174,7 +175,8 @@ def start_ingest(spark: SparkSession, settings: Settings, *, checkpoint: Path | 
         .option("bootstrap", settings.ingest_bootstrap).option("topic", settings.ingest_topic)
         .option("maxPerBatch", str(settings.ingest_max_per_batch)).load()
         .writeStream.format("tocsin-commands").options(**options.to_spark())
-        .option("checkpointLocation", str(checkpoint or settings.home / "checkpoint-ingest"))
+        .option("checkpointLocation",
+                str(checkpoint or settings.checkpoint_for(CheckpointQuery.INGEST)))
         .trigger(processingTime=f"{trigger_seconds or settings.trigger_seconds} seconds")
         .queryName(INGEST_NAME)
         .start()
@@ -183,10 +185,12 @@ def start_ingest(spark: SparkSession, settings: Settings, *, checkpoint: Path | 
 
 def run_ingest(settings: Settings) -> None:
     """Run the ingest query in this process until it stops (``tocsin ingest``)."""
+    from tocsin.checkpoints import adopt_legacy_checkpoints
     from tocsin.dispatcher.query import session_for
     from tocsin.stores import open_store
 
     open_store(settings.store_url, buckets=settings.buckets).close()  # create and migrate
+    adopt_legacy_checkpoints(settings)
     spark = session_for(settings, app_name=INGEST_NAME)
     query = start_ingest(spark, settings)
     try:

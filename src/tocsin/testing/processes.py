@@ -11,13 +11,16 @@ from pathlib import Path
 __all__ = ["descendants", "executor_jvms", "kill_tree", "start_tocsin"]
 
 
-def start_tocsin(verb: str, *, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """``python -m tocsin <verb>`` in its own process group, output to ``log``."""
+def start_tocsin(verb: str, *, env: dict[str, str], log: Path,
+                 cwd: Path | None = None) -> subprocess.Popen[bytes]:
+    """``python -m tocsin <verb>`` in its own process group, output to ``log``, in the
+    working directory ``cwd`` (default: this process's)."""
     full_env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
                 **env}
     with log.open("ab") as sink:
         return subprocess.Popen([sys.executable, "-m", "tocsin", verb], env=full_env,
-                                stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+                                stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+                                cwd=cwd)
 
 
 def kill_tree(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
