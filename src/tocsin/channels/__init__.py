@@ -3,7 +3,8 @@
 ``build_channel(spec)`` imports the kind's module lazily, so importing Tocsin never imports
 aiohttp, confluent-kafka or pika; ``validate_channel_config`` checks a registration before it
 is stored and names the bad field, including where the operator's
-:class:`~tocsin.channels.policy.DestinationPolicy` forbids delivering (docs/security.md).
+:class:`~tocsin.channels.policy.DestinationPolicy` forbids delivering (docs/security.md) and a
+kind whose client library this machine lacks (:func:`missing_library`).
 
 =============  ===========================================  ==================================
 kind           class (config)                               module
@@ -32,7 +33,7 @@ from tocsin.errors import ValidationError
 if TYPE_CHECKING:
     from tocsin.channels.recording import Recordings
 
-__all__ = ["build_channel", "validate_channel_config"]
+__all__ = ["build_channel", "missing_library", "validate_channel_config"]
 
 _MODULES: dict[ChannelKind, tuple[str, str, str]] = {
     ChannelKind.FILE: ("tocsin.channels.file", "FileChannel", "FileConfig"),
@@ -41,6 +42,28 @@ _MODULES: dict[ChannelKind, tuple[str, str, str]] = {
     ChannelKind.RABBITMQ: ("tocsin.channels.rabbitmq", "RabbitMQChannel", "RabbitMQConfig"),
     ChannelKind.RECORDING: ("tocsin.channels.recording", "RecordingChannel", "RecordingConfig"),
 }
+
+_LIBRARIES: dict[ChannelKind, tuple[str, str, str]] = {
+    ChannelKind.KAFKA: ("confluent_kafka", "confluent-kafka", "kafka"),
+    ChannelKind.RABBITMQ: ("pika", "pika", "rabbitmq"),
+}
+"""The client library a kind delivers through, when it is an optional one: (module, package,
+extra)."""
+
+
+def missing_library(kind: ChannelKind) -> str | None:
+    """What to install so that this machine can deliver to ``kind``'s channels, or None when
+    it can (its library imports, or it needs none)."""
+    needed = _LIBRARIES.get(kind)
+    if needed is None:
+        return None
+    module, package, extra = needed
+    try:
+        import_module(module)
+    except ImportError:
+        return (f"{kind.value} channels need {package}, which is not installed here: "
+                f"pip install 'tocsin[{extra}]' (or 'tocsin[all]')")
+    return None
 
 
 def build_channel(spec: ChannelSpec, *, recordings: Recordings | None = None) -> Channel:
@@ -66,6 +89,8 @@ def validate_channel_config(kind: ChannelKind, config: dict[str, Any],
 
     if kind not in _MODULES:
         raise ValidationError("kind", f"{kind!r} is not one of {', '.join(_MODULES)}")
+    if (lacking := missing_library(kind)) is not None:  # a dispatcher like this one could not
+        raise ValidationError("kind", lacking)           # deliver to it
     if (where := masked(config)) is not None:
         raise ValidationError(f"config.{where}", "is the redaction mark '***': send the secret "
                                                  "itself (secrets are write-only)")

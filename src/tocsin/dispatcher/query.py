@@ -147,6 +147,7 @@ def run_dispatcher(settings: Settings) -> None:
     from tocsin.checkpoints import adopt_legacy_checkpoints
     from tocsin.clock import SystemClock
     from tocsin.config import CheckpointQuery
+    from tocsin.dispatcher.preflight import undeliverable_channels
     from tocsin.dispatcher.progress import ProgressLog
     from tocsin.dispatcher.runs import RUN_ENV, RunBeat, new_run_id
     from tocsin.stores import open_store
@@ -154,9 +155,13 @@ def run_dispatcher(settings: Settings) -> None:
     setup_logging(settings.log_format, settings.spark_log_level)
     log.info("dispatcher starting", extra={"spark_master": settings.spark_master,
                                            "store": redact_url(settings.store_url)})
+    store = open_store(settings.store_url, buckets=settings.buckets)
+    if lacking := undeliverable_channels(store):  # before Spark: fail fast, say what to install
+        store.close()
+        log.error("dispatcher refuses to start", extra={"channels": lacking})
+        raise SystemExit("tocsin dispatcher: refusing to start: " + "; ".join(lacking))
     run = os.environ.get(RUN_ENV) or new_run_id()
-    beat = RunBeat(open_store(settings.store_url, buckets=settings.buckets), run,
-                   clock=SystemClock()).start()
+    beat = RunBeat(store, run, clock=SystemClock()).start()
     spark = session_for(settings, app_name="tocsin",
                         master=master_for(settings.spark_master, settings.partitions))
     spark.streams.addListener(ProgressLog())
