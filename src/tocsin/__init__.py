@@ -21,7 +21,7 @@ from tocsin.errors import (
     ValidationError,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "ChannelError",

@@ -226,6 +226,28 @@ def config() -> None:
 
 
 @app.command()
+def migrate(store: StoreOpt = None) -> None:
+    """Create or upgrade the store's schema, then exit: the middle step of an upgrade, with
+    every other Tocsin process stopped (docs/deploy.md#upgrades)."""
+    from tocsin import __version__
+    from tocsin.errors import TocsinError
+    from tocsin.redact import redact_url
+    from tocsin.stores import open_store
+
+    settings = _settings(store)
+    try:
+        opened = open_store(settings.store_url, buckets=settings.buckets)
+        try:
+            buckets = opened.buckets  # PostgreSQL migrates on first use
+            _print({"store": redact_url(settings.store_url), "tocsin": __version__,
+                    "schema_version": opened.schema_version, "buckets": buckets})
+        finally:
+            opened.close()
+    except TocsinError as exc:
+        _fail(exc)
+
+
+@app.command()
 def schedule(
     channel: str,
     payload: Annotated[str | None, typer.Option(help="JSON payload.")] = None,

@@ -103,7 +103,8 @@ class Settings(BaseSettings):
         LogFormat.TEXT, description="Tocsin's log lines: text (people) or json (collectors)."
     )
     trigger_seconds: float = Field(
-        1.0, gt=0, description="Dispatcher micro-batch trigger interval."
+        1.0, gt=0, description="How often the driver asks whether anything falls due within a "
+        "hand-over window (Spark's trigger; one indexed read when idle)."
     )
     partitions: int = Field(
         4, ge=1, description="Bucket-range partitions (Spark tasks) per micro-batch."

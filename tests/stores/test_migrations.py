@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Policy, Status
+from tocsin.errors import StoreError
 from tocsin.stores import open_store
 from tocsin.stores.rows import migrations
 
@@ -112,3 +113,41 @@ def test_version_7_gives_existing_rows_the_default_tenant(open_backend: OpenStor
                                                            token_lease_ms=60_000)
     assert new.in_flight("p", tenant="default", now_ms=NOW) == 1
     assert new.release("d-1", now_ms=NOW, tenant="default")
+
+
+def test_a_schema_newer_than_the_code_is_refused(open_backend: OpenStore,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process of an older Tocsin (here: one that knows one migration less) started against
+    a store a later one migrated refuses it, rather than writing rows that schema no longer
+    means (docs/deploy.md#upgrades: stop, migrate, start)."""
+    import tocsin.stores.postgres
+    import tocsin.stores.sqlite
+
+    open_backend().close()
+    for module in (tocsin.stores.sqlite, tocsin.stores.postgres):
+        monkeypatch.setattr(module, "migrations",
+                            lambda dialect: [m for m in migrations(dialect) if m[0] < LATEST])
+    with pytest.raises(StoreError, match=f"schema is version {LATEST}, newer than this Tocsin"):
+        old = open_backend()
+        old.counts()
+
+
+def test_tocsin_migrate(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tocsin migrate``: the upgrade's middle step brings the store to this version's schema
+    and says so; against a store newer than itself it exits 1 naming the versions."""
+    import json
+
+    from typer.testing import CliRunner
+
+    import tocsin.stores.postgres
+    import tocsin.stores.sqlite
+    from tocsin.cli import app
+
+    done = CliRunner().invoke(app, ["migrate", "--store", store_url])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output)["schema_version"] == LATEST
+    for module in (tocsin.stores.sqlite, tocsin.stores.postgres):
+        monkeypatch.setattr(module, "migrations",
+                            lambda dialect: [m for m in migrations(dialect) if m[0] < LATEST])
+    refused = CliRunner().invoke(app, ["migrate", "--store", store_url])
+    assert refused.exit_code == 1 and f"schema is version {LATEST}, newer" in refused.output

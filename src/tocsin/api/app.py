@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 
+from tocsin import __version__
 from tocsin.abc import Store
 from tocsin.api import (
     apikeys,
@@ -43,7 +44,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None,
     max(10 s, 5 * ``settings.trigger_seconds``) (set it where a dispatcher runs beside the API).
     """
     settings = settings or Settings()
-    app = FastAPI(title="Tocsin", version="0.1.0",
+    app = FastAPI(title="Tocsin", version=__version__,
                   description="A durable scheduler of delayed messages.",
                   dependencies=[Depends(check_params)])
     if store is None:

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from tocsin.domain.defaults import BUCKETS
 from tocsin.errors import StoreError
-from tocsin.stores.rows import CLAIM_COLUMNS, migrations
+from tocsin.stores.rows import CLAIM_COLUMNS, migrations, refuse_newer_schema
 from tocsin.stores.sql import POSTGRES, SqlStore
 from tocsin.stores.sql.tenants import all_relaxed
 
@@ -218,7 +218,9 @@ class PostgresStore(SqlStore):
             conn.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)")
             row = conn.execute("SELECT v FROM meta WHERE k = 'schema_version'").fetchone()
             version = int(row[0]) if row else 0
-            for number, script in migrations("postgres"):
+            scripts = migrations("postgres")
+            refuse_newer_schema(version, scripts[-1][0])
+            for number, script in scripts:
                 if number > version:
                     conn.execute(script.encode())  # several statements, no parameters
                     version = number

@@ -20,7 +20,7 @@ from tocsin.domain import (
     Status,
 )
 from tocsin.domain.schedule import PayloadKind
-from tocsin.errors import ConflictError
+from tocsin.errors import ConflictError, StoreError
 from tocsin.ids import bucket_of, new_schedule_id
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "key_decision",
     "list_filters",
     "migrations",
+    "refuse_newer_schema",
     "schedule_from_row",
     "schedule_from_values",
     "status_counts",
@@ -167,6 +168,18 @@ def migrations(dialect: str) -> list[tuple[int, str]]:
         if entry.name.endswith(".sql"):
             found.append((int(entry.name.split("_", 1)[0]), entry.read_text()))
     return sorted(found)
+
+
+def refuse_newer_schema(version: int, known: int) -> None:
+    """Refuse a store whose schema (``version``) is newer than this code's migrations go
+    (``known``): a later Tocsin migrated it, and this code would write rows that schema no
+    longer means (docs/deploy.md#upgrades)."""
+    if version > known:
+        from tocsin import __version__
+
+        raise StoreError(f"the store's schema is version {version}, newer than this Tocsin "
+                         f"({__version__}, schema {known}) knows: a later version migrated it; "
+                         "install that version on this machine (docs/deploy.md#upgrades)")
 
 
 def schedule_from_row(row: Sequence[Any]) -> Schedule:

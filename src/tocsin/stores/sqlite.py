@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from tocsin.domain.defaults import BUCKETS
 from tocsin.errors import StoreError
-from tocsin.stores.rows import CLAIM_COLUMNS, migrations
+from tocsin.stores.rows import CLAIM_COLUMNS, migrations, refuse_newer_schema
 from tocsin.stores.sql import SQLITE, SqlStore
 from tocsin.stores.sql.tenants import all_relaxed
 
@@ -167,7 +167,9 @@ class SQLiteStore(SqlStore):
             conn.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)")
             row = conn.execute("SELECT v FROM meta WHERE k = 'schema_version'").fetchone()
             version = int(row[0]) if row else 0
-            for number, script in migrations("sqlite"):
+            scripts = migrations("sqlite")
+            refuse_newer_schema(version, scripts[-1][0])
+            for number, script in scripts:
                 if number > version:
                     for statement in script.split(";"):
                         if statement.strip():
