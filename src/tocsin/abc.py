@@ -416,6 +416,21 @@ class KeyStore(ABC):
         """Revoke a key (a revoked key keeps its first revocation time);
         :class:`~tocsin.errors.NotFoundError` when unknown."""
 
+    @abstractmethod
+    def open_session(self, digest: str, *, key_digest: str, now_ms: int,
+                     expires_ms: int) -> None:
+        """Keep a dashboard session (the digest of its token) opened with the key whose digest
+        is ``key_digest``, until ``expires_ms``; sessions expired by ``now_ms`` are dropped."""
+
+    @abstractmethod
+    def session_key(self, digest: str, *, now_ms: int) -> ApiKey | None:
+        """The key of an unexpired session (revoked or not: see :attr:`ApiKey.active`), or
+        None."""
+
+    @abstractmethod
+    def end_session(self, digest: str) -> None:
+        """Forget a session (signing out); nothing when there is none."""
+
 
 class OperationsStore(ABC):
     """What an operator does: send dead schedules again, pause and resume channels."""

@@ -83,6 +83,10 @@ class Settings(BaseSettings):
         False, description="/metrics answers only with an admin key (it counts every "
                            "tenant's schedules; default: anyone, for Prometheus)."
     )
+    ui_session_seconds: float = Field(
+        8 * 3600.0, gt=0, le=30 * 86_400, description="How long a dashboard sign-in lasts; "
+        "the session is kept server-side and ends sooner on sign-out or when its key is revoked."
+    )
     tenant_max_pending: int = Field(
         0, ge=0, description="Most PENDING or CLAIMED schedules one tenant may hold "
                              "(0 = no cap)."

@@ -3,9 +3,11 @@ change goes to the caller's tenant (``tenant_for``) through the same store calls
 
 from __future__ import annotations
 
+import html
 import json
 from importlib import resources
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -17,22 +19,43 @@ from tocsin.api.deps import Deps
 from tocsin.api.parsing import parse_instant
 from tocsin.api.status import summary
 from tocsin.api.views import iso
-from tocsin.apikeys import find_key
-from tocsin.domain import Status
-from tocsin.errors import AuthenticationError, TocsinError
+from tocsin.domain import Status, check_tenant
+from tocsin.errors import AuthenticationError, TocsinError, ValidationError
 from tocsin.ui.figures import (
     deliveries_by_outcome,
     finished_last_hour,
     lateness_percentiles,
     pending_next_24h,
 )
-from tocsin.ui.session import COOKIE, check_csrf, csrf_token, principal_from_cookie
+from tocsin.ui.session import (
+    COOKIE,
+    check_csrf,
+    csrf_token,
+    end_session,
+    principal_from_cookie,
+    start_session,
+)
 
 __all__ = ["install_ui"]
 
 _here = resources.files("tocsin.ui")
 templates = Jinja2Templates(directory=str(_here / "templates"))
 templates.env.filters["iso"] = lambda ms: iso(ms) or ""
+templates.env.filters["segment"] = lambda value: quote(str(value), safe="")
+"""A value as one path segment of a URL (``/`` ``?`` ``#`` and the rest percent-encoded)."""
+_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' "
+                               "'unsafe-inline'; img-src 'self' data:; object-src 'none'; "
+                               "base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+"""What every dashboard answer carries: no framing (clickjacking), scripts only from the
+dashboard's own files, no content-type sniffing, no page cached or its URL leaked."""
+_REDRIVE_MAX = 100_000
+"""The most dead schedules one re-drive from the dashboard sends again."""
 pages = APIRouter(prefix="/ui", include_in_schema=False)
 actions = APIRouter(prefix="/ui", include_in_schema=False, dependencies=[Depends(check_csrf)])
 
@@ -42,6 +65,13 @@ def install_ui(app: FastAPI) -> None:
     app.mount("/ui/static", StaticFiles(directory=str(_here / "static")), name="ui-static")
     app.include_router(pages)
     app.include_router(actions)
+
+    @app.middleware("http")
+    async def dashboard_headers(request: Request, call_next: Any) -> Response:
+        response: Response = await call_next(request)
+        if request.url.path == "/ui" or request.url.path.startswith("/ui/"):
+            response.headers.update(_HEADERS)
+        return response
 
 
 def _page(request: Request, name: str, title: str, here: str, **ctx: Any) -> Response:
@@ -55,15 +85,42 @@ def _page(request: Request, name: str, title: str, here: str, **ctx: Any) -> Res
 
 
 def _done(message: str) -> HTMLResponse:
-    """An action's answer: a message, and the page reloads to show the change."""
-    return HTMLResponse(f"<p class='ok'>{message}</p>", headers={"HX-Refresh": "true"})
+    """An action's answer: a message (escaped: it may quote a path parameter), and the page
+    reloads to show the change."""
+    return HTMLResponse(f"<p class='ok'>{html.escape(message)}</p>",
+                        headers={"HX-Refresh": "true"})
 
 
 async def _body(request: Request) -> dict[str, Any]:
+    """The form an action posts (htmx's json-enc: a JSON object), without its empty fields;
+    422 on ``body`` when it is not a JSON object."""
     raw = await request.body()
-    found = json.loads(raw) if raw else {}
-    return {k: v for k, v in found.items() if v not in ("", None)} if isinstance(found,
-                                                                                 dict) else {}
+    try:
+        found = json.loads(raw) if raw else {}
+    except (ValueError, UnicodeDecodeError):
+        raise ValidationError("body", "must be a JSON object (htmx's json-enc)") from None
+    if not isinstance(found, dict):
+        raise ValidationError("body", "must be a JSON object (htmx's json-enc)")
+    return {k: v for k, v in found.items() if v not in ("", None)}
+
+
+def _text(body: dict[str, Any], name: str, *, required: bool = False) -> str | None:
+    """A text field of an action's form; 422 naming it when it is something else."""
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise ValidationError(name, "is required")
+        return None
+    if type(value) is not str or "\x00" in value or len(value) > 256:
+        raise ValidationError(name, "must be a text of at most 256 characters")
+    return value
+
+
+def _tenant_of(request: Request, body: dict[str, Any]) -> str:
+    """The tenant an action acts in: the form's ``tenant`` (checked like the API's; a tenant
+    key may name only its own) or the caller's."""
+    named = _text(body, "tenant")
+    return tenant_for(request, check_tenant(named) if named is not None else None)
 
 
 @pages.get("/login")
@@ -74,19 +131,17 @@ def login_page(request: Request) -> Response:
 
 @pages.post("/login")
 async def login(request: Request) -> Response:
-    key = str((await _body(request)).get("key", "")).strip()
-    if not key or find_key(Deps.of(request).store, key) is None:
-        return HTMLResponse("<p class='bad'>Unknown or revoked API key.</p>", status_code=200)
+    key = (_text(await _body(request), "key") or "").strip()
     response = HTMLResponse("<p class='ok'>Signed in.</p>", headers={"HX-Redirect": "/ui"})
-    response.set_cookie(COOKIE, key, httponly=True, samesite="strict", path="/ui",
-                        secure=request.url.scheme == "https")
+    if not key or not start_session(request, response, key):
+        return HTMLResponse("<p class='bad'>Unknown or revoked API key.</p>", status_code=200)
     return response
 
 
 @actions.post("/logout")
-def logout() -> Response:
+def logout(request: Request) -> Response:
     response = HTMLResponse("", headers={"HX-Redirect": "/ui/login"})
-    response.delete_cookie(COOKIE, path="/ui")
+    end_session(request, response)
     return response
 
 
@@ -228,29 +283,43 @@ def redrive(request: Request, schedule_id: str) -> Response:
 @actions.post("/dead/redrive")
 async def redrive_where(request: Request) -> Response:
     deps, body = Deps.of(request), await _body(request)
-    named = body.get("tenant")
+    tenant = _tenant_of(request, body) if "tenant" in body else scope(request)
+    channel, due_from, due_to = (_text(body, name) for name in ("channel", "due_from", "due_to"))
+    limit = body.get("limit", 10_000)
+    if isinstance(limit, str) and limit.isascii() and limit.isdigit():
+        limit = int(limit)
+    if type(limit) is not int or not 1 <= limit <= _REDRIVE_MAX:
+        raise ValidationError("limit", f"must be a whole number from 1 to {_REDRIVE_MAX}")
     count = deps.store.redrive_where(
-        now_ms=deps.clock.now_ms(), channel=body.get("channel"),
-        tenant=tenant_for(request, named) if named else scope(request),
-        due_from_ms=parse_instant(body["due_from"], "due_from") if "due_from" in body else None,
-        due_to_ms=parse_instant(body["due_to"], "due_to") if "due_to" in body else None,
-        limit=int(body.get("limit", 10_000)))
+        now_ms=deps.clock.now_ms(), channel=channel, tenant=tenant,
+        due_from_ms=parse_instant(due_from, "due_from") if due_from else None,
+        due_to_ms=parse_instant(due_to, "due_to") if due_to else None, limit=limit)
     return _done(f"{count} dead schedules re-driven.")
 
 
-@actions.post("/channels/{name}/{verb}")
-def pause_or_resume(request: Request, name: str, verb: str) -> Response:
-    deps, tenant = Deps.of(request), tenant_for(request)
-    if verb == "pause":
-        deps.store.pause_channel(name, tenant=tenant, now_ms=deps.clock.now_ms())
-    else:
-        deps.store.get_channel(name, tenant=tenant)
-        deps.store.resume_channel(name, tenant=tenant)
-    return _done(f"Channel {tenant}/{name}: {'paused' if verb == 'pause' else 'resumed'}.")
+@actions.post("/channels/pause")
+async def pause_channel(request: Request) -> Response:
+    deps, body = Deps.of(request), await _body(request)
+    tenant, name = _tenant_of(request, body), str(_text(body, "name", required=True))
+    deps.store.pause_channel(name, tenant=tenant, now_ms=deps.clock.now_ms())
+    return _done(f"Channel {tenant}/{name}: paused.")
 
 
-@actions.post("/keys/{ordering_key}/resume")
-def resume_key(request: Request, ordering_key: str) -> Response:
-    tenant = tenant_for(request)
+@actions.post("/channels/resume")
+async def resume_channel(request: Request) -> Response:
+    deps, body = Deps.of(request), await _body(request)
+    tenant, name = _tenant_of(request, body), str(_text(body, "name", required=True))
+    deps.store.get_channel(name, tenant=tenant)
+    deps.store.resume_channel(name, tenant=tenant)
+    return _done(f"Channel {tenant}/{name}: resumed.")
+
+
+@actions.post("/keys/resume")
+async def resume_key(request: Request) -> Response:
+    """Resume a halted ordering key: the key and its tenant travel in the body, never in the
+    URL, so no key can make the button address another route or tenant."""
+    body = await _body(request)
+    tenant = _tenant_of(request, body)
+    ordering_key = str(_text(body, "ordering_key", required=True))
     Deps.of(request).store.resume_key(tenant=tenant, ordering_key=ordering_key)
     return _done(f"Ordering key {tenant}/{ordering_key} resumed.")

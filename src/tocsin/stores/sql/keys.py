@@ -50,3 +50,23 @@ class SqlKeys(SqlBase, KeyStore):
         if not rows:
             raise NotFoundError("API key", key_id)
         return key_from_row(rows[0])
+
+    def open_session(self, digest: str, *, key_digest: str, now_ms: int,
+                     expires_ms: int) -> None:
+        def work(conn: Any) -> None:
+            conn.execute(self._dialect.q("DELETE FROM ui_sessions WHERE expires_ms <= ?"),
+                         (now_ms,))
+            conn.execute(self._dialect.q(
+                "INSERT INTO ui_sessions (digest, key_digest, created_ms, expires_ms) "
+                "VALUES (?, ?, ?, ?)"), (digest, key_digest, now_ms, expires_ms))
+        self._work(work)
+
+    def session_key(self, digest: str, *, now_ms: int) -> ApiKey | None:
+        columns = ", ".join(f"k.{c.strip()}" for c in KEY_COLUMNS.split(","))
+        rows = self._rows(f"SELECT {columns} FROM ui_sessions s JOIN api_keys k "
+                          "ON k.digest = s.key_digest WHERE s.digest = ? AND s.expires_ms > ?",
+                          (digest, now_ms))
+        return key_from_row(rows[0]) if rows else None
+
+    def end_session(self, digest: str) -> None:
+        self._changed("DELETE FROM ui_sessions WHERE digest = ?", (digest,), idempotent=True)
