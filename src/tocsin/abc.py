@@ -33,6 +33,7 @@ from tocsin.domain.selection import BulkResult, Selection
 __all__ = [
     "BulkChangeStore",
     "Channel",
+    "ChannelHold",
     "ChannelStats",
     "ChannelStore",
     "ClaimedRow",
@@ -100,6 +101,21 @@ class PausedChannel(NamedTuple):
     tenant: str
     name: str
     paused_ms: int
+
+
+class ChannelHold(NamedTuple):
+    """A destination (a channel of a tenant) the dispatcher passes over until ``until_ms``:
+    its circuit breaker is open (``reason`` ``open``; the first claim after ``until_ms`` is
+    its probe) or a dispatcher's lane for it is full (``busy``)."""
+
+    tenant: str
+    name: str
+    reason: str
+    since_ms: int
+    until_ms: int
+    failures: int
+    """Consecutive failed attempts that opened the breaker (0 for ``busy``)."""
+    last_error: str | None
 
 
 class FiringRecord(NamedTuple):
@@ -267,6 +283,29 @@ class DispatchStore(ABC):
     def forget_claims(self, *, before_ms: int) -> int:
         """Delete replay markers of claims made before ``before_ms`` (their rows are long
         acknowledged or reclaimable after the lease). Returns how many were deleted."""
+
+    @abstractmethod
+    def unclaim(self, *, epoch: int, ids: Sequence[str]) -> int:
+        """Hand claimed schedules back unsent: PENDING again at their next time, no attempt
+        counted, a policy's token returned (only rows still CLAIMED by ``epoch``). How many."""
+
+    @abstractmethod
+    def hold_channel(self, hold: ChannelHold) -> None:
+        """Pass over ``hold.tenant``'s channel ``hold.name`` in claims until ``hold.until_ms``
+        (replacing any hold it had)."""
+
+    @abstractmethod
+    def unhold_channel(self, tenant: str, name: str, *, reason: str | None = None) -> bool:
+        """End the channel's hold (only one of ``reason``, when given); False when none."""
+
+    @abstractmethod
+    def channel_holds(self, *, tenant: str | None = None) -> builtins.list[ChannelHold]:
+        """The held channels (of ``tenant``), by tenant and name."""
+
+    @abstractmethod
+    def expire_holds(self, *, now_ms: int) -> int:
+        """End the holds whose ``until_ms`` has passed (a breaker due for its probe, a lane
+        whose process stopped refreshing it). How many."""
 
 
 class ChannelStore(ABC):

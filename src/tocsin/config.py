@@ -130,6 +130,42 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(
         120.0, gt=0, description="A claim older than this is claimed again."
     )
+    send_timeout_max_seconds: float = Field(
+        30.0, gt=0, le=600, description="Bulkheads: the longest any one send may take "
+        "(connect, send, whole answer), whatever a channel's own timeout says; a channel's "
+        "timeout, flush_timeout and the Kafka/RabbitMQ timeouts it sets are capped by it."
+    )
+    send_connect_attempts_max: int = Field(
+        2, ge=1, le=10, description="Bulkheads: the most connection attempts a RabbitMQ "
+        "channel's URL may ask for (connection_attempts)."
+    )
+    send_retry_delay_max_seconds: float = Field(
+        1.0, ge=0, description="Bulkheads: the longest pause between connection attempts a "
+        "RabbitMQ channel's URL may ask for (retry_delay)."
+    )
+    send_linger_max_ms: int = Field(
+        100, ge=0, description="Bulkheads: the longest a Kafka channel's producer may hold "
+        "messages to batch them (linger.ms, queue.buffering.max.ms)."
+    )
+    lane_seconds: float = Field(
+        1.0, gt=0, description="Bulkheads: a destination's lane in a dispatcher process "
+        "holds about this many seconds of its own sending (by its measured rate, at least "
+        "lane_min_rows); while it is full, claims pass over the destination."
+    )
+    lane_min_rows: int = Field(
+        256, ge=1, description="Bulkheads: the smallest room of a destination's lane."
+    )
+    breaker_failures: int = Field(
+        5, ge=1, description="Bulkheads: consecutive failed attempts (timeouts, connection "
+        "failures, 5xx) to one destination that open its circuit breaker."
+    )
+    breaker_open_seconds: float = Field(
+        5.0, gt=0, description="Bulkheads: how long an opened breaker holds its destination "
+        "before one probe; each failed probe doubles it, up to breaker_max_open_seconds."
+    )
+    breaker_max_open_seconds: float = Field(
+        300.0, gt=0, description="Bulkheads: the longest a breaker holds between probes."
+    )
     checkpoint: str = Field(
         "", description="Where the Spark queries keep their checkpoints, one folder each under "
         "it (dispatcher, relay, expander, ingest): a path or a URI (file:///..., hdfs://..., "

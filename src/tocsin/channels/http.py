@@ -53,14 +53,16 @@ class PolicyResolver(AbstractResolver):
 def open_session(policy: DestinationPolicy, *, concurrency: int,
                  timeout_s: float) -> aiohttp.ClientSession:
     """A session for one destination: at most ``concurrency`` kept-alive connections, no
-    cookies, no proxy from the environment, no automatic decompression."""
+    cookies, no proxy from the environment, no automatic decompression. Each request ends
+    within ``timeout_s`` from its start, whatever the destination does (a per-read timeout
+    alone let an endpoint that sends a byte now and then hold a request for ever)."""
     connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=concurrency,
                                      resolver=PolicyResolver(policy), ttl_dns_cache=10,
                                      keepalive_timeout=30)
     return aiohttp.ClientSession(
         connector=connector, cookie_jar=aiohttp.DummyCookieJar(), trust_env=False,
         auto_decompress=False, headers={"User-Agent": "tocsin"},
-        timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout_s, sock_read=timeout_s))
+        timeout=aiohttp.ClientTimeout(total=timeout_s, sock_connect=timeout_s, sock_read=timeout_s))
 
 
 class LoopThread:

@@ -4,7 +4,9 @@ Config: ``bootstrap_servers`` and ``topic`` (required), ``producer`` (extra libr
 settings, applied last; only those of :data:`~tocsin.channels.options.KAFKA_OPTIONS`, TLS files
 only under ``credential_roots``), ``flush_timeout`` seconds (default 30: how long a batch may
 wait for the broker's acknowledgements; also librdkafka's ``message.timeout.ms`` unless
-``producer`` sets it). The producer is idempotent with ``acks=all``, ``linger.ms=5`` and
+``producer`` sets it). The operator's :class:`~tocsin.channels.limits.SendLimits` cap
+``flush_timeout``, every producer timeout and ``linger.ms``, so one send ends within
+``send_timeout_max_seconds``. The producer is idempotent with ``acks=all``, ``linger.ms=5`` and
 ``partitioner=murmur2_random``, so keys land on the partitions Java clients and Spark pick;
 librdkafka logs to the ``tocsin.channels.kafka`` logger.
 
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tocsin.abc import Channel
+from tocsin.channels.limits import SendLimits, current_limits
 from tocsin.channels.options import check_kafka_producer
 from tocsin.channels.policy import DestinationPolicy, current_policy
 from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
@@ -82,22 +85,27 @@ def _confluent_kafka() -> Any:
 class KafkaChannel(Channel):
     """Produces each envelope and waits for the broker's acknowledgement of the batch."""
 
-    def __init__(self, spec: ChannelSpec, *, policy: DestinationPolicy | None = None) -> None:
+    def __init__(self, spec: ChannelSpec, *, policy: DestinationPolicy | None = None,
+                 limits: SendLimits | None = None) -> None:
         from tocsin.channels.config import parse_config
 
         self.spec = spec
         self.config = parse_config(KafkaConfig, spec.config)
         self.config.admit(policy or current_policy())  # again: registered under another policy
+        limits = limits or current_limits()
+        self.timeout_s = limits.timeout(self.config.flush_timeout)
         self._kafka = _confluent_kafka()
         err = self._kafka.KafkaError
         self._rejected = frozenset({
             err.MSG_SIZE_TOO_LARGE, err.INVALID_MSG_SIZE, err.INVALID_MSG, err.INVALID_RECORD,
             err._INVALID_ARG})
+        timeout_ms = int(self.timeout_s * 1000)
         self._settings = {
             "bootstrap.servers": self.config.bootstrap_servers,
             "enable.idempotence": True, "acks": "all", "partitioner": "murmur2_random",
-            "linger.ms": 5, "message.timeout.ms": int(self.config.flush_timeout * 1000),
-            "logger": _LOG, **self.config.producer,
+            "linger.ms": 5, "message.timeout.ms": timeout_ms,
+            "socket.connection.setup.timeout.ms": timeout_ms,
+            "logger": _LOG, **limits.kafka(self.config.producer),
         }
         self._producer: Any = self._kafka.Producer(self._settings)
         self._lock = threading.Lock()
@@ -139,14 +147,14 @@ class KafkaChannel(Channel):
 
     def send(self, envelopes: Sequence[Envelope]) -> list[Result]:
         results: dict[str, Result] = {}
-        timeout = self.config.flush_timeout
+        timeout = self.timeout_s
         with self._lock:
             self._producer_broken = False
             deadline = time.monotonic() + timeout
             for env in envelopes:
                 self._produce(env, results, deadline)
-            # a margin past message.timeout.ms, for the timed-out reports to arrive
-            if self._producer.flush(max(deadline - time.monotonic(), 0) + 5):
+            # a small margin past message.timeout.ms, for the timed-out reports to arrive
+            if self._producer.flush(max(deadline - time.monotonic(), 0) + 0.5):
                 self._producer.purge(in_queue=True, in_flight=False)
                 self._producer.poll(0)
             if self._producer_broken:
@@ -157,4 +165,4 @@ class KafkaChannel(Channel):
 
     def close(self) -> None:
         with self._lock:
-            self._producer.flush(self.config.flush_timeout)
+            self._producer.flush(self.timeout_s)

@@ -8,6 +8,10 @@ the queue's name when publishing to the default exchange), ``exchange`` (default
 default exchange), ``declare_queue`` (default true: declare a durable queue named
 ``routing_key`` when publishing to the default exchange), ``blocked_timeout`` seconds (default
 30: how long a publish may wait while the broker blocks publishers, e.g. on a disk alarm).
+The operator's :class:`~tocsin.channels.limits.SendLimits` cap the URL's
+``connection_attempts``, ``retry_delay``, ``socket_timeout``, ``stack_timeout`` and the blocked
+timeout, and bound the wait for each confirm, so a broker that accepts a connection and never
+answers holds one send for at most ``send_timeout_max_seconds``.
 
 The body is :meth:`~tocsin.domain.Envelope.to_json_bytes` (``application/json``, delivery
 mode 2); Tocsin's headers are AMQP headers and the delivery id is the ``message_id``. Each
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tocsin.abc import Channel
+from tocsin.channels.limits import SendLimits, current_limits
 from tocsin.channels.options import check_amqp_url
 from tocsin.channels.policy import DestinationPolicy, current_policy
 from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
@@ -76,12 +81,14 @@ def _pika() -> Any:
 class RabbitMQChannel(Channel):
     """Publishes each envelope with confirms; reconnects on the next batch after a failure."""
 
-    def __init__(self, spec: ChannelSpec, *, policy: DestinationPolicy | None = None) -> None:
+    def __init__(self, spec: ChannelSpec, *, policy: DestinationPolicy | None = None,
+                 limits: SendLimits | None = None) -> None:
         from tocsin.channels.config import parse_config
 
         self.spec = spec
         self.config = parse_config(RabbitMQConfig, spec.config)
         self.config.admit(policy or current_policy())  # again: registered under another policy
+        self._limits = limits or current_limits()
         self._pika = _pika()
         self._conn: Any = None
         self._chan: Any = None
@@ -100,7 +107,7 @@ class RabbitMQChannel(Channel):
         params = pika.URLParameters(self.config.url)
         if params.blocked_connection_timeout is None:
             params.blocked_connection_timeout = self.config.blocked_timeout
-        self._conn = pika.BlockingConnection(params)
+        self._conn = pika.BlockingConnection(self._limits.pika(params))
         self._chan = self._conn.channel()
         self._chan.confirm_delivery()
         if self.config.declare_queue and not self.config.exchange:

@@ -1,8 +1,9 @@
 """Webhook channel: an HTTP POST of the JSON envelope per delivery, many in flight at once.
 
 Config: ``url`` (required, http or https), ``secret`` (optional: one Standard Webhooks secret,
-``whsec_<base64>``, or a list of them while rotating), ``timeout`` seconds (default 10, to
-connect and for each read), ``headers`` (extra request headers), ``concurrency`` (requests in
+``whsec_<base64>``, or a list of them while rotating), ``timeout`` seconds (default 10: the
+whole request, from connecting to the last byte of the answer, at most the operator's
+``send_timeout_max_seconds``), ``headers`` (extra request headers), ``concurrency`` (requests in
 flight to this destination, default 64, on as many kept-alive HTTP/1.1 connections; see
 :mod:`tocsin.channels.http`). Redirects are not followed.
 
@@ -34,6 +35,7 @@ import aiohttp
 from tocsin.abc import Channel
 from tocsin.channels.addresses import RefusedAddress, check_address, check_host, literal_address
 from tocsin.channels.http import LoopThread, open_session, status_line, transport_error
+from tocsin.channels.limits import SendLimits, current_limits
 from tocsin.channels.policy import DestinationPolicy, current_policy
 from tocsin.channels.signing import bad_header, retry_after_ms, secret_error, signature_headers
 from tocsin.clock import Clock, SystemClock
@@ -59,7 +61,8 @@ class WebhookConfig:
     secret: str | list[str] | None = None
     """Standard Webhooks secret(s); with two, both signatures are sent (rotation)."""
     timeout: float = 10.0
-    """Seconds to connect, and to wait for each read of the response."""
+    """Seconds the whole request may take (connect, send, the whole answer); capped by the
+    operator's :class:`~tocsin.channels.limits.SendLimits`."""
     headers: dict[str, str] = field(default_factory=dict)
     """Sent with every request; a schedule's own headers win."""
     concurrency: int = 64
@@ -112,11 +115,12 @@ class WebhookChannel(Channel):
     """POSTs each envelope; a batch goes out ``concurrency`` requests at a time."""
 
     def __init__(self, spec: ChannelSpec, *, policy: DestinationPolicy | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, limits: SendLimits | None = None) -> None:
         from tocsin.channels.config import parse_config
 
         self.spec = spec
         self.config = parse_config(WebhookConfig, spec.config)
+        self.timeout_s = (limits or current_limits()).timeout(self.config.timeout)
         self._policy = policy or current_policy()
         self._clock = clock or SystemClock()
         self._secrets = self.config.secrets
@@ -133,7 +137,7 @@ class WebhookChannel(Channel):
 
     async def _open(self) -> aiohttp.ClientSession:
         return open_session(self._policy, concurrency=self.config.concurrency,
-                            timeout_s=self.config.timeout)
+                            timeout_s=self.timeout_s)
 
     async def _post(self, env: Envelope) -> Result:
         now_ms = self._clock.now_ms()

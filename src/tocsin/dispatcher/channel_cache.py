@@ -3,6 +3,7 @@ one open channel per spec; a changed spec closes the old channel and opens a new
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from tocsin.abc import Channel
@@ -25,7 +26,8 @@ def _build(spec: ChannelSpec) -> Channel:
 class ChannelCache:
     """Channel specs from ``lookup(name, tenant)`` (None: not registered), cached ``ttl_ms`` by
     ``clock``, and one live channel per spec, made by ``build``. Channels are namespaced by
-    tenant: every cache key is (tenant, name)."""
+    tenant: every cache key is (tenant, name). Safe to share between threads (the dispatcher's
+    lanes each send on their own)."""
 
     def __init__(self, lookup: Callable[[str, str], ChannelSpec | None], *, clock: Clock,
                  ttl_ms: int = SPEC_TTL_MS,
@@ -36,6 +38,7 @@ class ChannelCache:
         self._build = build
         self._specs: dict[tuple[str, str], tuple[int, ChannelSpec | None]] = {}
         self._channels: dict[tuple[str, str], tuple[ChannelSpec, Channel]] = {}
+        self._lock = threading.RLock()
 
     def spec(self, name: str, *, tenant: str = DEFAULT_TENANT) -> ChannelSpec | None:
         """``tenant``'s registered spec, or None when it has no channel ``name``."""
@@ -44,22 +47,32 @@ class ChannelCache:
         if cached is not None and now - cached[0] < self._ttl_ms:
             return cached[1]
         spec = self._lookup(name, tenant)
-        self._specs[(tenant, name)] = (now, spec)
+        with self._lock:
+            self._specs[(tenant, name)] = (now, spec)
         return spec
 
     def channel(self, spec: ChannelSpec) -> Channel:
         """The live channel for ``spec``."""
-        live = self._channels.get((spec.tenant, spec.name))
-        if live is not None and live[0] == spec:
-            return live[1]
-        if live is not None:
-            live[1].close()
-        channel = self._build(spec)
-        self._channels[(spec.tenant, spec.name)] = (spec, channel)
-        return channel
+        with self._lock:
+            live = self._channels.get((spec.tenant, spec.name))
+            if live is not None and live[0] == spec:
+                return live[1]
+            if live is not None:
+                live[1].close()
+            channel = self._build(spec)
+            self._channels[(spec.tenant, spec.name)] = (spec, channel)
+            return channel
+
+    def discard(self, tenant: str, name: str) -> Channel | None:
+        """Forget the live channel of ``tenant``'s ``name`` without closing it (its send
+        hangs; the caller closes it when it can): the next use builds a new one."""
+        with self._lock:
+            live = self._channels.pop((tenant, name), None)
+        return None if live is None else live[1]
 
     def close(self) -> None:
         """Close every live channel."""
-        for _, channel in self._channels.values():
-            channel.close()
-        self._channels.clear()
+        with self._lock:
+            for _, channel in self._channels.values():
+                channel.close()
+            self._channels.clear()

@@ -2,7 +2,8 @@
 
     next_offset ──▶ parts ──▶ claim (each bucket range) ──▶ deliver ──▶ record_batch
     (driver: due?  (driver)    (executor: epoch-fenced     (executor:    (driver: the beat)
-     new epoch)                 claim, replay-safe)         send, verdict,
+     new epoch)                 claim, replay-safe)         lanes: send,
+                                                            verdict,
                                                             acknowledge)
 
 The Spark source and sink (:mod:`tocsin.dispatcher.source`, :mod:`tocsin.dispatcher.sink`) call
@@ -25,10 +26,11 @@ from tocsin.abc import ClaimedRow, Store
 from tocsin.clock import Clock
 from tocsin.dispatcher.beat import DISPATCHER, SOURCE, batch_counts, beat_info
 from tocsin.dispatcher.channel_cache import ChannelCache
-from tocsin.dispatcher.deliver import Tally, judge
+from tocsin.dispatcher.deliver import Tally
+from tocsin.dispatcher.lanes import Lanes
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runs import RUN_BEAT_MS, RUN_STALE_MS
-from tocsin.domain import ChannelSpec
+from tocsin.domain import Ack, ChannelSpec
 from tocsin.errors import NotFoundError, StoreError
 
 __all__ = ["CLAIM_MARKER_KEEP_MS", "BucketSpan", "DispatchCore", "Offset", "bucket_ranges",
@@ -96,16 +98,19 @@ class DispatchCore:
     """Claim → deliver → verdict → acknowledge over one store, with time from ``clock``.
 
     ``channels`` defaults to live channels built from the store's specs; ``rng`` draws the
-    retry jitter (seed it for repeatable back-off)."""
+    retry jitter (seed it for repeatable back-off). ``threaded``: deliver in per-destination
+    lanes on their own threads (:mod:`tocsin.dispatcher.lanes`; the Spark workers), rather than
+    in the caller's thread before :meth:`deliver` returns (the in-process runner, tests)."""
 
     def __init__(self, store: Store, *, options: DispatchOptions, clock: Clock,
                  channels: ChannelCache | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, threaded: bool = False) -> None:
         self.store = store
         self.options = options
         self.clock = clock
         self.channels = channels or ChannelCache(partial(channel_spec, store), clock=clock)
         self.rng = rng or random.Random()
+        self.lanes = Lanes(self, settings=options.lanes, threaded=threaded)
         self._last_beat_ms: int | None = None
         self._last_prune_ms: int | None = None
         self._last_runs_ms: int | None = None
@@ -152,6 +157,7 @@ class DispatchCore:
         if released:
             log.warning("dispatcher: released %d claims of dispatcher runs that stopped beating",
                         released)
+        self.store.expire_holds(now_ms=now)  # breakers due a probe, lanes of stopped processes
 
     def warm(self) -> None:
         """Open every registered channel once in this process (the first batch does it, so the
@@ -194,15 +200,35 @@ class DispatchCore:
             what="claim")
 
     def deliver(self, rows: Sequence[ClaimedRow]) -> Tally:
-        """Send claimed rows, judge each answer, and acknowledge every verdict under its epoch
-        (a verdict for a row claimed since by a newer epoch counts as ``fenced``)."""
-        by_epoch, tally = judge(rows, channels=self.channels, retry=self.options.retry,
-                                clock=self.clock, rng=self.rng)
+        """Hand claimed rows to their destinations' lanes, which send them, judge each answer
+        and acknowledge every verdict under its epoch. Unthreaded, that is done when this
+        returns and the tally is theirs; threaded, the tally is what the lanes finished since
+        the last call (see :meth:`collect`)."""
+        return self.lanes.submit(rows)
+
+    def acknowledge(self, by_epoch: dict[int, list[Ack]]) -> Tally:
+        """Apply verdicts under their epochs; a tally of the ``fenced`` ones (claimed since by
+        a newer epoch)."""
+        tally = Tally()
         for epoch, acks in by_epoch.items():
             applied = retrying(lambda e=epoch, a=acks: self.store.acknowledge(  # type: ignore[misc]
                 epoch=e, acks=a, now_ms=self.clock.now_ms()), what="acknowledge")
             tally.fenced += len(acks) - applied
         return tally
+
+    def collect(self) -> Tally:
+        """What the lanes finished since the last call (threaded; else nothing)."""
+        return self.lanes.collect()
+
+    def pause_until(self, ms: int) -> None:
+        """Wait until the clock reads ``ms``; threaded, a lane that finishes a chunk ends the
+        wait early (a key's next schedule may be claimable now)."""
+        if not self.lanes.threaded:
+            self.clock.sleep_until(ms)
+            return
+        left = ms - self.clock.now_ms()
+        if left > 0:
+            self.lanes.wait(left / 1000)
 
     def record_batch(self, batch_id: int, tally: Tally, *, started_ms: int) -> None:
         """Beat ``dispatcher`` with the batch's figures and add its duration to the
@@ -232,5 +258,6 @@ class DispatchCore:
         self._last_prune_ms = now
 
     def close(self) -> None:
-        """Close the live channels (the store is the caller's)."""
+        """Stop the lanes and close the live channels (the store is the caller's)."""
+        self.lanes.close()
         self.channels.close()

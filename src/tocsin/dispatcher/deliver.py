@@ -22,7 +22,7 @@ from tocsin.domain.delivery import LATENESS_BOUNDS_MS, NO_HEADERS
 from tocsin.domain.schedule import PayloadKind
 from tocsin.ids import delivery_id
 
-__all__ = ["LATENESS_BOUNDS_MS", "Tally", "envelope_of", "judge"]
+__all__ = ["LATENESS_BOUNDS_MS", "Tally", "envelope_of", "judge", "send", "verdicts"]
 
 @dataclass(kw_only=True, slots=True)
 class Tally:
@@ -87,41 +87,58 @@ def _verdict(env: Envelope, result: Result, spec: ChannelSpec | None, retry: Ret
 
 def judge(rows: Iterable[ClaimedRow], *, channels: ChannelCache, retry: RetryPolicy,
           clock: Clock, rng: random.Random) -> tuple[dict[int, list[Ack]], Tally]:
-    """Hand claimed rows to their channels; the verdict on each, by epoch, and their tally
-    (``fenced`` is left to the acknowledgement)."""
-    by_channel: dict[tuple[str, str], list[Envelope]] = defaultdict(list)
-    re_driven: dict[str, int] = {}
+    """Hand claimed rows to their channels, one destination after another; the verdict on
+    each, by epoch, and their tally (``fenced`` is left to the acknowledgement). The
+    dispatcher's lanes (:mod:`tocsin.dispatcher.lanes`) make the same calls per destination,
+    each on its own thread."""
+    by_destination: dict[tuple[str, str], list[ClaimedRow]] = defaultdict(list)
     for row in rows:  # a schedule goes to the channel of its own tenant
-        by_channel[(row.tenant, row.channel)].append(envelope_of(row))
-        if row.chain_base:
-            re_driven[row.id] = row.chain_base
+        by_destination[(row.tenant, row.channel)].append(row)
     tally = Tally()
     by_epoch: dict[int, list[Ack]] = defaultdict(list)
-    for (tenant, name), envelopes in by_channel.items():
+    for (tenant, name), group in by_destination.items():
         spec = channels.spec(name, tenant=tenant)
+        envelopes = [envelope_of(r) for r in group]
         started = clock.now_ms()
-        results = _send(channels, spec, name, envelopes)
-        ended = clock.now_ms()
-        by_id = {r.delivery_id: r for r in results}
-        for env in envelopes:
-            result = by_id.get(env.delivery_id) or Result(
-                delivery_id=env.delivery_id, outcome=Outcome.RETRY,
-                error=f"channel {name} gave no answer for this delivery")
-            ack = _verdict(env, result, spec, retry, started, ended, rng,
-                           env.attempt - re_driven.get(env.schedule_id, 0))
-            by_epoch[env.epoch].append(ack)
-            if ack.status is Status.DELIVERED:
-                tally.delivered += 1
-                tally.observe_lateness(ended - env.due_ms)
-            elif ack.status is Status.PENDING:
-                tally.retried += 1
-            else:
-                tally.dead += 1
+        results = send(channels, spec, name, envelopes)
+        acks, part = verdicts(group, envelopes, results, spec=spec, retry=retry,
+                              started_ms=started, ended_ms=clock.now_ms(), rng=rng)
+        for epoch, items in acks.items():
+            by_epoch[epoch].extend(items)
+        tally.add(part)
     return by_epoch, tally
 
 
-def _send(channels: ChannelCache, spec: ChannelSpec | None, name: str,
-          envelopes: Sequence[Envelope]) -> list[Result]:
+def verdicts(rows: Sequence[ClaimedRow], envelopes: Sequence[Envelope], results: list[Result],
+             *, spec: ChannelSpec | None, retry: RetryPolicy, started_ms: int, ended_ms: int,
+             rng: random.Random) -> tuple[dict[int, list[Ack]], Tally]:
+    """The verdict on each of one destination's envelopes (``rows[i]`` made
+    ``envelopes[i]``) from the channel's ``results`` (an envelope without one is RETRY),
+    by epoch, and their tally."""
+    by_id = {r.delivery_id: r for r in results}
+    tally = Tally()
+    by_epoch: dict[int, list[Ack]] = defaultdict(list)
+    for row, env in zip(rows, envelopes, strict=True):
+        result = by_id.get(env.delivery_id) or Result(
+            delivery_id=env.delivery_id, outcome=Outcome.RETRY,
+            error=f"channel {env.channel} gave no answer for this delivery")
+        ack = _verdict(env, result, spec, retry, started_ms, ended_ms, rng,
+                       env.attempt - row.chain_base)
+        by_epoch[env.epoch].append(ack)
+        if ack.status is Status.DELIVERED:
+            tally.delivered += 1
+            tally.observe_lateness(ended_ms - env.due_ms)
+        elif ack.status is Status.PENDING:
+            tally.retried += 1
+        else:
+            tally.dead += 1
+    return by_epoch, tally
+
+
+def send(channels: ChannelCache, spec: ChannelSpec | None, name: str,
+         envelopes: Sequence[Envelope]) -> list[Result]:
+    """Hand ``envelopes`` to the live channel of ``spec``: one result each, never raising
+    (an unregistered channel rejects, a transport that raises is RETRY)."""
     if spec is None:
         return [Result(delivery_id=e.delivery_id, outcome=Outcome.REJECTED,
                        error=f"channel {name!r} is not registered") for e in envelopes]

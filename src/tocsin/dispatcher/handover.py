@@ -7,7 +7,7 @@ until its window ends, and hands each further schedule over at its due time::
         next = store.next_claimable_ms(range, until=end)    a read (throttled ones too)
         sleep until next (at most POLL_MS, then look again: new schedules, cancels, tokens)
         claim what is due now (the window's epoch)          the compare-and-set
-        deliver, acknowledge
+        hand it to the lanes (they send and acknowledge; the window does not wait)
 
 The claim at the due instant is the hand-over: a cancel that commits before it wins, one after
 it finds the schedule CLAIMED and answers 409 — the same compare-and-set as a micro-batch's
@@ -33,7 +33,7 @@ from tocsin.dispatcher.core import DispatchCore, log
 from tocsin.dispatcher.deliver import Tally
 from tocsin.errors import StoreError
 
-__all__ = ["KEY_RUN_BUDGET_MS", "POLL_MS", "RACE_PAUSE_MS", "hold", "relay_zone",
+__all__ = ["CLAIM_ROWS", "KEY_RUN_BUDGET_MS", "POLL_MS", "RACE_PAUSE_MS", "hold", "relay_zone",
            "released_only", "window_end"]
 
 POLL_MS = 100
@@ -44,6 +44,11 @@ RACE_PAUSE_MS = 5
 policy without a free token), doubling with each such claim in a row up to :data:`POLL_MS`."""
 KEY_RUN_BUDGET_MS = 1_000
 """Without a window, how long a task keeps claiming the next heads of its keys."""
+CLAIM_ROWS = 2_000
+"""Most rows one claim of a window takes (within the task's share of the batch cap): a claim
+holds the store's writer for its length, and a schedule of another destination due meanwhile
+waits for it, so a backlog goes out in claims of this size, each followed by the
+destinations' holds being looked at again (:mod:`tocsin.dispatcher.lanes`)."""
 
 
 def window_end(now_ms: int, window_ms: int, *, shift_ms: int = 0) -> int:
@@ -75,6 +80,7 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
     tally, claimed = Tally(), 0
     store, clock, opts = core.store, core.clock, core.options
     span = core.span(partition)
+    limit = min(span.limit, CLAIM_ROWS)
     epoch: int | None = None
     misses = 0
     while (now := clock.now_ms()) < end_ms:
@@ -82,7 +88,7 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
         if relay:
             start, stop = relay_zone(now, opts.hand_over_ms)
             if now < start:
-                clock.sleep_until(min(start, end_ms))
+                core.pause_until(min(start, end_ms))
                 continue
             horizon = min(stop, end_ms)
         try:
@@ -92,17 +98,17 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
             if due is None or due > now + POLL_MS:
                 if not wait:
                     break
-                clock.sleep_until(min(now + POLL_MS, horizon))
+                core.pause_until(min(now + POLL_MS, horizon))
                 continue
             if due > now:
                 if not wait:
                     break
-                clock.sleep_until(due)
+                core.pause_until(due)
             if epoch is None:
                 epoch = store.next_epoch(run=opts.run, now_ms=now)
             at = clock.now_ms()
             rows = store.claim(epoch=epoch, bucket_lo=span.lo, bucket_hi=span.hi, until_ms=at,
-                               now_ms=at, lease_ms=released_only(at), limit=span.limit,
+                               now_ms=at, lease_ms=released_only(at), limit=limit,
                                replay=False)
         except StoreError as exc:  # nothing is claimed: the next micro-batch takes over
             log.warning("hand-over window ends early, store unavailable: %s", exc)
@@ -112,12 +118,16 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
                 break
             # Another task took it, a cancel won, or a policy has no free token: look again
             # soon, then less often (a saturated policy frees a token when a delivery ends).
-            clock.sleep_until(at + min(POLL_MS, RACE_PAUSE_MS << misses))
+            core.pause_until(at + min(POLL_MS, RACE_PAUSE_MS << misses))
             misses = min(misses + 1, 8)
             continue
         misses = 0
         claimed += len(rows)
         tally.add(core.deliver(rows))
-        if not wait and not any(r.ordering_key is not None for r in rows):
-            break
+        if not wait:
+            if not any(r.ordering_key is not None for r in rows):
+                break
+            if core.lanes.threaded:  # the next heads are claimable once these are acknowledged
+                core.lanes.drain(max(end_ms - clock.now_ms(), 0) / 1000)
+    tally.add(core.collect())
     return tally, claimed

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 
 from tocsin.config import Settings
+from tocsin.dispatcher.breaker import BreakerPolicy
+from tocsin.dispatcher.lanes import LaneSettings
 from tocsin.domain import RetryPolicy
 from tocsin.domain.defaults import BUCKETS, MAX_ATTEMPTS, RETRY_BASE_MS, RETRY_CAP_MS, ms
 
@@ -37,6 +39,19 @@ class DispatchOptions:
     """An idle dispatcher still runs a batch this often (0: never). Spark stops a Python worker
     that has been idle for a minute, and a new one takes seconds to start (imports, the store,
     the channels): without this, the first schedules after a quiet minute would wait for it."""
+    send_deadline_ms: int = 30_000
+    """The operator's cap on one send (``send_timeout_max_seconds``); a lane stops waiting a
+    little after it."""
+    lane_room_ms: int = 1_000
+    """A lane's queue holds about this much of its measured sending (:mod:`.lanes`)."""
+    lane_min_rows: int = 256
+    """The smallest room of a lane."""
+    breaker_failures: int = 5
+    """Failed attempts in a row that open a destination's breaker."""
+    breaker_open_ms: int = 5_000
+    """How long an opened breaker first holds its destination."""
+    breaker_max_open_ms: int = 300_000
+    """The longest a breaker holds between probes."""
     relay: int = 0
     """1 in the relay query, which covers the main query's gaps between windows."""
     run: str = ""
@@ -55,6 +70,11 @@ class DispatchOptions:
                    hand_over_ms=ms(settings.hand_over_seconds),
                    keep_warm_ms=ms(settings.keep_warm_seconds),
                    horizon_ms=ms(settings.recurring_horizon_seconds),
+                   send_deadline_ms=ms(settings.send_timeout_max_seconds),
+                   lane_room_ms=ms(settings.lane_seconds), lane_min_rows=settings.lane_min_rows,
+                   breaker_failures=settings.breaker_failures,
+                   breaker_open_ms=ms(settings.breaker_open_seconds),
+                   breaker_max_open_ms=ms(settings.breaker_max_open_seconds),
                    max_per_minute=settings.recurring_max_per_minute)
 
     def to_spark(self) -> dict[str, str]:
@@ -72,6 +92,16 @@ class DispatchOptions:
                 values[f.name] = raw if f.type == "str" else (
                     float(raw) if f.type == "float" else int(raw))
         return cls(**values)  # type: ignore[arg-type]
+
+    @property
+    def lanes(self) -> LaneSettings:
+        """The lane settings these options describe."""
+        return LaneSettings(
+            room_s=self.lane_room_ms / 1000, min_rows=self.lane_min_rows,
+            max_rows=max(self.lane_min_rows, self.batch_cap),
+            send_deadline_s=self.send_deadline_ms / 1000, max_wait_ms=self.lease_ms // 2,
+            breaker=BreakerPolicy(failures=self.breaker_failures, open_ms=self.breaker_open_ms,
+                                  max_open_ms=self.breaker_max_open_ms))
 
     @property
     def retry(self) -> RetryPolicy:

@@ -57,8 +57,11 @@ class Worker:
         with self._lock:
             old = self._dispatch.get(key)
             if old is None or old.options != options:
+                if old is not None:
+                    old.lanes.close()  # its lanes' threads end; what they hold stays CLAIMED
                 self._dispatch[key] = DispatchCore(store, options=options, clock=self.clock,
-                                                   channels=old.channels if old else None)
+                                                   channels=old.channels if old else None,
+                                                   threaded=True)
             return self._dispatch[key]
 
     def expansion(self, options: DispatchOptions) -> ExpansionCore:

@@ -1,11 +1,13 @@
 """The dispatcher's sink: a stream writer that delivers on the executors.
 
 ``write`` runs in each Spark task with the record batches its bucket range claimed; it hands
-them to :meth:`~tocsin.dispatcher.core.DispatchCore.deliver` (send, verdict, acknowledge under
-their epoch), holds its bucket range for a hand-over window (:mod:`tocsin.dispatcher.handover`),
-then returns a tally. ``commit`` runs on the driver once every task of the batch
-succeeded, and records the batch's figures as the dispatcher's heartbeat (read by ``/readyz``
-and ``/metrics``).
+them to :meth:`~tocsin.dispatcher.core.DispatchCore.deliver` (the destinations' lanes send them
+and acknowledge each verdict under its epoch, on threads of their own:
+:mod:`tocsin.dispatcher.lanes`), holds its bucket range for a hand-over window
+(:mod:`tocsin.dispatcher.handover`), then returns the tally of what the lanes finished
+meanwhile; what is still in flight stays CLAIMED and is acknowledged when it completes.
+``commit`` runs on the driver once every task of the batch succeeded, and records the batch's
+figures as the dispatcher's heartbeat (read by ``/readyz`` and ``/metrics``).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class DeliveryStreamWriter(DataSourceStreamArrowWriter):
         elif context is not None and keyed:  # no window: a key's due run still goes out here
             tally.add(hold(core, context.partitionId(), wait=False,
                            end_ms=started + KEY_RUN_BUDGET_MS)[0])
+        tally.add(core.collect())
         return TaskTally(tally=tally, started_ms=started, ended_ms=core.clock.now_ms())
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

@@ -8,7 +8,7 @@ import builtins
 from collections.abc import Sequence
 from typing import Any
 
-from tocsin.abc import ClaimedRow, DispatchStore, RunInfo
+from tocsin.abc import ChannelHold, ClaimedRow, DispatchStore, RunInfo
 from tocsin.domain import Ack, Status
 from tocsin.domain.delivery import LATENESS_BOUNDS_MS
 from tocsin.stores.rows import (
@@ -31,6 +31,7 @@ __all__ = ["SqlDispatch"]
 _RETRY = ("UPDATE schedules SET status = 'PENDING', attempts = attempts + 1, next_ms = ?, "
           "last_error = ?, claim_epoch = NULL, claimed_ms = NULL "
           "WHERE id = ? AND claim_epoch = ? AND status = 'CLAIMED'")
+_HOLD_COLUMNS = "tenant, name, reason, since_ms, until_ms, failures, last_error"
 _DEAD = ("UPDATE schedules SET status = 'DEAD', attempts = attempts + 1, last_error = ? "
          "WHERE id = ? AND claim_epoch = ? AND status = 'CLAIMED' "
          "RETURNING tenant, payload, payload_kind, headers, ordering_key")
@@ -115,7 +116,8 @@ class SqlDispatch(SqlBase, DispatchStore):
                 "SELECT (SELECT min(next_ms) FROM schedules WHERE status = 'PENDING' "
                 "AND policy IS NULL), "
                 "(SELECT min(claimed_ms) FROM schedules WHERE status = 'CLAIMED'), "
-                "(SELECT count(*) FROM paused_channels)").fetchone()
+                "(SELECT count(*) FROM paused_channels) + (SELECT count(*) FROM channel_holds)"
+            ).fetchone()
             pending = row[0]
             if row[2] and pending is not None:  # the plain min() unless something is paused
                 found = conn.execute(
@@ -235,6 +237,50 @@ class SqlDispatch(SqlBase, DispatchStore):
             return applied
 
         return self._work(work)
+
+    def unclaim(self, *, epoch: int, ids: Sequence[str]) -> int:
+        if not ids:
+            return 0
+        d = self._dialect
+
+        def work(conn: Any) -> int:
+            released = executemany(conn, d.q(
+                "UPDATE schedules SET status = 'PENDING', claim_epoch = NULL, claimed_ms = NULL "
+                "WHERE id = ? AND claim_epoch = ? AND status = 'CLAIMED'"),
+                [(i, epoch) for i in ids])
+            if released:  # a throttled schedule's token goes back to its policy
+                executemany(conn, d.q("DELETE FROM tokens WHERE schedule_id = ?"),
+                            [(i,) for i in ids])
+            return released
+
+        return self._work(work, idempotent=True)
+
+    def hold_channel(self, hold: ChannelHold) -> None:
+        self._changed("INSERT INTO channel_holds VALUES (?, ?, ?, ?, ?, ?, ?) "
+                      "ON CONFLICT (tenant, name) DO UPDATE SET reason = excluded.reason, "
+                      "since_ms = excluded.since_ms, until_ms = excluded.until_ms, "
+                      "failures = excluded.failures, last_error = excluded.last_error "
+                      # a full lane never shortens an open breaker's hold
+                      "WHERE channel_holds.reason <> 'open' OR excluded.reason = 'open'",
+                      tuple(hold), idempotent=True)
+
+    def unhold_channel(self, tenant: str, name: str, *, reason: str | None = None) -> bool:
+        if reason is None:
+            return bool(self._changed("DELETE FROM channel_holds WHERE tenant = ? AND name = ?",
+                                      (tenant, name), idempotent=True))
+        return bool(self._changed("DELETE FROM channel_holds WHERE tenant = ? AND name = ? "
+                                  "AND reason = ?", (tenant, name, reason), idempotent=True))
+
+    def channel_holds(self, *, tenant: str | None = None) -> builtins.list[ChannelHold]:
+        where, args = ("WHERE tenant = ? ", (tenant,)) if tenant is not None else ("", ())
+        return [ChannelHold(str(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), int(r[5]),
+                            r[6])
+                for r in self._rows(f"SELECT {_HOLD_COLUMNS} FROM channel_holds {where}"
+                                    "ORDER BY tenant, name", args)]
+
+    def expire_holds(self, *, now_ms: int) -> int:
+        return self._changed("DELETE FROM channel_holds WHERE until_ms <= ?", (now_ms,),
+                             idempotent=True)
 
     def forget_claims(self, *, before_ms: int) -> int:
         d = self._dialect

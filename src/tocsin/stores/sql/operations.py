@@ -15,8 +15,11 @@ from tocsin.stores.sql.base import SqlBase, tenant_is
 __all__ = ["NOT_PAUSED", "SqlOperations"]
 
 NOT_PAUSED = ("NOT EXISTS (SELECT 1 FROM paused_channels pc "
-              "WHERE pc.tenant = s.tenant AND pc.name = s.channel)")
-"""The claim's predicate for a candidate schedule aliased ``s``: its channel is not paused."""
+              "WHERE pc.tenant = s.tenant AND pc.name = s.channel) "
+              "AND NOT EXISTS (SELECT 1 FROM channel_holds ch "
+              "WHERE ch.tenant = s.tenant AND ch.name = s.channel)")
+"""The claim's predicate for a candidate schedule aliased ``s``: its channel is neither paused
+by an operator nor held by the dispatcher (an open breaker, a full lane)."""
 
 _REDRIVE = ("UPDATE schedules SET status = 'PENDING', next_ms = ?, chain_base = attempts, "
             "claim_epoch = NULL, claimed_ms = NULL, delivered_ms = NULL "

@@ -1,0 +1,407 @@
+"""Lanes: a slow destination waits alone.
+
+A *destination* is one channel of one tenant. In each dispatcher process every destination
+with work has a lane: a queue of claimed schedules, its own thread that hands them to the
+channel a chunk at a time, judges each answer and acknowledges it under its epoch, and a
+circuit breaker (:mod:`tocsin.dispatcher.breaker`)::
+
+    task (claim at the due instant) ──submit──▶ lane A: queue ─▶ send ─▶ verdict ─▶ acknowledge
+                                     └────────▶ lane B: queue ─▶ send ─▶ ...   (its own thread)
+
+A task hands its claimed rows to the lanes and goes straight back to its window: what a slow
+destination has in flight holds neither the task, nor the batch, nor the next batch, nor any
+other destination. Rows in a lane stay CLAIMED under the epoch that claimed them, so the rules
+are those of any claim: a cancel after the claim answers 409; a verdict is fenced by the epoch;
+a crash leaves them to the lease, or to a dead run's release, and they go out again under the
+same delivery id.
+
+Bounds, so nothing waits in a lane for long:
+
+* **Deadline.** Every send ends within ``send_timeout_max_seconds`` (each channel caps its own
+  timeouts, :mod:`tocsin.channels.limits`); a lane stops waiting for a send a little after that
+  (answers RETRY for it, drops the channel, builds a new one) as the last guard.
+* **Room.** A lane takes about ``lane_seconds`` of its own measured sending (at least
+  ``lane_min_rows``). When its queue is full it *holds* its destination in the store (reason
+  ``busy``): claims pass over the destination's schedules, which wait PENDING, so the claims of
+  every other destination go on at their due instants (the fair share: a burst of one destination
+  never fills the task's claims while another has work due), and the hold ends when the queue
+  is half empty.
+* **Breaker.** When the breaker opens, the lane holds its destination (reason ``open``) until
+  the probe and hands back (:meth:`~tocsin.abc.DispatchStore.unclaim`) what it had queued:
+  PENDING again, no attempt spent.
+* **Age.** A row queued longer than half the lease is handed back rather than sent, so a lease
+  never ends under a row that is still waiting here.
+
+Without threads (``threaded=False``: the in-process
+:class:`~tocsin.dispatcher.local.LocalDispatcher` and tests on a manual clock) each submit sends
+at once in the caller's thread, destination by destination, with the same breaker.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from tocsin.abc import ChannelHold, ClaimedRow
+from tocsin.dispatcher.breaker import Breaker, BreakerPolicy, BreakerState
+from tocsin.dispatcher.deliver import Tally, envelope_of, send, verdicts
+from tocsin.domain import Outcome, Result
+from tocsin.errors import StoreError
+
+if TYPE_CHECKING:
+    from tocsin.dispatcher.core import DispatchCore
+
+__all__ = ["BUSY", "OPEN", "LaneInfo", "LaneSettings", "Lanes"]
+
+log = logging.getLogger("tocsin.dispatcher.lanes")
+
+BUSY = "busy"
+"""A hold's reason: a lane of the destination is full."""
+OPEN = "open"
+"""A hold's reason: the destination's breaker is open."""
+HOLD_MS = 10_000
+"""A busy hold lasts this long unless renewed (a process that stops leaves it to expire)."""
+SEND_GRACE_S = 2.0
+"""How long past the send deadline a lane still waits for a channel's answer."""
+IDLE_S = 60.0
+"""A lane thread with nothing to do for this long ends (the next work starts another)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LaneSettings:
+    """How big lanes are and when they give up."""
+
+    room_s: float = 1.0
+    """Seconds of the lane's own measured sending its queue holds."""
+    min_rows: int = 256
+    """The smallest room."""
+    max_rows: int = 100_000
+    """The largest room."""
+    chunk_rows: int = 5_000
+    """Most rows handed to the channel in one send."""
+    send_deadline_s: float = 30.0
+    """The operator's cap on one send."""
+    max_wait_ms: int = 60_000
+    """A row queued longer than this is handed back unsent (half the lease)."""
+    breaker: BreakerPolicy = field(default_factory=BreakerPolicy)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LaneInfo:
+    """One lane as it stands (for logs and tests)."""
+
+    tenant: str
+    channel: str
+    queued: int
+    sending: int
+    room: int
+    breaker: BreakerState
+
+
+class _Lane:
+    """One destination's queue, thread and breaker."""
+
+    def __init__(self, lanes: Lanes, key: tuple[str, str]) -> None:
+        self.lanes = lanes
+        self.key = key
+        self.breaker = Breaker(lanes.settings.breaker)
+        self.queue: deque[tuple[int, ClaimedRow]] = deque()
+        self.ids: set[str] = set()
+        self.sending = 0
+        self.rate = 0.0
+        """Rows a second this lane has been sending (a moving average)."""
+        self.busy_since: int | None = None
+        self.thread: threading.Thread | None = None
+        self.sender: concurrent.futures.ThreadPoolExecutor | None = None
+
+    @property
+    def room(self) -> int:
+        s = self.lanes.settings
+        return max(s.min_rows, min(s.max_rows, int(self.rate * s.room_s)))
+
+    # -- the caller's side -----------------------------------------------------------------
+
+    def offer(self, rows: Sequence[ClaimedRow], now_ms: int) -> list[ClaimedRow]:
+        """Queue ``rows`` (a replay's rows already here are skipped); those to hand back at
+        once (the breaker is open) are returned. Called with the lanes' lock held."""
+        if self.breaker.state is BreakerState.OPEN and not self.breaker.due_probe(now_ms):
+            return list(rows)
+        for row in rows:
+            if row.id not in self.ids:
+                self.ids.add(row.id)
+                self.queue.append((now_ms, row))
+        return []
+
+    # -- the lane's side -------------------------------------------------------------------
+
+    def take(self, now_ms: int) -> tuple[list[ClaimedRow], list[ClaimedRow]]:
+        """The next chunk to send, and the rows too old to send (handed back). With the lanes'
+        lock held."""
+        stale: list[ClaimedRow] = []
+        limit = self.lanes.settings.max_wait_ms
+        while self.queue and now_ms - self.queue[0][0] > limit:
+            stale.append(self.queue.popleft()[1])
+        if self.breaker.state is BreakerState.OPEN:
+            return [], stale
+        n = 1 if self.breaker.state is BreakerState.PROBING else self.lanes.settings.chunk_rows
+        chunk = [self.queue.popleft()[1] for _ in range(min(n, len(self.queue)))]
+        self.sending += len(chunk)
+        return chunk, stale
+
+    def deliver(self, rows: list[ClaimedRow], *, guarded: bool) -> Tally:
+        """Send one chunk, judge and acknowledge it, and feed the breaker."""
+        core = self.lanes.core
+        tenant, name = self.key
+        spec = core.channels.spec(name, tenant=tenant)
+        envelopes = [envelope_of(r) for r in rows]
+        started = core.clock.now_ms()
+        results = (self._guarded_send(spec, name, envelopes) if guarded
+                   else send(core.channels, spec, name, envelopes))
+        ended = core.clock.now_ms()
+        by_epoch, tally = verdicts(rows, envelopes, results, spec=spec, retry=core.options.retry,
+                                   started_ms=started, ended_ms=ended, rng=core.rng)
+        tally.add(core.acknowledge(by_epoch))
+        opened = False
+        for result in results:
+            opened = self.breaker.record(result.outcome, result.error, now_ms=ended) or opened
+        if ended > started:
+            sample = len(rows) * 1000 / (ended - started)
+            self.rate = sample if self.rate == 0 else 0.7 * self.rate + 0.3 * sample
+        if opened:
+            self._opened(ended)
+        return tally
+
+    def _guarded_send(self, spec: object, name: str, envelopes: list) -> list[Result]:  # type: ignore[type-arg]
+        core = self.lanes.core
+        if self.sender is None:
+            self.sender = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix=f"tocsin-send-{name}")
+        future = self.sender.submit(send, core.channels, spec, name, envelopes)  # type: ignore[arg-type]
+        try:
+            return future.result(timeout=self.lanes.settings.send_deadline_s + SEND_GRACE_S)
+        except concurrent.futures.TimeoutError:
+            stuck, self.sender = self.sender, None
+            stuck.shutdown(wait=False)
+            channel = core.channels.discard(*self.key)
+            if channel is not None:  # closed when its send returns, if ever
+                threading.Thread(target=channel.close, daemon=True).start()
+            log.warning("lane %s/%s: a send passed its deadline; channel rebuilt", *self.key)
+            return [Result(e.delivery_id, Outcome.RETRY, "no answer within the send deadline")
+                    for e in envelopes]
+
+    def _opened(self, now_ms: int) -> None:
+        """The breaker opened: hold the destination until the probe, hand back the queue."""
+        core, (tenant, name), b = self.lanes.core, self.key, self.breaker
+        log.warning("lane %s/%s: breaker open for %d ms after %d failures: %s", tenant, name,
+                    b.until_ms - now_ms, b.failures, b.last_error)
+        try:
+            core.store.hold_channel(ChannelHold(tenant, name, OPEN, b.since_ms, b.until_ms,
+                                                b.failures, b.last_error))
+        except StoreError as exc:  # the lane still hands back what comes until the probe
+            log.warning("lane %s/%s: could not record the open breaker: %s", tenant, name, exc)
+        with self.lanes.lock:
+            queued = [row for _, row in self.queue]
+            self.queue.clear()
+        self.lanes.hand_back(self, queued)
+
+    def probe_due(self, now_ms: int) -> None:
+        """An open breaker whose time is up lets claims take the destination again."""
+        if self.breaker.due_probe(now_ms):
+            try:
+                self.lanes.core.store.unhold_channel(*self.key, reason=OPEN)
+            except StoreError as exc:  # the driver expires the hold anyway
+                log.warning("lane %s/%s: could not end the hold: %s", *self.key, exc)
+
+    def mind_room(self, now_ms: int) -> None:
+        """Hold the destination while the queue is full; end the hold when half empty."""
+        queued, room = len(self.queue), self.room
+        store, (tenant, name) = self.lanes.core.store, self.key
+        try:
+            if queued >= room and (self.busy_since is None or
+                                   now_ms - self.busy_since > HOLD_MS // 2):
+                store.hold_channel(ChannelHold(tenant, name, BUSY, now_ms, now_ms + HOLD_MS,
+                                               0, None))
+                self.busy_since = now_ms
+            elif self.busy_since is not None and queued <= room // 2:
+                store.unhold_channel(tenant, name, reason=BUSY)
+                self.busy_since = None
+        except StoreError as exc:  # a hold is an optimisation: the queue's age bound holds
+            log.warning("lane %s/%s: could not update its hold: %s", tenant, name, exc)
+
+    def run(self) -> None:
+        """The lane's thread: send what comes until idle for :data:`IDLE_S`."""
+        lanes, clock = self.lanes, self.lanes.core.clock
+        idle_since = time.monotonic()
+        while not lanes.stopping:
+            now = clock.now_ms()
+            self.probe_due(now)
+            with lanes.lock:
+                chunk, stale = self.take(now)
+                if not chunk and not stale:
+                    if time.monotonic() - idle_since > IDLE_S and not self.queue:
+                        self.thread = None
+                        return
+                    wait = 0.1 if self.breaker.state is not BreakerState.OPEN else max(
+                        0.001, min((self.breaker.until_ms - now) / 1000, 0.1))
+                    lanes.wake[self.key].wait(wait)
+                    continue
+            idle_since = time.monotonic()
+            lanes.hand_back(self, stale)
+            tally = Tally()
+            try:
+                if chunk:
+                    tally = self.deliver(chunk, guarded=True)
+            except Exception:  # the rows stay CLAIMED: the lease sends them again
+                log.exception("lane %s/%s: a chunk failed", *self.key)
+            finally:
+                with lanes.lock:
+                    self.sending -= len(chunk)
+                    self.ids.difference_update(r.id for r in chunk)
+                self.mind_room(clock.now_ms())
+                lanes.finished(tally)
+
+
+class Lanes:
+    """The lanes of one dispatcher process (of one :class:`DispatchCore`)."""
+
+    def __init__(self, core: DispatchCore, *, settings: LaneSettings,
+                 threaded: bool = False) -> None:
+        self.core = core
+        self.settings = settings
+        self.threaded = threaded
+        self.lock = threading.Lock()
+        self.stopping = False
+        self._lanes: dict[tuple[str, str], _Lane] = {}
+        self.wake: dict[tuple[str, str], threading.Condition] = {}
+        self._done = Tally()
+        self._changed = threading.Condition(self.lock)
+
+    def _lane(self, key: tuple[str, str]) -> _Lane:
+        lane = self._lanes.get(key)
+        if lane is None:
+            lane = self._lanes[key] = _Lane(self, key)
+            self.wake[key] = threading.Condition(self.lock)
+        return lane
+
+    def submit(self, rows: Sequence[ClaimedRow]) -> Tally:
+        """Hand claimed rows to their destinations' lanes. Without threads, they are sent now
+        and the tally is theirs; with threads, the tally is what finished since the last call."""
+        by_key: dict[tuple[str, str], list[ClaimedRow]] = {}
+        for row in rows:
+            by_key.setdefault((row.tenant, row.channel), []).append(row)
+        if not self.threaded:
+            return self._inline(by_key)
+        now = self.core.clock.now_ms()
+        for key, group in by_key.items():
+            with self.lock:
+                lane = self._lane(key)
+                back = lane.offer(group, now)
+                if lane.thread is None:
+                    lane.thread = threading.Thread(target=lane.run, daemon=True,
+                                                   name=f"tocsin-lane-{key[0]}-{key[1]}")
+                    lane.thread.start()
+                self.wake[key].notify()
+            self.hand_back(lane, back)
+            lane.mind_room(now)
+        return self.collect()
+
+    def _inline(self, by_key: dict[tuple[str, str], list[ClaimedRow]]) -> Tally:
+        tally = Tally()
+        for key, group in by_key.items():
+            lane = self._lane(key)
+            now = self.core.clock.now_ms()
+            lane.probe_due(now)
+            back = lane.offer(group, now)
+            while lane.queue:
+                chunk, _ = lane.take(self.core.clock.now_ms())
+                if not chunk:
+                    break
+                try:
+                    tally.add(lane.deliver(chunk, guarded=False))
+                finally:
+                    lane.sending -= len(chunk)
+                    lane.ids.difference_update(r.id for r in chunk)
+            back += [row for _, row in lane.queue]
+            lane.queue.clear()
+            lane.ids.clear()
+            self.hand_back(lane, back)
+        return tally
+
+    def hand_back(self, lane: _Lane, rows: Sequence[ClaimedRow]) -> None:
+        """Release rows unsent (PENDING again, no attempt spent), by their epochs."""
+        if not rows:
+            return
+        by_epoch: dict[int, list[str]] = {}
+        for row in rows:
+            by_epoch.setdefault(row.epoch, []).append(row.id)
+        with self.lock:
+            lane.ids.difference_update(r.id for r in rows)
+        for epoch, ids in by_epoch.items():
+            try:
+                self.core.store.unclaim(epoch=epoch, ids=ids)
+            except StoreError as exc:  # left CLAIMED: the lease sends them in time
+                log.warning("lane %s/%s: could not hand back %d rows: %s", *lane.key,
+                            len(ids), exc)
+
+    def finished(self, tally: Tally) -> None:
+        """A lane finished a chunk: add its tally and wake whoever waits for one."""
+        with self.lock:
+            self._done.add(tally)
+            self._changed.notify_all()
+
+    def collect(self) -> Tally:
+        """What the lanes finished since the last call."""
+        with self.lock:
+            done, self._done = self._done, Tally()
+        return done
+
+    def wait(self, timeout_s: float) -> None:
+        """Until a lane finishes a chunk, or ``timeout_s``."""
+        with self.lock:
+            self._changed.wait(timeout_s)
+
+    def busy(self) -> bool:
+        """Whether any lane has rows queued or being sent."""
+        with self.lock:
+            return any(lane.queue or lane.sending for lane in self._lanes.values())
+
+    def drain(self, timeout_s: float) -> bool:
+        """Wait until no lane has anything queued or being sent (True), or ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while self.busy():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.wait(min(left, 0.05))
+        return True
+
+    def info(self) -> list[LaneInfo]:
+        """Every lane as it stands."""
+        with self.lock:
+            return [LaneInfo(tenant=k[0], channel=k[1], queued=len(lane.queue),
+                             sending=lane.sending, room=lane.room, breaker=lane.breaker.state)
+                    for k, lane in sorted(self._lanes.items())]
+
+    def close(self) -> None:
+        """Stop the lane threads, hand back what they had queued, and end this process's busy
+        holds (what is being sent stays CLAIMED: the lease sends it again if it never ends)."""
+        with self.lock:
+            self.stopping = True
+            for cond in self.wake.values():
+                cond.notify_all()
+            held = [lane.key for lane in self._lanes.values() if lane.busy_since is not None]
+            queued = {lane.key: [row for _, row in lane.queue] for lane in self._lanes.values()}
+            for lane in self._lanes.values():
+                lane.queue.clear()
+        for key, rows in queued.items():
+            self.hand_back(self._lanes[key], rows)
+        for tenant, name in held:
+            with contextlib.suppress(StoreError):  # it expires anyway
+                self.core.store.unhold_channel(tenant, name, reason=BUSY)
