@@ -1,0 +1,199 @@
+"""Bulkheads on the Spark-free core, both stores: breakers, lanes that hold a full destination,
+sends that pass their deadline, a slow destination that waits alone."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+
+import pytest
+
+from tocsin.abc import Channel, ClaimedRow, Store
+from tocsin.clock import ManualClock
+from tocsin.dispatcher.breaker import Breaker, BreakerPolicy, BreakerState
+from tocsin.dispatcher.channel_cache import ChannelCache
+from tocsin.dispatcher.core import DispatchCore, channel_spec
+from tocsin.dispatcher.lanes import BUSY, OPEN
+from tocsin.dispatcher.options import DispatchOptions
+from tocsin.domain import ChannelKind, ChannelSpec, Envelope, NewSchedule, Outcome, Result, Status
+from tocsin.stores import open_store
+from tocsin.testing.dispatch import wait_until
+
+NOW = 1_900_000_000_000
+
+
+@dataclass
+class Destinations:
+    """How each fake destination answers: ``ok``, ``fail`` (RETRY), or ``hang`` (until
+    ``release`` is set); what each took."""
+
+    modes: dict[str, str] = field(default_factory=dict)
+    got: dict[str, list[str]] = field(default_factory=dict)
+    release: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class FakeChannel(Channel):
+    def __init__(self, spec: ChannelSpec, destinations: Destinations) -> None:
+        self.spec = spec
+        self.destinations = destinations
+
+    def send(self, envelopes: Sequence[Envelope]) -> list[Result]:
+        d = self.destinations
+        mode = d.modes.get(self.spec.name, "ok")
+        if mode == "hang":
+            d.release.wait(30)
+        if mode == "fail":
+            return [Result(e.delivery_id, Outcome.RETRY, "HTTP 503 Service Unavailable")
+                    for e in envelopes]
+        with d.lock:
+            d.got.setdefault(self.spec.name, []).extend(e.schedule_id for e in envelopes)
+        return [Result(e.delivery_id, Outcome.DELIVERED) for e in envelopes]
+
+
+@dataclass
+class Rig:
+    store: Store
+    clock: ManualClock
+    core: DispatchCore
+    destinations: Destinations
+
+    def add(self, channel: str, n: int, due_ms: int | None = None) -> list[str]:
+        made = self.store.create([NewSchedule(channel=channel, payload=b"{}",
+                                              due_ms=self.clock.now_ms() if due_ms is None
+                                              else due_ms) for _ in range(n)],
+                                 now_ms=self.clock.now_ms())
+        return [s.id for s, _ in made]
+
+    def claim(self) -> list[ClaimedRow]:
+        now = self.clock.now_ms()
+        return self.store.claim(epoch=self.store.next_epoch(), bucket_lo=0, bucket_hi=7,
+                                until_ms=now, now_ms=now, lease_ms=120_000, limit=1000)
+
+    def status(self, ids: list[str]) -> list[Status]:
+        return [self.store.get(i).status for i in ids]
+
+
+def _rig(backend_url: str, *, threaded: bool, **lane: object) -> Iterator[Rig]:
+    store = open_store(backend_url, buckets=8)
+    clock = ManualClock(NOW)
+    destinations = Destinations()
+    for name in ("up", "down", "slow"):
+        store.put_channel(ChannelSpec(name=name, kind=ChannelKind.FILE,
+                                      config={"path": f"{name}.jsonl"}))
+    cache = ChannelCache(partial(channel_spec, store), clock=clock,
+                         build=lambda spec: FakeChannel(spec, destinations))
+    options = DispatchOptions(store_url=backend_url, buckets=8, breaker_failures=3,
+                              breaker_open_ms=5_000, breaker_max_open_ms=60_000)
+    core = DispatchCore(store, options=options, clock=clock, channels=cache, threaded=threaded)
+    core.lanes.settings = replace(core.lanes.settings, **lane)  # type: ignore[arg-type]
+    try:
+        yield Rig(store, clock, core, destinations)
+    finally:
+        destinations.release.set()
+        core.close()
+        store.close()
+
+
+@pytest.fixture
+def rig(backend_url: str) -> Iterator[Rig]:
+    yield from _rig(backend_url, threaded=False, chunk_rows=1)
+
+
+@pytest.fixture
+def threaded_rig(backend_url: str) -> Iterator[Rig]:
+    yield from _rig(backend_url, threaded=True, min_rows=4, send_deadline_s=0.3)
+
+
+def test_a_breaker_opens_after_failures_in_a_row_and_a_probe_closes_it() -> None:
+    breaker = Breaker(BreakerPolicy(failures=3, open_ms=1_000, max_open_ms=3_000))
+    assert not breaker.record(Outcome.RETRY, "x", now_ms=0)
+    assert not breaker.record(Outcome.REJECTED, None, now_ms=0)  # an answer resets the count
+    opened = [breaker.record(Outcome.RETRY, "timeout", now_ms=t) for t in (1, 2, 3)]
+    assert opened == [False, False, True] and breaker.state is BreakerState.OPEN
+    assert breaker.until_ms == 1_003 and not breaker.due_probe(1_002)
+    assert breaker.due_probe(1_003) and breaker.state is BreakerState.PROBING
+    assert breaker.record(Outcome.RETRY, "timeout", now_ms=1_010)  # a failed probe: twice as long
+    assert breaker.until_ms == 3_010
+    breaker.due_probe(3_010)
+    assert breaker.record(Outcome.RETRY, "timeout", now_ms=3_020)
+    assert breaker.until_ms == 6_020  # capped at max_open_ms
+    breaker.due_probe(6_020)
+    assert not breaker.record(Outcome.DELIVERED, None, now_ms=6_030)
+    assert breaker.state is BreakerState.CLOSED and breaker.failures == 0
+
+
+def test_an_open_breaker_holds_its_destination_and_hands_back_unsent(rig: Rig) -> None:
+    rig.destinations.modes["down"] = "fail"
+    down, up = rig.add("down", 6), rig.add("up", 2)
+    tally = rig.core.deliver(rig.claim())
+    # three attempts fail and open the breaker; the other three go back PENDING, unattempted
+    assert tally.delivered == 2 and tally.retried == 3
+    [hold] = rig.store.channel_holds()
+    assert (hold.name, hold.reason, hold.failures) == ("down", OPEN, 3)
+    assert hold.until_ms == NOW + 5_000 and "503" in (hold.last_error or "")
+    after = [rig.store.get(i) for i in down]
+    assert sorted(s.attempts for s in after) == [0, 0, 0, 1, 1, 1]
+    assert {s.status for s in after} == {Status.PENDING}
+    # while it is open the claim passes over it; another destination goes on
+    rig.clock.advance(100)
+    more_up = rig.add("up", 2)
+    claimed = rig.claim()
+    assert {r.channel for r in claimed} == {"up"}
+    rig.core.deliver(claimed)
+    assert len(rig.destinations.got["up"]) == 4
+    # its time up: one probe, which fails, opens it twice as long
+    rig.clock.advance(5_000)
+    rig.core.watch_runs(rig.clock.now_ms())
+    assert rig.store.channel_holds() == []
+    tally = rig.core.deliver(rig.claim())
+    assert tally.retried == 1, "only the probe was sent"
+    [hold] = rig.store.channel_holds()
+    assert hold.until_ms == rig.clock.now_ms() + 10_000
+    # the destination recovers: the next probe closes the breaker and the rest follow
+    rig.destinations.modes["down"] = "ok"
+    rig.clock.advance(60_000)
+    rig.core.watch_runs(rig.clock.now_ms())
+    rig.core.deliver(rig.claim())
+    assert rig.status(down) == [Status.DELIVERED] * 6
+    assert sorted(rig.destinations.got["down"]) == sorted(down)  # each once
+    assert rig.status(up + more_up) == [Status.DELIVERED] * 4
+
+
+def test_a_full_lane_holds_its_destination_while_others_go_on(threaded_rig: Rig) -> None:
+    rig = threaded_rig
+    rig.destinations.modes["slow"] = "hang"
+    slow = rig.add("slow", 12)
+    rig.core.deliver(rig.claim())  # one chunk is stuck in the send, the rest queued: full
+    wait_until(lambda: [h.reason for h in rig.store.channel_holds()] == [BUSY], timeout_s=5,
+               what="the busy hold")
+    rig.clock.advance(100)
+    late_slow, up = rig.add("slow", 3), rig.add("up", 3)
+    claimed = rig.claim()
+    assert {r.channel for r in claimed} == {"up"}, "the held destination was passed over"
+    rig.core.deliver(claimed)
+    wait_until(lambda: rig.status(up) == [Status.DELIVERED] * 3, timeout_s=5,
+               what="the other destination's deliveries")
+    assert rig.status(late_slow) == [Status.PENDING] * 3
+    rig.destinations.release.set()
+    rig.destinations.modes["slow"] = "ok"
+    wait_until(lambda: rig.status(slow) == [Status.DELIVERED] * 12, timeout_s=10,
+               what="the slow destination's deliveries")
+    wait_until(lambda: rig.store.channel_holds() == [], timeout_s=5, what="the hold's end")
+
+
+def test_a_send_past_its_deadline_is_retried_and_holds_no_one_else(threaded_rig: Rig) -> None:
+    rig = threaded_rig
+    rig.destinations.modes["slow"] = "hang"
+    [stuck] = rig.add("slow", 1)
+    up = rig.add("up", 5)
+    rig.core.deliver(rig.claim())
+    wait_until(lambda: rig.status(up) == [Status.DELIVERED] * 5, timeout_s=2,
+               what="the healthy destination's deliveries while the other hangs")
+    assert rig.status([stuck]) == [Status.CLAIMED]
+    wait_until(lambda: rig.store.get(stuck).status is Status.PENDING, timeout_s=10,
+               what="the hung send's deadline")
+    after = rig.store.get(stuck)
+    assert after.attempts == 1 and after.last_error == "no answer within the send deadline"
