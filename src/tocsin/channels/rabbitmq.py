@@ -126,7 +126,7 @@ class RabbitMQChannel(Channel):
         with self._lock:
             try:
                 chan = self._connect()
-            except Exception as exc:  # noqa: BLE001 (pika's handshake timeouts are no AMQPError)
+            except Exception as exc:  # pika's handshake timeouts are no AMQPError
                 self._drop()
                 return [Result(e.delivery_id, Outcome.RETRY, f"rabbitmq: connect: {exc!r}")
                         for e in envelopes]
