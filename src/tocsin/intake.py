@@ -27,6 +27,7 @@ from tocsin.api.parsing import (
 from tocsin.api.text import text_problem
 from tocsin.config import Settings
 from tocsin.domain import DEFAULT_TENANT, TENANT_NAME, NewSchedule, PayloadKind
+from tocsin.domain.headers import headers_problem
 from tocsin.errors import NotFoundError, ValidationError
 
 __all__ = ["NOT_GIVEN", "PLAIN_TENANT", "TEXT_LIMITS", "Change", "Known", "Problem",
@@ -243,6 +244,8 @@ class ScheduleCheck:
         headers = get("headers", _DUMP["headers"])
         if type(headers) is not dict or not all(type(k) is str and type(v) is str
                                                 for k, v in headers.items()):
+            return None
+        if headers and headers_problem(headers) is not None:
             return None
         text = "".join([channel, key or "", ordering_key or "", policy or "", due_at or "",
                         delay if type(delay) is str else "", *headers, *headers.values()])

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
 from tocsin.api.parsing import canonical_digest, check_message_size, due_of, payload_of
 from tocsin.domain import TENANT_NAME, MisfirePolicy, NewSchedule
+from tocsin.domain.headers import headers_problem
 from tocsin.errors import ValidationError
 
 __all__ = [
@@ -48,6 +49,19 @@ Delay = Annotated[float | str | None, BeforeValidator(_no_bool)]
 """A delay: seconds, or an ISO 8601 duration; never a boolean."""
 
 
+def _sendable(headers: dict[str, str]) -> dict[str, str]:
+    """Refuse headers no message may carry (:func:`tocsin.domain.headers.header_problem`)."""
+    if (why := headers_problem(headers)) is not None:
+        raise ValueError(why)
+    return headers
+
+
+Headers = Annotated[dict[str, str], AfterValidator(_sendable)]
+"""A message's headers: HTTP tokens for names, no CR/LF/NUL in values, none that frames the
+request (``Host``, ``Content-Length``, ``Transfer-Encoding``, hop-by-hop) or that Tocsin
+writes (``Tocsin-*``, ``webhook-*``)."""
+
+
 class ScheduleIn(BaseModel):
     """One schedule as a client sends it."""
 
@@ -57,7 +71,7 @@ class ScheduleIn(BaseModel):
     payload: JsonValue = None
     payload_text: str | None = None
     payload_base64: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: Headers = Field(default_factory=dict)
     due_at: str | None = Field(None, description="RFC 3339 with an offset.")
     delay: Delay = Field(None, description="Seconds or an ISO 8601 duration.")
     key: str | None = Field(None, min_length=1, max_length=_KEY_MAX)
@@ -109,7 +123,7 @@ class ScheduleChange(BaseModel):
     payload: JsonValue = None
     payload_text: str | None = None
     payload_base64: str | None = None
-    headers: dict[str, str] | None = None
+    headers: Headers | None = None
     due_at: str | None = Field(None, description="RFC 3339 with an offset.")
     delay: Delay = Field(None, description="Seconds or an ISO 8601 duration.")
 
@@ -142,7 +156,7 @@ class RecurringChange(BaseModel):
     payload: JsonValue = None
     payload_text: str | None = None
     payload_base64: str | None = None
-    headers: dict[str, str] | None = None
+    headers: Headers | None = None
     count: int | None = Field(None, ge=1, le=100_000, description="Messages per firing.")
     stagger: Delay = Field(None, description="Spread a firing's messages over this window "
                                              "(seconds or ISO 8601 duration).")
@@ -162,7 +176,7 @@ class RecurringIn(RecurringChange):
     cron: str = Field(description="5 fields, or 6 with a leading seconds field.")
     timezone: str = Field("UTC", description="IANA zone name, e.g. Europe/Berlin.")
     channel: str = Field(min_length=1, max_length=128)
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: Headers = Field(default_factory=dict)
     count: int = Field(1, ge=1, le=100_000, description="Messages per firing.")
     misfire: MisfirePolicy = MisfirePolicy.FIRE_ONCE
     paused: bool = False

@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from email.utils import parsedate_to_datetime
 from functools import lru_cache
 
 from standardwebhooks import Webhook
 
 from tocsin.clock import from_ms, to_ms
+from tocsin.domain.headers import header_problem
 
 __all__ = ["MAX_RETRY_AFTER_MS", "bad_header", "retry_after_ms", "secret_error",
            "signature_headers"]
 
 MAX_RETRY_AFTER_MS = 24 * 3600 * 1000
 """The longest ``Retry-After`` honoured; a longer one is cut to this."""
-_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _PREFIX = "whsec_"
 
 
@@ -58,12 +57,8 @@ def signature_headers(secrets: list[str], delivery_id: str, timestamp_s: int,
 
 
 def bad_header(name: str, value: str) -> str | None:
-    """Why a header cannot be sent, or None."""
-    if not _TOKEN.fullmatch(name):
-        return "is not an HTTP token"
-    if any(c in value for c in "\r\n\0"):
-        return "holds a line break or NUL"
-    return None
+    """Why a header cannot be sent, or None (:func:`tocsin.domain.headers.header_problem`)."""
+    return header_problem(name, value)
 
 
 def retry_after_ms(value: str, now_ms: int) -> int | None:

@@ -10,6 +10,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from tocsin.clock import iso_ms
+from tocsin.domain.headers import TOCSIN_PREFIX
 from tocsin.domain.schedule import PayloadKind, Status, payload_value
 
 __all__ = ["LATENESS_BOUNDS_MS", "Ack", "Delivery", "Envelope", "Outcome", "Result"]
@@ -52,9 +53,11 @@ class Envelope(NamedTuple):
     ordering_key: str | None = None
 
     def transport_headers(self) -> dict[str, str]:
-        """Tocsin's own headers, for transports that carry headers beside the body."""
+        """The schedule's headers and Tocsin's own, for transports that carry headers beside
+        the body; a schedule's ``Tocsin-*`` header (stored before the edge refused them) is
+        dropped, so none shadows Tocsin's in any case."""
         return {
-            **self.headers,
+            **{k: v for k, v in self.headers.items() if not k.lower().startswith(TOCSIN_PREFIX)},
             "Tocsin-Schedule-Id": self.schedule_id,
             "Tocsin-Delivery-Id": self.delivery_id,
             "Tocsin-Attempt": str(self.attempt),
