@@ -303,6 +303,11 @@ class DispatchStore(ABC):
         """The held channels (of ``tenant``), by tenant and name."""
 
     @abstractmethod
+    def claimed_by_channel(self, *, tenant: str | None = None) -> dict[tuple[str, str], int]:
+        """CLAIMED schedules (handed to a dispatcher, not yet acknowledged) by (tenant,
+        channel)."""
+
+    @abstractmethod
     def expire_holds(self, *, now_ms: int) -> int:
         """End the holds whose ``until_ms`` has passed (a breaker due for its probe, a lane
         whose process stopped refreshing it). How many."""

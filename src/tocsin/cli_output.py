@@ -93,4 +93,11 @@ def render_status(status: dict[str, Any]) -> None:
     paused = status.get("paused_channels") or []
     table.add_row("paused channels", ", ".join(f"{p['tenant']}/{p['name']}"
                                                for p in paused) or "none")
+    if "in_flight" in status:
+        table.add_row("in flight", str(status["in_flight"]))
+    held = status.get("held_channels") or []
+    table.add_row("held channels", "\n".join(
+        f"[red]{h['tenant']}/{h['name']}: breaker open[/] until {h['until']} after "
+        f"{h['failures']} failures ({h['last_error']})" if h["reason"] == "open"
+        else f"{h['tenant']}/{h['name']}: lane full" for h in held) or "none")
     Console().print(table)

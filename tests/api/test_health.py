@@ -212,3 +212,29 @@ def test_openapi_describes_every_body(api: httpx.Client) -> None:
     body = doc["paths"]["/v1/schedules"]["post"]["requestBody"]["content"]["application/json"]
     assert {"channel", "delay", "due_at"} <= set(schemas["ScheduleIn"]["properties"])
     assert len(body["schema"]["oneOf"]) == 2
+
+
+def test_held_destinations_and_in_flight_show_in_metrics_and_status(
+        api: httpx.Client, api_store: Store) -> None:
+    from tocsin.abc import ChannelHold
+    from tocsin.domain import NewSchedule
+
+    now = 1_900_000_000_000
+    api_store.create([NewSchedule(channel="out", payload=b"{}", due_ms=now) for _ in range(3)],
+                     now_ms=now)
+    api_store.claim(epoch=api_store.next_epoch(), bucket_lo=0, bucket_hi=15, until_ms=now + 1,
+                    now_ms=now, lease_ms=60_000, limit=2)
+    api_store.hold_channel(ChannelHold("default", "out", "open", 1_000, 2**40, 5, "timeout"))
+    try:
+        samples = _scrape(api)
+        held = (("channel", "out"), ("reason", "open"), ("tenant", "default"))
+        assert samples["tocsin_channel_held"][held] == 1
+        assert samples["tocsin_in_flight"][(("channel", "out"), ("tenant", "default"))] == 2
+        status = api.get("/v1/status").json()
+        [hold] = status["held_channels"]
+        assert (hold["name"], hold["reason"], hold["failures"], hold["last_error"]) == (
+            "out", "open", 5, "timeout")
+        assert status["in_flight"] == 2
+    finally:
+        api_store.unhold_channel("default", "out")
+    assert "tocsin_channel_held" not in _scrape(api) or not _scrape(api)["tocsin_channel_held"]

@@ -12,7 +12,9 @@ they add up with any number of dispatchers and API replicas and never go back:
 Gauges: ``tocsin_schedules{status}``, ``tocsin_due_backlog`` (PENDING and already due),
 ``tocsin_due_soon{within}`` (PENDING, due in the next 5 minutes / hour),
 ``tocsin_tokens_in_flight{tenant,policy}``, ``tocsin_paused_channels``,
-``tocsin_halted_keys``, and from the newest dispatcher heartbeat
+``tocsin_halted_keys``, ``tocsin_channel_held{tenant,channel,reason}`` (a destination whose
+breaker is open, or whose lane is full), ``tocsin_in_flight{tenant,channel}`` (CLAIMED, not yet
+acknowledged), and from the newest dispatcher heartbeat
 ``tocsin_dispatcher_last_batch_seconds`` and ``..._timestamp_seconds``.
 """
 
@@ -35,7 +37,13 @@ from tocsin.abc import Store
 from tocsin.clock import Clock
 from tocsin.dispatcher.beat import BATCH_BOUNDS_MS, BATCH_DURATION, BEAT_VERSION, DISPATCHER
 from tocsin.domain.delivery import LATENESS_BOUNDS_MS
-from tocsin.stores.sql.metrics import DELIVERIES, FENCED, LATENESS, LATENESS_SUM
+from tocsin.stores.sql.metrics import (
+    DELIVERIES,
+    FENCED,
+    LATENESS,
+    LATENESS_SUM,
+    lateness_index,
+)
 
 __all__ = ["StoreCollector"]
 
@@ -73,6 +81,17 @@ class StoreCollector(Collector):
                                 value=len(store.paused_channels()))
         yield GaugeMetricFamily("tocsin_halted_keys", "Ordering keys halted now.",
                                 value=len(store.halted_keys()))
+        held = GaugeMetricFamily("tocsin_channel_held", "Destinations the dispatcher passes "
+                                 "over now: reason open (breaker) or busy (lane full).",
+                                 labels=["tenant", "channel", "reason"])
+        for hold in store.channel_holds():
+            held.add_metric([hold.tenant, hold.name, hold.reason], 1)
+        yield held
+        flight = GaugeMetricFamily("tocsin_in_flight", "Schedules handed to a dispatcher and "
+                                   "not yet acknowledged.", labels=["tenant", "channel"])
+        for (tenant, channel), n in sorted(store.claimed_by_channel().items()):
+            flight.add_metric([tenant, channel], n)
+        yield flight
         beat = store.last_beat(DISPATCHER)
         if beat is not None and beat[1].get("v") == BEAT_VERSION:
             at_ms, info = beat
@@ -99,7 +118,7 @@ def _counters(totals: dict[tuple[str, str], int]) -> Iterator[Metric]:
         if name == DELIVERIES:
             deliveries.add_metric([*where, str(lab.get("outcome"))], value)
         elif name == LATENESS:
-            lateness[where][int(lab["le"])] += value
+            lateness[where][lateness_index(lab["le"], LATENESS_BOUNDS_MS)] += value
         elif name == LATENESS_SUM:
             late_sum[where] += value
         elif name == FENCED:

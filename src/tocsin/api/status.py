@@ -1,6 +1,7 @@
 """``GET /v1/status``: the one-screen summary behind ``tocsin status`` and the dashboard's
 overview — API, dispatcher and expander health, backlog, what falls due in the next hour,
-the dead, halted keys and paused channels. Scoped like every read (a tenant key: its own)."""
+the dead, halted keys, paused channels, and the destinations the dispatcher holds (an open
+circuit breaker, a full lane). Scoped like every read (a tenant key: its own)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,11 @@ def summary(deps: Deps, tenant: str | None) -> dict[str, Any]:
                         for k in store.halted_keys(tenant=tenant)],
         "paused_channels": [{"tenant": p.tenant, "name": p.name}
                             for p in store.paused_channels(tenant=tenant)],
+        "held_channels": [{"tenant": h.tenant, "name": h.name, "reason": h.reason,
+                           "since": iso(h.since_ms), "until": iso(h.until_ms),
+                           "failures": h.failures, "last_error": h.last_error}
+                          for h in store.channel_holds(tenant=tenant)],
+        "in_flight": sum(store.claimed_by_channel(tenant=tenant).values()),
     }
 
 

@@ -15,8 +15,11 @@ from tocsin.domain.schedule import PayloadKind, Status, payload_value
 
 __all__ = ["LATENESS_BOUNDS_MS", "Ack", "Delivery", "Envelope", "Outcome", "Result"]
 
-LATENESS_BOUNDS_MS = (50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000)
-"""Upper bounds of the lateness histogram's buckets (the last bucket is unbounded)."""
+LATENESS_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000,
+                      60000, 300000)
+"""Upper bounds of the lateness histogram's buckets (the last bucket is unbounded). They start at
+a millisecond: a dispatcher that hands each schedule over at its due instant is a few
+milliseconds late, and a first bucket of 50 ms read every run as "p99 ≤ 0.05 s"."""
 
 ENVELOPE_VERSION = 1
 NO_HEADERS: Mapping[str, str] = MappingProxyType({})

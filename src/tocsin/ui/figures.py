@@ -8,7 +8,7 @@ from typing import Any
 from tocsin.abc import Store
 from tocsin.clock import iso_ms
 from tocsin.domain.delivery import LATENESS_BOUNDS_MS
-from tocsin.stores.sql.metrics import DELIVERIES, LATENESS
+from tocsin.stores.sql.metrics import DELIVERIES, LATENESS, lateness_index
 
 __all__ = ["deliveries_by_outcome", "finished_last_hour", "lateness_percentiles",
            "pending_next_24h"]
@@ -66,7 +66,7 @@ def lateness_percentiles(totals: dict[tuple[str, str], int],
     for (name, raw), value in totals.items():
         labels = _mine(raw, tenant) if name == LATENESS else None
         if labels is not None:
-            buckets[int(labels["le"])] += value
+            buckets[lateness_index(labels["le"], LATENESS_BOUNDS_MS)] += value
     total = sum(buckets)
     out = {}
     for label, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):

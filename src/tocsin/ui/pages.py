@@ -228,8 +228,10 @@ def channels(request: Request) -> Response:
         return RedirectResponse("/ui/login", status_code=303)
     store = Deps.of(request).store
     paused = {(p.tenant, p.name): p for p in store.paused_channels(tenant=scope(request))}
+    held = {(h.tenant, h.name): h for h in store.channel_holds(tenant=scope(request))}
     rows = [channel_out(c) for c in store.list_channels(tenant=scope(request))]
-    return _page(request, "channels.html", "Channels", "/ui/channels", rows=rows, paused=paused)
+    return _page(request, "channels.html", "Channels", "/ui/channels", rows=rows, paused=paused,
+                 held=held, in_flight=store.claimed_by_channel(tenant=scope(request)))
 
 
 @pages.get("/keys")

@@ -20,7 +20,7 @@ from tocsin.stores.rows import (
     earliest,
     insert_values,
 )
-from tocsin.stores.sql.base import Dialect, SqlBase, executemany
+from tocsin.stores.sql.base import Dialect, SqlBase, executemany, tenant_is
 from tocsin.stores.sql.metrics import FENCED, add_counts, delivery_counts
 from tocsin.stores.sql.operations import NOT_PAUSED
 from tocsin.stores.sql.policies import claim_throttled, return_tokens, throttled_next_ms
@@ -277,6 +277,12 @@ class SqlDispatch(SqlBase, DispatchStore):
                             r[6])
                 for r in self._rows(f"SELECT {_HOLD_COLUMNS} FROM channel_holds {where}"
                                     "ORDER BY tenant, name", args)]
+
+    def claimed_by_channel(self, *, tenant: str | None = None) -> dict[tuple[str, str], int]:
+        rows = self._rows("SELECT tenant, channel, count(*) FROM schedules "
+                          f"WHERE status = 'CLAIMED' AND {tenant_is()} GROUP BY tenant, channel",
+                          (tenant, tenant))
+        return {(str(r[0]), str(r[1])): int(r[2]) for r in rows}
 
     def expire_holds(self, *, now_ms: int) -> int:
         return self._changed("DELETE FROM channel_holds WHERE until_ms <= ?", (now_ms,),

@@ -22,13 +22,16 @@ from tocsin.stores.sql.base import Dialect, SqlBase, executemany, tenant_is
 from tocsin.stores.sql.stats import FINISHED_AT, finished_rows
 
 __all__ = ["DELIVERIES", "FENCED", "LATENESS", "LATENESS_SUM", "SHARDS", "SqlMetrics",
-           "add_counts", "delivery_counts", "labels"]
+           "add_counts", "delivery_counts", "labels", "lateness_index"]
 
 SHARDS = 8
 DELIVERIES = "deliveries"
 """Delivery attempts by tenant, channel and outcome (``delivered``, ``retried``, ``dead``)."""
-LATENESS = "lateness_bucket"
-"""Delivered schedules by tenant, channel and lateness bucket (``le`` index)."""
+LATENESS = "lateness_le"
+"""Delivered schedules by tenant, channel and lateness bucket: ``le`` is the bucket's upper
+bound in milliseconds (``inf`` for the last), so a change of the bounds never misfiles the
+counts kept under the old ones (:func:`lateness_index`). Before schema 13 the counter was
+``lateness_bucket``, keyed by the bucket's index; it is no longer read."""
 LATENESS_SUM = "lateness_ms"
 """Delivered schedules' summed lateness by tenant and channel."""
 FENCED = "fenced"
@@ -49,9 +52,17 @@ def delivery_counts(acks: Sequence[Ack], bounds_ms: Sequence[int]) -> Counter[tu
         counts[(DELIVERIES, labels(**where, outcome=_OUTCOME[a.status]))] += 1
         if a.status is Status.DELIVERED:
             late = max(0, a.ended_ms - a.due_ms)
-            counts[(LATENESS, labels(**where, le=bisect_left(bounds_ms, late)))] += 1
+            i = bisect_left(bounds_ms, late)
+            counts[(LATENESS, labels(**where, le=bounds_ms[i] if i < len(bounds_ms)
+                                     else "inf"))] += 1
             counts[(LATENESS_SUM, labels(**where))] += late
     return counts
+
+
+def lateness_index(le: object, bounds_ms: Sequence[int]) -> int:
+    """The bucket of ``bounds_ms`` a lateness counter's ``le`` label falls in (a bound no longer
+    used goes to the first bucket that holds it)."""
+    return len(bounds_ms) if le == "inf" else bisect_left(bounds_ms, int(le))  # type: ignore[call-overload]
 
 
 def add_counts(conn: Any, d: Dialect, counts: Mapping[tuple[str, str], int]) -> None:
