@@ -17,7 +17,8 @@ class SqlTenants(SqlBase, TenantStore):
     """The :class:`~tocsin.abc.TenantStore` role over a backend's ``_work``."""
 
     def put_tenant(self, tenant: Tenant, *, now_ms: int) -> Tenant:
-        self._changed("INSERT INTO tenants VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE "
+        self._changed("INSERT INTO tenants (name, durability, updated_ms) VALUES (?, ?, ?) "
+                      "ON CONFLICT (name) DO UPDATE "
                       "SET durability = excluded.durability, updated_ms = excluded.updated_ms",
                       (tenant.name, tenant.durability.value, now_ms))
         return tenant._replace(configured=True)
