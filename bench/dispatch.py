@@ -243,7 +243,8 @@ def tocsin_part(args: argparse.Namespace) -> dict[str, Any]:
     from bench.pyspy import PySpy, summarise
     from bench.store_target import StoreTarget, open_bench_store, scratch_dir
     from tocsin.dispatcher.options import DispatchOptions
-    from tocsin.dispatcher.query import spark_session, start_dispatcher
+    from tocsin.dispatcher.query import start_dispatcher
+    from tocsin.spark.session import spark_session
 
     tmp = scratch_dir("tocsin-bench-")
     url, store = open_bench_store(args.store, args.store_url, tmp, buckets=args.buckets)

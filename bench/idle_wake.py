@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from tocsin.clock import SystemClock
-from tocsin.dispatcher.query import spark_session
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule
+from tocsin.spark.session import spark_session
 from tocsin.stores import open_store
 from tocsin.testing.dispatch import running_dispatcher, running_relay
 from tocsin.testing.receiver import Receiver

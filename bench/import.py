@@ -88,7 +88,7 @@ def main() -> None:
     parser.add_argument("--postgres-url", default=os.environ.get("TOCSIN_TEST_POSTGRES_URL"))
     parser.add_argument("--out", type=Path, default=RESULTS / "import.json")
     args = parser.parse_args()
-    from tocsin.dispatcher.query import spark_session
+    from tocsin.spark.session import spark_session
 
     home = Path(tempfile.mkdtemp(prefix="tocsin-bench-import-"))
     data = write_parquet(home / "data", args.rows, args.files)

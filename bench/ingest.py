@@ -52,7 +52,7 @@ def _client(url: str, requests: int, batch: int, offset: int, tenant: str,
             out: Any, go: Any) -> None:
     """One client process: POST batches back to back; report each request's latency."""
     latencies = []
-    from tocsin.keyfile import key_for
+    from tocsin.apikeys.keyfile import key_for
 
     headers = {"authorization": f"Bearer {key_for(url)}"}  # TOCSIN_API_KEY, set by prepared()
     with httpx.Client(base_url=url, timeout=120, headers=headers) as http:
@@ -182,7 +182,7 @@ def run_store(kind: str, server_url: str | None, args: argparse.Namespace) -> di
 
     def prepared(url: str) -> str:
         store = open_store(url)
-        from tocsin.apikeys import issue_key
+        from tocsin.apikeys.tokens import issue_key
         from tocsin.domain import ChannelKind, ChannelSpec, Durability, Role, Tenant
 
         for tenant in ("default", "fast"):  # channels are per tenant

@@ -101,7 +101,7 @@ def main() -> None:
     parser.add_argument("--postgres-url", default=os.environ.get("TOCSIN_TEST_POSTGRES_URL"))
     parser.add_argument("--out", type=Path, default=RESULTS / "kafka-ingest.json")
     args = parser.parse_args()
-    from tocsin.dispatcher.query import spark_session
+    from tocsin.spark.session import spark_session
 
     home = Path(tempfile.mkdtemp(prefix="tocsin-bench-kafka-"))
     url = (f"sqlite:///{home / 'tocsin.db'}" if args.store == "sqlite"

@@ -111,7 +111,7 @@ def peer_expansion_cost(n: int, minutes: int) -> dict[str, Any]:
 
 def delivery_lateness(n: int, minutes: int) -> dict[str, Any]:
     """Real minutes of 10 000 rules through the expansion query and the dispatcher."""
-    from tocsin.dispatcher.query import spark_session
+    from tocsin.spark.session import spark_session
 
     base = Path(tempfile.mkdtemp(prefix="tocsin-rec-live-"))
     store = SQLiteStore(base / "t.db", buckets=64)

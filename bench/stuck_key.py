@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tocsin.dispatcher.query import spark_session
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
+from tocsin.spark.session import spark_session
 from tocsin.stores.sqlite import SQLiteStore
 from tocsin.testing.dispatch import running_dispatcher, wait_until
 from tocsin.testing.receiver import Receiver

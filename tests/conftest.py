@@ -61,8 +61,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One local Spark session for the whole run, with a task slot for each task that may wait
-    in a hand-over window at once (tocsin.dispatcher.query.master_for)."""
-    from tocsin.dispatcher.query import spark_session
+    in a hand-over window at once (tocsin.spark.session.master_for)."""
+    from tocsin.spark.session import spark_session
 
     session = spark_session("local[8]", app_name="tocsin-tests",
                             java_options=os.environ["TOCSIN_SPARK_JAVA_OPTIONS"])

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tocsin.abc import Store
-from tocsin.apikeys import TOKEN, describe, digest_of, find_key, issue_key, new_token
+from tocsin.apikeys.tokens import TOKEN, describe, digest_of, find_key, issue_key, new_token
 from tocsin.domain import Role
 from tocsin.errors import ValidationError
 from tocsin.stores.sqlite import SQLiteStore

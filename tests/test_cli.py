@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.support.api_server import ApiServer
+from tocsin.apikeys.keyfile import write_key
 from tocsin.cli import app
-from tocsin.keyfile import write_key
 from tocsin.redact import MASK
 from tocsin.stores.sqlite import SQLiteStore
 

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.support.api_server import ApiServer
-from tocsin import cli_output
 from tocsin.cli import app
+from tocsin.cli import output as cli_output
 from tocsin.domain import Ack, ChannelKind, ChannelSpec, NewSchedule, Outcome, Status
 from tocsin.stores.sqlite import SQLiteStore
 

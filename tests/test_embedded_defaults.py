@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tocsin.cli.runner import LOOPBACK, embedded_defaults
 from tocsin.config import Settings
-from tocsin.runner import LOOPBACK, embedded_defaults
 
 
 def test_tocsin_up_on_loopback_allows_local_receivers(monkeypatch: pytest.MonkeyPatch) -> None:

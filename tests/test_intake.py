@@ -1,6 +1,6 @@
-"""The check of one schedule (tocsin.intake.ScheduleCheck): a plainly valid item is built
-without the model, and must come out exactly as the model builds it — the same schedule, the
-same payload bytes, the same request digest — while anything else is left to the model."""
+"""The check of one schedule (tocsin.validation.schedule.ScheduleCheck): a plainly valid item is
+built without the model, and must come out exactly as the model builds it — the same schedule,
+the same payload bytes, the same request digest — while anything else is left to the model."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tocsin.config import Settings
-from tocsin.intake import Problem, ScheduleCheck
+from tocsin.validation.schedule import Problem, ScheduleCheck
 
 NOW_MS = 1_800_000_000_000
 _MISSING = object()

@@ -11,10 +11,7 @@ from pathlib import Path
 import pytest
 
 from tocsin.abc import Store
-from tocsin.apikeys import TOKEN, digest_of, find_key, issue_key
-from tocsin.config import Settings
-from tocsin.domain import Role
-from tocsin.keyfile import (
+from tocsin.apikeys.keyfile import (
     ensure_admin_key,
     is_loopback,
     key_for,
@@ -23,6 +20,9 @@ from tocsin.keyfile import (
     read_key,
     write_key,
 )
+from tocsin.apikeys.tokens import TOKEN, digest_of, find_key, issue_key
+from tocsin.config import Settings
+from tocsin.domain import Role
 from tocsin.stores.sqlite import SQLiteStore
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tocsin.sparkdaemon import prefer_installed_pyspark
+from tocsin.spark.daemon import prefer_installed_pyspark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

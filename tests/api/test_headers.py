@@ -12,7 +12,7 @@ import pytest
 
 from tocsin.config import Settings
 from tocsin.domain import NewSchedule
-from tocsin.intake import ScheduleCheck
+from tocsin.validation.schedule import ScheduleCheck
 
 BAD = [("X Bad", "v"), ("X-A\r\nInjected", "v"), ("x\n", "v"), ("", "v"), ("a:b", "v"),
        ("Host", "evil.example"), ("content-length", "0"), ("Transfer-Encoding", "chunked"),

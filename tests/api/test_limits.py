@@ -13,9 +13,9 @@ import pytest
 
 from tests.api.conftest import BUCKETS
 from tocsin.abc import Store
-from tocsin.api.parsing import MAX_DUE_MS
 from tocsin.dispatcher.expansion import expand_due
 from tocsin.domain import CronTrigger, Recurring
+from tocsin.validation.parsing import MAX_DUE_MS
 
 JSON = {"content-type": "application/json"}
 

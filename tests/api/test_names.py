@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from tests.channels.envelopes import envelopes
 from tests.support.api_server import ApiServer
 from tocsin.abc import Store
-from tocsin.apikeys import issue_key
+from tocsin.apikeys.tokens import issue_key
 from tocsin.channels import validate_channel_config
 from tocsin.channels.file import FileChannel
 from tocsin.channels.policy import DestinationPolicy

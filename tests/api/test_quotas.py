@@ -12,7 +12,7 @@ import pytest
 from tests.support.api_server import ApiServer
 from tocsin.abc import Store
 from tocsin.api.quotas import CreateRate, Quotas
-from tocsin.apikeys import issue_key
+from tocsin.apikeys.tokens import issue_key
 from tocsin.clock import ManualClock
 from tocsin.config import Settings
 from tocsin.domain import ChannelKind, ChannelSpec, Role, Status

@@ -127,8 +127,8 @@ def test_tenants(api: httpx.Client) -> None:
 
 
 def test_the_schema_lists_the_misfire_policies_from_their_enum() -> None:
-    from tocsin.api.models import RecurringIn
     from tocsin.domain import MisfirePolicy
+    from tocsin.validation.models import RecurringIn
 
     schema = RecurringIn.model_json_schema()
     misfire = schema["$defs"]["MisfirePolicy"]["enum"]

@@ -39,7 +39,7 @@ from tests.support.dispatch import wait_until
 from tests.support.postgres import PostgresServer
 from tests.support.processes import executor_jvms, kill_tree, start_tocsin
 from tests.support.receiver import Receiver
-from tocsin.apikeys import issue_key
+from tocsin.apikeys.tokens import issue_key
 from tocsin.domain import ChannelKind, ChannelSpec, Outcome, Role
 from tocsin.stores import open_store
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tocsin.apikeys import issue_key
+from tocsin.apikeys.tokens import issue_key
 from tocsin.clock import SystemClock
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Role
 from tocsin.stores import open_store

@@ -78,8 +78,8 @@ def test_ingest_needs_a_topic(tmp_path: Path) -> None:
 def test_import_takes_the_tenant_from_the_callers_key(tmp_path: Path) -> None:
     """With ``TOCSIN_API_KEY`` set, the key decides the tenant as on the API: a tenant key
     writes to its own tenant only, a read-only or unknown key imports nothing."""
-    from tocsin.apikeys import issue_key
-    from tocsin.cli import _import_tenant
+    from tocsin.apikeys.tokens import issue_key
+    from tocsin.cli.jobs import import_tenant
     from tocsin.config import Settings
     from tocsin.domain import Role
     from tocsin.errors import AuthenticationError, ForbiddenError
@@ -93,7 +93,7 @@ def test_import_takes_the_tenant_from_the_callers_key(tmp_path: Path) -> None:
     store.close()
 
     def tenant(key: str, named: str | None) -> str | None:
-        return _import_tenant(Settings(store=url, api_key=key), named)
+        return import_tenant(Settings(store=url, api_key=key), named)
 
     assert tenant(acme, None) == "acme" and tenant(acme, "acme") == "acme"
     assert tenant(admin, "globex") == "globex" and tenant(admin, None) is None

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from tocsin.abc import ClaimedRow, Store
-from tocsin.apikeys import issue_key, new_token
+from tocsin.apikeys.tokens import issue_key, new_token
 from tocsin.domain import Ack, Outcome, Role, Status
 
 __all__ = ["A", "B", "Tenants", "two_tenants"]

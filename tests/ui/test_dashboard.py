@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.support.api_server import ApiServer
-from tocsin.apikeys import issue_key
+from tocsin.apikeys.tokens import issue_key
 from tocsin.domain import Ack, ChannelKind, ChannelSpec, NewSchedule, Outcome, Role, Status
 from tocsin.stores.sqlite import SQLiteStore
 from tocsin.ui.session import COOKIE, csrf_token

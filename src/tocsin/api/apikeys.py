@@ -12,9 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tocsin.api.auth import require_admin, scope
 from tocsin.api.deps import Deps
-from tocsin.api.models import TENANT_PATTERN
-from tocsin.apikeys import describe, issue_key
+from tocsin.apikeys.tokens import describe, issue_key
 from tocsin.domain import Role
+from tocsin.validation.models import TENANT_PATTERN
 
 __all__ = ["router"]
 

@@ -26,9 +26,9 @@ from tocsin.api.auth import authenticate
 from tocsin.api.deps import Deps
 from tocsin.api.errors import install_error_handlers
 from tocsin.api.limits import BodyLimits
+from tocsin.api.params import check_params
 from tocsin.api.quotas import Quotas
 from tocsin.api.responses import document_errors
-from tocsin.api.text import check_params
 from tocsin.clock import Clock, SystemClock
 from tocsin.config import Settings
 

@@ -23,10 +23,10 @@ from typing import Annotated
 from fastapi import Query, Request
 
 from tocsin.api.deps import Deps
-from tocsin.api.models import TENANT_PATTERN
-from tocsin.apikeys import find_key
+from tocsin.apikeys.tokens import find_key
 from tocsin.domain import DEFAULT_TENANT, Role
 from tocsin.errors import AuthenticationError, ForbiddenError
+from tocsin.validation.models import TENANT_PATTERN
 
 __all__ = ["Principal", "authenticate", "principal", "require_admin",
            "scope", "tenant_for"]

@@ -14,11 +14,11 @@ from starlette.concurrency import run_in_threadpool
 
 from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
-from tocsin.api.models import TenantName
-from tocsin.api.parsing import due_of, parse_duration, parse_instant
-from tocsin.api.text import text_problem
 from tocsin.domain import MAX_BULK, BulkResult, Selection
 from tocsin.errors import ValidationError
+from tocsin.validation.models import TenantName
+from tocsin.validation.parsing import due_of, parse_duration, parse_instant
+from tocsin.validation.text import text_problem
 
 __all__ = ["RescheduleWhereIn", "SelectionIn", "router", "shift_ms"]
 

@@ -8,10 +8,10 @@ from fastapi import APIRouter, Request, Response
 
 from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
-from tocsin.api.models import ChannelIn
 from tocsin.api.views import channel_out
 from tocsin.domain import ChannelKind, ChannelSpec
 from tocsin.errors import NotFoundError, ValidationError
+from tocsin.validation.models import ChannelIn
 
 if TYPE_CHECKING:
     from tocsin.abc import Store

@@ -10,7 +10,7 @@ from tocsin.abc import Store
 from tocsin.api.quotas import Quotas
 from tocsin.clock import Clock
 from tocsin.config import Settings
-from tocsin.intake import registered
+from tocsin.validation.schedule import registered
 
 __all__ = ["Deps", "registered"]
 

@@ -29,7 +29,7 @@ from tocsin.errors import (
     error_body,
     status_of,
 )
-from tocsin.intake import reason_of
+from tocsin.validation.schedule import reason_of
 
 __all__ = ["STATUS", "error_body", "headers_of", "install_error_handlers", "reason_of",
            "status_of"]

@@ -9,7 +9,7 @@
   ``text/plain`` or a form cross-site without asking first, JSON it cannot;
 * whose JSON nests deeper than ``max_json_depth`` (422): found by scanning the bytes, so a
   document 100 000 levels deep never reaches a recursive parser;
-* holding text the store cannot hold (422 naming the field; :mod:`tocsin.api.text`).
+* holding text the store cannot hold (422 naming the field; :mod:`tocsin.validation.text`).
 
 A request without a body (GET, DELETE, a bare POST) passes untouched.
 """
@@ -25,8 +25,8 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tocsin.api.errors import error_body, status_of
-from tocsin.api.text import TEXT_ESCAPE, text_problem
 from tocsin.errors import MediaTypeError, TocsinError, TooLargeError, ValidationError
+from tocsin.validation.text import TEXT_ESCAPE, text_problem
 
 __all__ = ["BodyLimits", "json_depth_over"]
 

@@ -11,9 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from tocsin.abc import PausedChannel
 from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
-from tocsin.api.parsing import parse_instant
 from tocsin.api.views import iso, schedule_out
 from tocsin.stores.sql.operations import MAX_REDRIVE
+from tocsin.validation.parsing import parse_instant
 
 __all__ = ["RedriveIn", "paused_out", "router"]
 

@@ -10,11 +10,11 @@ from fastapi import APIRouter, Request, Response
 
 from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
-from tocsin.api.models import PolicyIn
-from tocsin.api.parsing import parse_duration
 from tocsin.api.views import policy_out
 from tocsin.domain import Policy
 from tocsin.errors import NotFoundError
+from tocsin.validation.models import PolicyIn
+from tocsin.validation.parsing import parse_duration
 
 __all__ = ["deliveries", "router"]
 

@@ -10,20 +10,20 @@ from fastapi import APIRouter, Query, Request, Response
 
 from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps, registered
-from tocsin.api.models import RecurringChange, RecurringIn
-from tocsin.api.parsing import (
-    MAX_DUE_MS,
-    check_message_size,
-    parse_duration,
-    parse_instant,
-    payload_of,
-)
 from tocsin.api.views import recurring_out
 from tocsin.clock import from_ms, iso_ms
 from tocsin.domain import CronTrigger, MisfirePolicy, Recurring
 from tocsin.domain.cron import iana_zone
 from tocsin.errors import ValidationError
 from tocsin.ids import new_schedule_id
+from tocsin.validation.models import RecurringChange, RecurringIn
+from tocsin.validation.parsing import (
+    MAX_DUE_MS,
+    check_message_size,
+    parse_duration,
+    parse_instant,
+    payload_of,
+)
 
 __all__ = ["router"]
 

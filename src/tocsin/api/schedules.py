@@ -12,12 +12,12 @@ from starlette.concurrency import run_in_threadpool
 
 from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
-from tocsin.api.intake import read_schedules
-from tocsin.api.models import ScheduleBatchIn, ScheduleChange, ScheduleIn
-from tocsin.api.parsing import check_message_size, parse_instant
 from tocsin.api.views import delivery_out, schedule_out
 from tocsin.domain import Status
-from tocsin.intake import read_change
+from tocsin.validation.batch import read_schedules
+from tocsin.validation.models import ScheduleBatchIn, ScheduleChange, ScheduleIn
+from tocsin.validation.parsing import check_message_size, parse_instant
+from tocsin.validation.schedule import read_change, registered
 
 __all__ = ["openapi_schemas", "router"]
 
@@ -42,8 +42,9 @@ def openapi_schemas() -> dict[str, Any]:
              summary="Schedule one message, or a batch of up to 10 000 (all or nothing)")
 async def create(request: Request, response: Response) -> dict[str, Any]:
     deps = Deps.of(request)
-    items, batch = await run_in_threadpool(read_schedules, deps, await request.body(),
-                                           partial(tenant_for, request))
+    items, batch = await run_in_threadpool(partial(
+        read_schedules, await request.body(), settings=deps.settings, now_ms=deps.clock.now_ms(),
+        known=partial(registered, deps.store), tenant_of=partial(tenant_for, request)))
     now = deps.clock.now_ms()
     if deps.quotas.active:
         await run_in_threadpool(deps.quotas.admit, deps.store,

@@ -14,9 +14,9 @@ from starlette.concurrency import run_in_threadpool
 from tocsin.abc import ChannelStats
 from tocsin.api.auth import scope
 from tocsin.api.deps import Deps
-from tocsin.api.parsing import parse_duration
 from tocsin.api.views import iso
 from tocsin.errors import ValidationError
+from tocsin.validation.parsing import parse_duration
 
 __all__ = ["MAX_WINDOW", "router", "stats_out"]
 

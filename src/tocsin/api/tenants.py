@@ -10,9 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tocsin.api.auth import principal, require_admin, scope
 from tocsin.api.deps import Deps
-from tocsin.api.models import TENANT_PATTERN
 from tocsin.domain import Durability, Tenant
 from tocsin.errors import NotFoundError
+from tocsin.validation.models import TENANT_PATTERN
 
 __all__ = ["router"]
 

@@ -21,7 +21,7 @@ refused here, before anything is sent.
 
 Both send ``Authorization: Bearer <api_key>``; without ``api_key`` they send
 ``TOCSIN_API_KEY``, or the local admin key when the API is on this machine
-(:func:`tocsin.keyfile.key_for`); ``api_key=""`` sends none.
+(:func:`tocsin.apikeys.keyfile.key_for`); ``api_key=""`` sends none.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ DEFAULT_URL = "http://127.0.0.1:8765"
 def _auth_headers(base_url: str, api_key: str | None) -> dict[str, str]:
     """The ``Authorization`` header for ``api_key`` (None: the default key for ``base_url``)."""
     if api_key is None:
-        from tocsin.keyfile import key_for
+        from tocsin.apikeys.keyfile import key_for
 
         api_key = key_for(base_url)
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}

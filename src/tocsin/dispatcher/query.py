@@ -1,29 +1,25 @@
-"""Build the Spark session and start the dispatcher query.
-
-The session runs wherever ``settings.spark_master`` says: ``local[*]`` on one machine,
-``local-cluster[2,1,1024]`` for separate executor JVMs, or a cluster's master URL.
-"""
+"""Start the dispatcher's streaming queries on a Spark session (:mod:`tocsin.spark.session`)."""
 
 from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tocsin.config import Settings
 from tocsin.dispatcher.options import DispatchOptions
-from tocsin.logs import SPARK_JAVA_OPTIONS, SparkLogLevel, setup_logging, spark_java_options
+from tocsin.logs import setup_logging
 from tocsin.redact import redact_url
+from tocsin.spark.session import master_for, session_for
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-__all__ = ["EXPANDER_NAME", "QUERY_NAME", "RELAY_NAME", "master_for", "run_dispatcher",
-           "session_for", "spark_session", "start_dispatcher", "start_expander", "start_relay"]
+__all__ = ["EXPANDER_NAME", "QUERY_NAME", "RELAY_NAME", "register_sources", "run_dispatcher",
+           "start_dispatcher", "start_expander", "start_relay"]
 
 log = logging.getLogger("tocsin.dispatcher")
 QUERY_NAME = "tocsin-dispatcher"
@@ -31,72 +27,21 @@ RELAY_NAME = "tocsin-relay"
 EXPANDER_NAME = "tocsin-expander"
 
 
-def master_for(master: str, partitions: int) -> str:
-    """``local[*]`` with a task slot for every task that may wait at once: a hand-over window
-    holds its slot while it waits (mostly asleep, not on a core), so the slots are the
-    dispatcher's partitions twice over (a batch and its successor's planning), the relay, the
-    expander, and the daily archive's two (a round's write and the delete of the round
-    before) or an ingest query's. Any other master is taken as given."""
-    if master != "local[*]":
-        return master
-    return f"local[{max(os.cpu_count() or 1, 2 * partitions + 4)}]"
-
-
-def spark_session(master: str = "local[*]", *, app_name: str = "tocsin",
-                  extra: dict[str, str] | None = None,
-                  log_level: SparkLogLevel = SparkLogLevel.ERROR,
-                  java_options: str = SPARK_JAVA_OPTIONS) -> SparkSession:
-    """A Spark session bound to loopback, using this interpreter for Python workers, logging
-    at ``log_level`` through Tocsin's log4j2 file from the JVM's first line (a level set
-    after the session starts would come too late for its start-up warnings), its JVMs
-    started with ``java_options`` (the ``spark_java_options`` setting)."""
-    java = spark_java_options(log_level, java_options)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError as exc:  # pragma: no cover - pyspark is a core dependency
-        raise RuntimeError("the dispatcher needs pyspark: pip install tocsin") from exc
-    builder = (
-        SparkSession.builder.master(master).appName(app_name)
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(os.cpu_count() or 2))
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.python.daemon.module", "tocsin.sparkdaemon")
-        .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
-        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.extraJavaOptions", java)
-        .config("spark.executor.extraJavaOptions", java)
-    )
-    for key, value in (extra or {}).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(log_level.value)
+def register_sources(spark: SparkSession) -> None:
+    """Register the dispatcher's data sources (``tocsin``, ``tocsin-relay``,
+    ``tocsin-recurring``) with ``spark``."""
     from tocsin.dispatcher.expander import ExpansionDataSource
     from tocsin.dispatcher.source import RelayDataSource, TocsinDataSource
 
     spark.dataSource.register(TocsinDataSource)
     spark.dataSource.register(RelayDataSource)
     spark.dataSource.register(ExpansionDataSource)
-    return spark
-
-
-def session_for(settings: Settings, *, app_name: str, master: str | None = None) -> SparkSession:
-    """The Spark session ``settings`` ask for: their master (or ``master``), Spark's log level
-    and JVM options; every ``tocsin`` command that runs Spark makes its session here."""
-    return spark_session(master or settings.spark_master, app_name=app_name,
-                         log_level=settings.spark_log_level,
-                         java_options=settings.spark_java_options)
 
 
 def _start(spark: SparkSession, source: str, options: DispatchOptions, *,
            checkpoint: str | Path, trigger_seconds: float, name: str) -> StreamingQuery:
     """Start the streaming query reading and writing the data source ``source``."""
+    register_sources(spark)
     spark_options: dict[str, Any] = options.to_spark()
     return (
         spark.readStream.format(source).options(**spark_options).load()

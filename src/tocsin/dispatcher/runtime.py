@@ -1,53 +1,33 @@
-"""The one piece of process state the Spark stages keep: :class:`Worker`.
-
-Spark builds the source and the sink from string options, in the driver and in each Python
-worker (re-used across micro-batches), so they cannot be handed live objects. They ask
-:func:`worker` instead: one open store and one core per store URL in this process, kept for
-the next batch. Making the worker is also the one place the GC is tuned (see
-:data:`GC_THRESHOLDS`).
-"""
+"""The dispatcher's state in a Spark worker process: its cores, kept between micro-batches
+over the stores and the clock of the process's :class:`~tocsin.spark.worker.Worker`."""
 
 from __future__ import annotations
 
-import gc
 import threading
 
 from tocsin.abc import Store
-from tocsin.clock import Clock, SystemClock
 from tocsin.dispatcher.core import DispatchCore
 from tocsin.dispatcher.expansion import ExpansionCore
 from tocsin.dispatcher.options import DispatchOptions
-from tocsin.stores import open_store
+from tocsin.spark.worker import Worker
+from tocsin.spark.worker import worker as process_worker
 
-__all__ = ["GC_THRESHOLDS", "Worker", "store_for", "worker"]
-
-GC_THRESHOLDS = (50_000, 50, 1_000)
-"""The cyclic collector's thresholds in dispatcher processes. A claim or a delivery makes tens
-of thousands of short-lived tuples, none of them cyclic; at Python's default (a young
-collection every 700 allocations) the collector took 10-20 % of a batch's Python time."""
+__all__ = ["DispatchWorker", "worker"]
 
 
-class Worker:
-    """This process's stores and cores, by store URL and bucket count, with one clock."""
+class DispatchWorker:
+    """This process's dispatcher cores, by store URL and bucket count, over ``process``'s
+    stores and clock."""
 
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
+    def __init__(self, process: Worker) -> None:
+        self.process = process
         self._lock = threading.Lock()
-        self._stores: dict[tuple[str, int], Store] = {}
         self._dispatch: dict[tuple[str, int, int], DispatchCore] = {}
         self._expansion: dict[tuple[str, int], ExpansionCore] = {}
 
     def store(self, options: DispatchOptions) -> Store:
         """The store ``options`` name (opened once)."""
-        return self.open(options.store_url, options.buckets)
-
-    def open(self, url: str, buckets: int) -> Store:
-        """The store at ``url`` (opened once per process)."""
-        with self._lock:
-            store = self._stores.get((url, buckets))
-            if store is None:
-                store = self._stores[(url, buckets)] = open_store(url, buckets=buckets)
-            return store
+        return self.process.open(options.store_url, options.buckets)
 
     def dispatch(self, options: DispatchOptions) -> DispatchCore:
         """The delivery core over that store (its live channels kept between batches); the
@@ -59,7 +39,8 @@ class Worker:
             if old is None or old.options != options:
                 if old is not None:
                     old.lanes.close()  # its lanes' threads end; what they hold stays CLAIMED
-                self._dispatch[key] = DispatchCore(store, options=options, clock=self.clock,
+                self._dispatch[key] = DispatchCore(store, options=options,
+                                                   clock=self.process.clock,
                                                    channels=old.channels if old else None,
                                                    threaded=True)
             return self._dispatch[key]
@@ -70,25 +51,18 @@ class Worker:
         with self._lock:
             old = self._expansion.get(key)
             if old is None or old.options != options:
-                self._expansion[key] = ExpansionCore(store, options=options, clock=self.clock)
+                self._expansion[key] = ExpansionCore(store, options=options,
+                                                     clock=self.process.clock)
             return self._expansion[key]
 
 
-_WORKER: list[Worker] = []
+_WORKER: list[DispatchWorker] = []
 _WORKER_LOCK = threading.Lock()
 
 
-def worker() -> Worker:
-    """This process's :class:`Worker` on the system clock, made (and the GC tuned) on first
-    use by a Spark stage."""
+def worker() -> DispatchWorker:
+    """This process's :class:`DispatchWorker`, over :func:`tocsin.spark.worker.worker`."""
     with _WORKER_LOCK:
         if not _WORKER:
-            gc.set_threshold(*GC_THRESHOLDS)
-            _WORKER.append(Worker(SystemClock()))
+            _WORKER.append(DispatchWorker(process_worker()))
         return _WORKER[0]
-
-
-def store_for(url: str, buckets: int) -> Store:
-    """This process's store at ``url``, through its :class:`Worker` (for the pipeline jobs,
-    whose executors open the store the same way the dispatcher's do)."""
-    return worker().open(url, buckets)

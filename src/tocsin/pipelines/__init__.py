@@ -12,7 +12,7 @@ module              what it holds
 ``ingest``          ``tocsin ingest``: the streaming query, its rejects and replies
 ==================  ==========================================================================
 
-Every item is checked by :class:`tocsin.intake.ScheduleCheck`, the same rules as
+Every item is checked by :class:`tocsin.validation.schedule.ScheduleCheck`, the same rules as
 ``POST /v1/schedules``. Importing this package does not import pyspark or confluent_kafka.
 """
 

@@ -144,7 +144,7 @@ class ArchiveJob:
     retention: Retention
 
     def _store(self) -> Any:
-        from tocsin.dispatcher.runtime import store_for
+        from tocsin.spark.worker import store_for
 
         return store_for(self.store_url, self.buckets)
 
@@ -472,7 +472,7 @@ def start_archive_timer(spark: SparkSession, settings: Settings,
     """Run :func:`run_archive` every ``archive_every_seconds`` (the first one interval after
     the start) on a daemon thread until ``stop`` is set; None when it is 0 (off). Beside the
     dispatcher's queries on their session, a round is one task and its delete one more
-    (the two slots :func:`~tocsin.dispatcher.query.master_for` keeps for it): more would take
+    (the two slots :func:`~tocsin.spark.session.master_for` keeps for it): more would take
     the slots the dispatcher's next batch waits for."""
     every = settings.archive_every_seconds
     if every <= 0:

@@ -53,7 +53,7 @@ class BulkChange:
 
     def apply(self, lo: int, hi: int) -> BulkResult:
         """The change over buckets ``lo..hi`` (on an executor)."""
-        from tocsin.dispatcher.runtime import store_for
+        from tocsin.spark.worker import store_for
 
         store = store_for(self.store_url, self.buckets)
         part = self.selection.within(lo, hi)

@@ -134,7 +134,7 @@ def _run(spark: SparkSession, path: str, frame: DataFrame, job: ImportJob, *, re
     counts = {name: sc.accumulator(0) for name in ("created", "existing", "rejected")}
 
     def load(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from tocsin.dispatcher.runtime import store_for
+        from tocsin.spark.worker import store_for
 
         loader = Loader(job, store_for(job.store_url, job.buckets))
         for batch in batches:

@@ -1,9 +1,10 @@
 """Which rows of an Arrow batch (a CSV or Parquet import) are plain, decided column by column:
 each field a text of the model's lengths free of NUL (Arrow text is UTF-8, so it holds no lone
 surrogate), a key, a tenant name, one of ``payload`` (JSON text) or ``payload_text``, nothing
-else given. Their schedules are then built by :meth:`tocsin.intake.ScheduleCheck.plain`, the
-very values the model builds; every other row goes the row's way
-(:meth:`tocsin.pipelines.rows.RowShape.item` and :meth:`~tocsin.intake.ScheduleCheck.check`).
+else given. Their schedules are then built by
+:meth:`tocsin.validation.schedule.ScheduleCheck.plain`, the very values the model builds; every
+other row goes the row's way (:meth:`tocsin.pipelines.rows.RowShape.item` and
+:meth:`~tocsin.validation.schedule.ScheduleCheck.check`).
 
 Spark-free: the executors call it, and fast tests too.
 """
@@ -16,8 +17,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tocsin.intake import PLAIN_TENANT, TEXT_LIMITS
 from tocsin.pipelines.rows import RowShape
+from tocsin.validation.schedule import PLAIN_TENANT, TEXT_LIMITS
 
 __all__ = ["PlainColumns", "plain_columns"]
 

@@ -36,12 +36,12 @@ from typing import Any, NamedTuple
 import pydantic
 
 from tocsin.abc import Store
-from tocsin.api.models import ScheduleChange
-from tocsin.api.text import TEXT_ESCAPE
 from tocsin.config import Settings
 from tocsin.domain import DEFAULT_TENANT, NewSchedule, Schedule
 from tocsin.errors import ConflictError, NotFoundError, TocsinError, ValidationError
-from tocsin.intake import (
+from tocsin.pipelines.writes import Change, change_many, create_many
+from tocsin.validation.models import ScheduleChange
+from tocsin.validation.schedule import (
     Known,
     Problem,
     ScheduleCheck,
@@ -50,7 +50,7 @@ from tocsin.intake import (
     reason_of,
     registered,
 )
-from tocsin.pipelines.writes import Change, change_many, create_many
+from tocsin.validation.text import TEXT_ESCAPE
 
 __all__ = ["Answer", "CommandApplier", "Message", "Op", "Outcome"]
 

@@ -13,6 +13,7 @@ replies of that batch may be sent twice.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,10 +31,9 @@ from pyspark.sql.types import StructType
 
 from tocsin.clock import SystemClock
 from tocsin.config import CheckpointQuery, Settings
-from tocsin.dispatcher.core import log
-from tocsin.dispatcher.runtime import store_for
 from tocsin.pipelines.commands import CommandApplier, Message, Outcome
 from tocsin.pipelines.kafka_source import KafkaDataSource
+from tocsin.spark.worker import store_for
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["INGEST_NAME", "CommandsDataSource", "run_ingest", "start_ingest"]
 
 INGEST_NAME = "tocsin-ingest"
+log = logging.getLogger("tocsin.ingest")
 _APPLY_CHUNK = 10_000
 
 
@@ -186,7 +187,7 @@ def start_ingest(spark: SparkSession, settings: Settings, *,
 def run_ingest(settings: Settings) -> None:
     """Run the ingest query in this process until it stops (``tocsin ingest``)."""
     from tocsin.checkpoints import adopt_legacy_checkpoints
-    from tocsin.dispatcher.query import session_for
+    from tocsin.spark.session import session_for
     from tocsin.stores import open_store
 
     open_store(settings.store_url, buckets=settings.buckets).close()  # create and migrate

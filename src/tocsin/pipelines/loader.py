@@ -15,15 +15,15 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from tocsin.abc import Store
-from tocsin.api.text import TEXT_ESCAPE
 from tocsin.clock import Clock, SystemClock
 from tocsin.config import Settings
 from tocsin.domain import NewSchedule
 from tocsin.errors import ConflictError
-from tocsin.intake import NOT_GIVEN, Problem, ScheduleCheck, registered
 from tocsin.pipelines.columns import PlainColumns, plain_columns
 from tocsin.pipelines.rows import DERIVED_KEY_PREFIX, RowShape, SourceFormat, json_value
 from tocsin.pipelines.writes import store_many
+from tocsin.validation.schedule import NOT_GIVEN, Problem, ScheduleCheck, registered
+from tocsin.validation.text import TEXT_ESCAPE
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -53,7 +53,7 @@ class ReportJob:
 
     def read(self, what: str, lo: int, hi: int) -> list[tuple[Any, ...]]:
         """Rows of ``what`` (finished, attempts, upcoming) in ``[lo, hi)`` (on an executor)."""
-        from tocsin.dispatcher.runtime import store_for
+        from tocsin.spark.worker import store_for
         from tocsin.stores.sql import history
 
         reader = getattr(history, f"{what}_between")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tocsin.errors import ValidationError
-from tocsin.intake import Problem
+from tocsin.validation.schedule import Problem
 
 __all__ = ["DERIVED_KEY_PREFIX", "RowShape", "SourceFormat", "json_value", "parse_mapping",
            "row_digest"]
@@ -70,7 +70,7 @@ class SourceFormat(StrEnum):
 def parse_mapping(pairs: list[str]) -> tuple[tuple[str, str], ...]:
     """``["channel=queue", ...]`` as ``(("channel", "queue"), ...)``: field ← column. The
     field must be one of a schedule's (``POST /v1/schedules``), each mapped once."""
-    from tocsin.api.models import ScheduleIn
+    from tocsin.validation.models import ScheduleIn
 
     fields = sorted(ScheduleIn.model_fields)
     out: dict[str, str] = {}

@@ -12,7 +12,7 @@ import uvicorn
 
 from tocsin.abc import Store
 from tocsin.api.app import create_app
-from tocsin.apikeys import issue_key
+from tocsin.apikeys.tokens import issue_key
 from tocsin.config import Settings
 from tocsin.domain import Role
 

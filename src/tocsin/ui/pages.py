@@ -16,7 +16,6 @@ from fastapi.templating import Jinja2Templates
 
 from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
-from tocsin.api.parsing import parse_instant
 from tocsin.api.status import summary
 from tocsin.api.views import iso
 from tocsin.domain import Status, check_tenant
@@ -35,6 +34,7 @@ from tocsin.ui.session import (
     principal_from_cookie,
     start_session,
 )
+from tocsin.validation.parsing import parse_instant
 
 __all__ = ["install_ui"]
 

@@ -24,7 +24,7 @@ from fastapi import Request, Response
 
 from tocsin.api.auth import Principal
 from tocsin.api.deps import Deps
-from tocsin.apikeys import digest_of, find_key
+from tocsin.apikeys.tokens import digest_of, find_key
 from tocsin.errors import AuthenticationError, ForbiddenError
 
 __all__ = ["COOKIE", "check_csrf", "csrf_token", "end_session", "principal_from_cookie",

@@ -4,12 +4,13 @@ deployment that has none: whoever can open the store may mint keys anyway)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from tocsin.cli.common import ApiOpt, call, client_for
 from tocsin.config import Settings
 
 if TYPE_CHECKING:
@@ -22,9 +23,6 @@ apikeys_app = typer.Typer(no_args_is_help=True,
 
 LocalOpt = Annotated[bool, typer.Option(
     "--local", help="Work on the store directly (from TOCSIN_STORE / TOCSIN_HOME), not the API.")]
-ApiOpt = Annotated[
-    str | None, typer.Option("--api", envvar="TOCSIN_API_URL", help="URL of a running Tocsin API.")
-]
 
 
 @contextmanager
@@ -39,19 +37,6 @@ def _store() -> Iterator[Store]:
         store.close()
 
 
-def _run(fn: Callable[[], Any]) -> None:
-    """Print what ``fn`` answers; a Tocsin error is printed and exits 1."""
-    from tocsin.cli import _call
-
-    _call(fn)
-
-
-def _client(api: str | None) -> Any:
-    from tocsin.cli import _client
-
-    return _client(api)
-
-
 @apikeys_app.command("create")
 def create(
     role: Annotated[str, typer.Option(help="admin (every tenant, keys) or tenant.")] = "tenant",
@@ -62,7 +47,7 @@ def create(
     api: ApiOpt = None,
 ) -> None:
     """Create a key and print it with its token: the only time the token is shown."""
-    from tocsin.apikeys import describe, issue_key
+    from tocsin.apikeys.tokens import describe, issue_key
     from tocsin.clock import SystemClock
     from tocsin.domain import Role
     from tocsin.errors import ValidationError
@@ -73,14 +58,14 @@ def create(
         except ValueError:
             raise ValidationError("role", f"{role!r} is not admin or tenant") from None
         if not local:
-            return _client(api).create_key(kind.value, tenant=tenant, read_only=read_only,
+            return client_for(api).create_key(kind.value, tenant=tenant, read_only=read_only,
                                            name=name)
         with _store() as store:
             key, token = issue_key(store, role=kind, tenant=tenant, read_only=read_only,
                                    name=name, now_ms=SystemClock().now_ms())
         return describe(key) | {"token": token}
 
-    _run(made)
+    call(made)
     typer.echo("store the token now: it is not shown again", err=True)
 
 
@@ -91,27 +76,27 @@ def list_keys(
     api: ApiOpt = None,
 ) -> None:
     """List keys (ids, roles, tenants; never a token)."""
-    from tocsin.apikeys import describe
+    from tocsin.apikeys.tokens import describe
 
     def listed() -> Any:
         if not local:
-            return _client(api).keys(tenant=tenant)
+            return client_for(api).keys(tenant=tenant)
         with _store() as store:
             return [describe(k) for k in store.list_keys(tenant=tenant)]
 
-    _run(listed)
+    call(listed)
 
 
 @apikeys_app.command("revoke")
 def revoke(key_id: str, local: LocalOpt = False, api: ApiOpt = None) -> None:
     """Revoke a key (by its id, ``key_…``): it answers 401 from now on."""
-    from tocsin.apikeys import describe
+    from tocsin.apikeys.tokens import describe
     from tocsin.clock import SystemClock
 
     def revoked() -> Any:
         if not local:
-            return _client(api).revoke_key(key_id)
+            return client_for(api).revoke_key(key_id)
         with _store() as store:
             return describe(store.revoke_key(key_id, now_ms=SystemClock().now_ms()))
 
-    _run(revoked)
+    call(revoked)

@@ -1,5 +1,5 @@
 """The HTTP edge's request models: validated here, once, into the domain's values (the
-parsing itself is in :mod:`tocsin.api.parsing`, the answers in :mod:`tocsin.api.views`)."""
+parsing itself is in :mod:`tocsin.validation.parsing`, the answers in :mod:`tocsin.api.views`)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
-from tocsin.api.parsing import canonical_digest, check_message_size, due_of, payload_of
 from tocsin.domain import TENANT_NAME, MisfirePolicy, NewSchedule
 from tocsin.domain.headers import headers_problem
 from tocsin.errors import ValidationError
+from tocsin.validation.parsing import canonical_digest, check_message_size, due_of, payload_of
 
 __all__ = [
     "TENANT_PATTERN",

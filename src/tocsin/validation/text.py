@@ -4,8 +4,9 @@ no channel name, key or header means anything with one).
 
 Checked at the edge for every request, so that such input is a 422 naming the field, never a
 store error: :func:`text_problem` over any JSON body (the request limits middleware calls it
-when the raw body holds such an escape), :func:`check_params` over every path and query
-parameter (a dependency of every route).
+when the raw body holds such an escape), :func:`value_problem` over every path and query
+parameter (:func:`tocsin.api.params.check_params`, a dependency of every route); and by the
+import and the commands topic over each item.
 """
 
 from __future__ import annotations
@@ -14,11 +15,7 @@ import json
 import re
 from typing import Any
 
-from fastapi import Request  # at run time: FastAPI reads the annotation of check_params
-
-from tocsin.errors import ValidationError
-
-__all__ = ["PAYLOAD_FIELDS", "TEXT_ESCAPE", "check_params", "text_problem"]
+__all__ = ["PAYLOAD_FIELDS", "TEXT_ESCAPE", "text_problem", "value_problem"]
 
 TEXT_ESCAPE = re.compile(rb"\\u(?:[dD][89a-fA-F]|0000)")
 """A JSON escape of a UTF-16 surrogate or of NUL: JSON text cannot hold either unescaped, so
@@ -73,10 +70,7 @@ def _walk(value: Any, path: str, messages: set[int]) -> tuple[str, str] | None:
     return None
 
 
-def check_params(request: Request) -> None:
-    """Refuse NUL or a lone surrogate in any path or query parameter (a dependency of every
-    route): ``/v1/schedules/a%00b`` is a 422 on ``schedule_id``, not a store error."""
-    for params in (request.path_params, request.query_params):
-        for name, value in params.items():
-            if isinstance(value, str) and (found := _walk(value, name, set())) is not None:
-                raise ValidationError(*found)
+def value_problem(value: Any, name: str) -> tuple[str, str] | None:
+    """``name`` with the reason when ``value`` (a parameter's text, or any JSON value) holds
+    NUL or a lone surrogate anywhere; None when all is well."""
+    return _walk(value, name, set())

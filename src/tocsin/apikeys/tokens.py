@@ -16,7 +16,7 @@ import secrets
 from typing import Any
 
 from tocsin.abc import Store
-from tocsin.api.views import iso
+from tocsin.clock import iso_ms
 from tocsin.domain import ApiKey, Role, check_tenant
 
 __all__ = ["describe", "digest_of", "find_key", "issue_key", "new_token"]
@@ -69,5 +69,5 @@ def find_key(store: Store, token: str) -> ApiKey | None:
 def describe(key: ApiKey) -> dict[str, Any]:
     """A key as the API and the CLI show it: never the digest, never the token."""
     return {"id": key.id, "role": key.role.value, "tenant": key.tenant,
-            "read_only": key.read_only, "name": key.name, "created_at": iso(key.created_ms),
-            "revoked_at": iso(key.revoked_ms)}
+            "read_only": key.read_only, "name": key.name, "created_at": iso_ms(key.created_ms),
+            "revoked_at": None if key.revoked_ms is None else iso_ms(key.revoked_ms)}

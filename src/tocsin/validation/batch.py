@@ -5,26 +5,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
-from tocsin.api.deps import Deps
+from tocsin.config import Settings
 from tocsin.domain import NewSchedule
 from tocsin.errors import ValidationError
-from tocsin.intake import ScheduleCheck, registered
+from tocsin.validation.schedule import Known, ScheduleCheck
 
 __all__ = ["read_schedules"]
 
 
-def read_schedules(deps: Deps, body: bytes,
+def read_schedules(body: bytes, *, settings: Settings, now_ms: int, known: Known,
                    tenant_of: Callable[[str | None], str]) -> tuple[list[NewSchedule], bool]:
     """The request's schedules and whether it was a batch; :class:`ValidationError` listing
-    every bad item (in ``errors``) when any is bad. ``tenant_of`` turns the tenant an item
-    names (or None) into the one it goes to, or raises (see :func:`tocsin.api.auth.tenant_for`)."""
+    every bad item (in ``errors``) when any is bad. ``known`` says which channels and policies
+    are registered; ``tenant_of`` turns the tenant an item names (or None) into the one it goes
+    to, or raises (see :func:`tocsin.api.auth.tenant_for`)."""
     raw = _load(body)
     batch = isinstance(raw, dict) and "schedules" in raw
-    items = _batch_items(raw, deps.settings.max_batch_items) if batch else [raw]
-    intake = _Intake(deps, batch=batch, tenant_of=tenant_of)
+    items = _batch_items(raw, settings.max_batch_items) if batch else [raw]
+    intake = _Intake(ScheduleCheck(settings, now_ms=now_ms, known=known, tenant_of=tenant_of),
+                     batch=batch)
     schedules = [s for i, item in enumerate(items) if (s := intake.read(i, item)) is not None]
     intake.raise_errors()
     return schedules, batch
@@ -53,15 +54,14 @@ def _batch_items(raw: dict[str, Any], limit: int) -> list[Any]:
 
 
 class _Intake:
-    """Checks the items of one request (by :class:`~tocsin.intake.ScheduleCheck`, the one
-    definition of a valid schedule), collecting every problem."""
+    """Checks the items of one request (by
+    :class:`~tocsin.validation.schedule.ScheduleCheck`, the one definition of a valid
+    schedule), collecting every problem."""
 
-    def __init__(self, deps: Deps, *, batch: bool,
-                 tenant_of: Callable[[str | None], str]) -> None:
+    def __init__(self, check: ScheduleCheck, *, batch: bool) -> None:
         self.batch = batch
         self.errors: list[dict[str, Any]] = []
-        self.check = ScheduleCheck(deps.settings, now_ms=deps.clock.now_ms(),
-                                   known=partial(registered, deps.store), tenant_of=tenant_of)
+        self.check = check
 
     def read(self, index: int, item: Any) -> NewSchedule | None:
         """The item as a schedule, or None after recording why not."""

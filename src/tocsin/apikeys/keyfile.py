@@ -62,7 +62,7 @@ def ensure_admin_key(settings: Settings, store: Store, *, now_ms: int) -> Path |
     """Create the local admin key unless the key file already holds a key the store knows;
     returns the file written, or None when it was kept. A key file whose key was revoked is
     kept (re-creating it would undo the revocation) and reported on stderr."""
-    from tocsin.apikeys import digest_of, issue_key
+    from tocsin.apikeys.tokens import digest_of, issue_key
     from tocsin.domain import Role
 
     path = key_path(settings)

@@ -102,7 +102,7 @@ def run_api(settings: Settings, *, expect_dispatcher: bool,
     import uvicorn
 
     from tocsin.api.app import create_app
-    from tocsin.keyfile import no_admin_hint
+    from tocsin.apikeys.keyfile import no_admin_hint
 
     setup_logging(settings.log_format, settings.spark_log_level)
     app = create_app(settings, expect_dispatcher=expect_dispatcher)
@@ -135,10 +135,10 @@ def embedded_defaults(settings: Settings) -> Settings:
 
 def run_up(settings: Settings) -> None:
     """Store, API and dispatcher on one machine, in one command; on first start it writes the
-    local admin key (see :mod:`tocsin.keyfile`)."""
+    local admin key (see :mod:`tocsin.apikeys.keyfile`)."""
+    from tocsin.apikeys.keyfile import ensure_admin_key
     from tocsin.clock import SystemClock
     from tocsin.dispatcher.runs import new_run_id
-    from tocsin.keyfile import ensure_admin_key
     from tocsin.stores import open_store
 
     settings = embedded_defaults(settings)

@@ -18,7 +18,7 @@ from tocsin.domain import PayloadKind
 from tocsin.errors import ValidationError
 
 if TYPE_CHECKING:
-    from tocsin.api.models import RecurringChange, ScheduleChange, ScheduleIn
+    from tocsin.validation.models import RecurringChange, ScheduleChange, ScheduleIn
 
 __all__ = [
     "MAX_DUE_MS",

@@ -15,8 +15,12 @@ from typing import Any, NamedTuple, Protocol
 
 import pydantic
 
-from tocsin.api.models import ScheduleChange, ScheduleIn
-from tocsin.api.parsing import (
+from tocsin.config import Settings
+from tocsin.domain import DEFAULT_TENANT, TENANT_NAME, NewSchedule, PayloadKind
+from tocsin.domain.headers import headers_problem
+from tocsin.errors import NotFoundError, ValidationError
+from tocsin.validation.models import ScheduleChange, ScheduleIn
+from tocsin.validation.parsing import (
     canonical_json,
     check_message_size,
     compact_json,
@@ -24,11 +28,7 @@ from tocsin.api.parsing import (
     json_text,
     payload_of,
 )
-from tocsin.api.text import text_problem
-from tocsin.config import Settings
-from tocsin.domain import DEFAULT_TENANT, TENANT_NAME, NewSchedule, PayloadKind
-from tocsin.domain.headers import headers_problem
-from tocsin.errors import NotFoundError, ValidationError
+from tocsin.validation.text import text_problem
 
 __all__ = ["NOT_GIVEN", "PLAIN_TENANT", "TEXT_LIMITS", "Change", "Known", "Problem",
            "ScheduleCheck", "cached", "read_change", "reason_of", "registered"]
@@ -57,7 +57,7 @@ _REQUEST_FIELDS = ("channel", "delay", "due_at", "headers", "key", "key_mode", "
                    "uniqueness_key")
 """The fields of a request in the order canonical JSON writes them (:func:`_request_json`)."""
 if tuple(sorted(_DUMP)) != _REQUEST_FIELDS:
-    raise RuntimeError("ScheduleIn's fields changed: update tocsin.intake._request_json")
+    raise RuntimeError("ScheduleIn's fields changed: update _request_json in " + __name__)
 
 
 def _text_or_null(text: str | None) -> str:
@@ -311,7 +311,7 @@ class ScheduleCheck:
             key_retention_ms=self._retention_ms, request_digest=digest, policy=policy)
 
     def _due_ms(self, due_at: str | None, delay: float | str | None) -> int | None:
-        """:func:`~tocsin.api.parsing.due_of`, once for each value (an import's rows often
+        """:func:`~tocsin.validation.parsing.due_of`, once for each value (an import's rows often
         share one delay); None when it refuses or neither is given."""
         given = (due_at, delay)
         if given not in self._due:

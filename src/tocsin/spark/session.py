@@ -1,0 +1,77 @@
+"""Spark sessions for every Tocsin process that runs Spark: the dispatcher's, the batch jobs'
+and the ingest's.
+
+The session runs wherever ``settings.spark_master`` says: ``local[*]`` on one machine,
+``local-cluster[2,1,1024]`` for separate executor JVMs, or a cluster's master URL.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from tocsin.config import Settings
+from tocsin.logs import SPARK_JAVA_OPTIONS, SparkLogLevel, spark_java_options
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["master_for", "session_for", "spark_session"]
+
+
+def master_for(master: str, partitions: int) -> str:
+    """``local[*]`` with a task slot for every task that may wait at once: a hand-over window
+    holds its slot while it waits (mostly asleep, not on a core), so the slots are the
+    dispatcher's partitions twice over (a batch and its successor's planning), the relay, the
+    expander, and the daily archive's two (a round's write and the delete of the round
+    before) or an ingest query's. Any other master is taken as given."""
+    if master != "local[*]":
+        return master
+    return f"local[{max(os.cpu_count() or 1, 2 * partitions + 4)}]"
+
+
+def spark_session(master: str = "local[*]", *, app_name: str = "tocsin",
+                  extra: dict[str, str] | None = None,
+                  log_level: SparkLogLevel = SparkLogLevel.ERROR,
+                  java_options: str = SPARK_JAVA_OPTIONS) -> SparkSession:
+    """A Spark session bound to loopback, using this interpreter for Python workers, logging
+    at ``log_level`` through Tocsin's log4j2 file from the JVM's first line (a level set
+    after the session starts would come too late for its start-up warnings), its JVMs
+    started with ``java_options`` (the ``spark_java_options`` setting)."""
+    java = spark_java_options(log_level, java_options)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:  # pragma: no cover - pyspark is a core dependency
+        raise RuntimeError("the dispatcher needs pyspark: pip install tocsin") from exc
+    builder = (
+        SparkSession.builder.master(master).appName(app_name)
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(os.cpu_count() or 2))
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.python.daemon.module", "tocsin.spark.daemon")
+        .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.extraJavaOptions", java)
+        .config("spark.executor.extraJavaOptions", java)
+    )
+    for key, value in (extra or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(log_level.value)
+    return spark
+
+
+def session_for(settings: Settings, *, app_name: str, master: str | None = None) -> SparkSession:
+    """The Spark session ``settings`` ask for: their master (or ``master``), Spark's log level
+    and JVM options; every ``tocsin`` command that runs Spark makes its session here."""
+    return spark_session(master or settings.spark_master, app_name=app_name,
+                         log_level=settings.spark_log_level,
+                         java_options=settings.spark_java_options)
