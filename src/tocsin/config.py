@@ -79,9 +79,10 @@ class Settings(BaseSettings):
         False, description="/readyz answers only with a valid API key (default: anyone, "
                            "for load balancers and probes)."
     )
-    metrics_needs_key: bool = Field(
-        False, description="/metrics answers only with an admin key (it counts every "
-                           "tenant's schedules; default: anyone, for Prometheus)."
+    metrics_needs_key: bool | None = Field(
+        None, description="/metrics answers only with an admin key (its series are labelled "
+                          "with every tenant's channels). Unset: an admin key once the store "
+                          "holds more than one tenant, anyone while it holds only `default`."
     )
     ui_session_seconds: float = Field(
         8 * 3600.0, gt=0, le=30 * 86_400, description="How long a dashboard sign-in lasts; "

@@ -147,7 +147,7 @@ ROUTES: dict[tuple[str, str], Callable[[Tenants], Call]] = {
     ("GET", "/v1/stats"): lambda t: _stats(t),
     ("GET", "/healthz"): lambda t: Call(Kind.OPEN, "/healthz"),
     ("GET", "/readyz"): lambda t: Call(Kind.OPEN, "/readyz"),
-    ("GET", "/metrics"): lambda t: Call(Kind.OPEN, "/metrics"),
+    ("GET", "/metrics"): lambda t: Call(Kind.ADMIN, "/metrics"),  # two tenants: keyed
 }
 """Every route of the OpenAPI document, and how to call it about a fresh object of A's."""
 
@@ -206,7 +206,7 @@ def test_tenant_b_cannot_reach_tenant_a(tenants: Tenants, route: tuple[str, str]
     method, _ = route
     call = ROUTES[route](tenants)
     before = _read(tenants, call)
-    keyed = call.path.startswith("/v1/")
+    keyed = call.path.startswith("/v1/") or call.path == "/metrics"
     for stranger in (tenants.anon, tenants.forged):
         r = _send(stranger, method, call)
         assert r.status_code == (401 if keyed else 200), r.text

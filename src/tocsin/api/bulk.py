@@ -77,7 +77,7 @@ def shift_ms(value: float | str) -> int:
     if isinstance(value, str):
         text = value.strip()
         sign, magnitude = (-1, text[1:]) if text.startswith("-") else (1, text)
-        numeric = magnitude.replace(".", "", 1).isdigit()
+        numeric = magnitude.isascii() and magnitude.replace(".", "", 1).isdigit()
         span = parse_duration(float(magnitude) if numeric else magnitude, "shift")
     else:
         sign = -1 if value < 0 else 1

@@ -3,8 +3,10 @@ expected, it beat recently) and ``/metrics``.
 
 ``/healthz`` never asks for a key. ``/readyz`` and ``/metrics`` answer anyone by default (load
 balancers and Prometheus rarely carry keys, and the API binds to loopback unless told
-otherwise); ``readyz_needs_key`` makes ``/readyz`` want a valid key and ``metrics_needs_key``
-makes ``/metrics`` want an admin key (it counts every tenant's schedules)."""
+otherwise); ``readyz_needs_key`` makes ``/readyz`` want a valid key. ``/metrics`` labels its
+series with every tenant's channels and policies, so it wants an admin key once the store holds
+more than one tenant (:func:`many_tenants`), unless ``metrics_needs_key`` says otherwise
+(``true``: always, ``false``: never)."""
 
 from __future__ import annotations
 
@@ -14,11 +16,13 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CollectorRegistry, generate_latest
 
+from tocsin.abc import Store
 from tocsin.api.auth import authenticate, require_admin
 from tocsin.api.deps import Deps
 from tocsin.api.metrics import StoreCollector
 from tocsin.dispatcher.beat import DISPATCHER, SOURCE
 from tocsin.dispatcher.runs import RUN_STALE_MS
+from tocsin.domain import DEFAULT_TENANT
 from tocsin.domain.defaults import ms
 from tocsin.errors import StoreError
 
@@ -32,9 +36,20 @@ def _ready_gate(request: Request) -> None:
         authenticate(request)
 
 
+def many_tenants(store: Store) -> bool:
+    """Whether ``store`` holds a tenant besides ``default``: a key bound to one, a channel or
+    a policy of one, or its settings."""
+    return (any(k.tenant not in (None, DEFAULT_TENANT) for k in store.list_keys())
+            or any(c.tenant != DEFAULT_TENANT for c in store.list_channels())
+            or any(p.tenant != DEFAULT_TENANT for p in store.list_policies())
+            or any(t.name != DEFAULT_TENANT for t in store.list_tenants()))
+
+
 def _metrics_gate(request: Request) -> None:
-    if Deps.of(request).settings.metrics_needs_key:
-        authenticate(request)
+    deps = Deps.of(request)
+    needs = deps.settings.metrics_needs_key
+    if needs or (needs is None and many_tenants(deps.store)):
+        authenticate(request, request.query_params.get("tenant"))
         require_admin(request)
 
 

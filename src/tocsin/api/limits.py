@@ -83,7 +83,7 @@ class BodyLimits:
 
     def _check_declared(self, headers: Headers) -> None:
         declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.max_bytes:
+        if declared.isascii() and declared.isdigit() and int(declared) > self.max_bytes:
             raise self._too_large()
 
     async def _read(self, receive: Receive) -> bytes | None:

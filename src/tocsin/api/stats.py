@@ -37,7 +37,8 @@ def stats_out(s: ChannelStats) -> dict[str, Any]:
 
 
 def _span(value: str, field: str) -> int:
-    span = parse_duration(float(value) if value.replace(".", "", 1).isdigit() else value, field)
+    numeric = value.isascii() and value.replace(".", "", 1).isdigit()  # not '²' or '٣'
+    span = parse_duration(float(value) if numeric else value, field)
     if not timedelta(seconds=1) <= span <= MAX_WINDOW:
         raise ValidationError(field, f"must be between 1 s and {MAX_WINDOW}")
     return span // timedelta(milliseconds=1)

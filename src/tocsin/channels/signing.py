@@ -65,7 +65,7 @@ def retry_after_ms(value: str, now_ms: int) -> int | None:
     """A ``Retry-After`` value (seconds or an HTTP date) as milliseconds from ``now_ms``,
     at most :data:`MAX_RETRY_AFTER_MS`; None when it cannot be read."""
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         wait = int(value) * 1000
     else:
         try:

@@ -52,11 +52,11 @@ def check_fields(expr: str) -> list[str]:
 def _why(kind: Field, term: str) -> str:
     """Why cronsim refused one comma-separated term of a field."""
     base, slash, step = term.partition("/")
-    if slash and not (step.isdigit() and int(step) >= 1):
+    if slash and not (step.isascii() and step.isdigit() and int(step) >= 1):
         return f"step {step!r} must be a whole number of at least 1"
     if kind is Field.DOW and "#" in base:
         base, _, nth = base.partition("#")
-        if not (nth.isdigit() and 1 <= int(nth) <= 5):
+        if not (nth.isascii() and nth.isdigit() and 1 <= int(nth) <= 5):
             return f"'#{nth}' must name the 1st to 5th weekday of the month"
     elif kind is Field.DOW and base.upper().endswith("L"):
         base = base[:-1]
@@ -75,7 +75,7 @@ def _why(kind: Field, term: str) -> str:
 def _value_problem(kind: Field, value: str) -> str | None:
     """What is wrong with one value of a field, if anything."""
     span = RANGES[kind]
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         if int(value) in span:
             return None
         return f"{value} is outside {span.start}-{span.stop - 1}"
