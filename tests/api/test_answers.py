@@ -12,7 +12,7 @@ from tocsin.apikeys import issue_key
 from tocsin.config import Settings
 from tocsin.domain import Role
 
-UNICODE_DIGITS = ["²", "٣", "１", "1²", "-²", "PT²S", "P١D"]
+UNICODE_DIGITS = ["²", "٣", "\uff11", "1²", "-²", "PT²S", "P\u0661D"]
 
 
 @pytest.mark.parametrize("value", UNICODE_DIGITS)
@@ -28,7 +28,7 @@ def test_a_shift_of_unicode_digits_is_a_422(api: httpx.Client, value: str) -> No
     assert r.status_code == 422 and r.json()["error"]["field"] == "shift", (value, r.text)
 
 
-@pytest.mark.parametrize("cron", ["*/² * * * *", "0 9 * * MON#²", "² * * * *", "*/１ * * * *"])
+@pytest.mark.parametrize("cron", ["*/² * * * *", "0 9 * * MON#²", "² * * * *", "*/\uff11 * * * *"])
 def test_a_cron_of_unicode_digits_is_a_422(api: httpx.Client, cron: str) -> None:
     r = api.post("/v1/recurring", json={"cron": cron, "channel": "out", "payload": 1})
     assert r.status_code == 422 and r.json()["error"]["field"] == "cron", (cron, r.text)
