@@ -22,10 +22,10 @@ from markupsafe import escape
 from tests.support.api_server import ApiServer
 from tests.support.tenants import A, B, Tenants, two_tenants
 from tocsin.abc import Store
+from tocsin.api.ui.pages import actions, pages
+from tocsin.api.ui.session import COOKIE, csrf_token
 from tocsin.config import Settings
 from tocsin.domain import Ack, Outcome, Status
-from tocsin.ui.pages import actions, pages
-from tocsin.ui.session import COOKIE, csrf_token
 
 _BUTTON = re.compile(r"""hx-post="([^"]*)"(?: hx-vals='([^']*)')?""")
 

@@ -15,6 +15,7 @@ import pytest
 
 from tests.dispatcher.conftest import rig_over
 from tocsin.abc import ClaimedRow, Store
+from tocsin.api.ui.figures import deliveries_by_outcome
 from tocsin.channels.recording import Recordings
 from tocsin.clock import ManualClock
 from tocsin.dispatcher.channel_cache import SPEC_TTL_MS
@@ -34,7 +35,6 @@ from tocsin.domain import (
     Schedule,
     Status,
 )
-from tocsin.ui.figures import deliveries_by_outcome
 
 MIN = 60_000
 T0 = 1_700_000_040_000 - 1_700_000_040_000 % MIN  # a whole minute

@@ -62,7 +62,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None,
     for router in [*keyed, policies.deliveries]:
         app.include_router(router, dependencies=[Depends(authenticate)])
     app.include_router(health.router)
-    from tocsin.ui import install_ui
+    from tocsin.api.ui import install_ui
 
     install_ui(app)
     _describe_request_bodies(app)

@@ -3,6 +3,6 @@ nothing loaded from elsewhere), behind the same API keys as the API (see :mod:`.
 
 from __future__ import annotations
 
-from tocsin.ui.pages import install_ui
+from tocsin.api.ui.pages import install_ui
 
 __all__ = ["install_ui"]

@@ -17,16 +17,13 @@ from fastapi.templating import Jinja2Templates
 from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
 from tocsin.api.status import summary
-from tocsin.api.views import iso
-from tocsin.domain import Status, check_tenant
-from tocsin.errors import AuthenticationError, TocsinError, ValidationError
-from tocsin.ui.figures import (
+from tocsin.api.ui.figures import (
     deliveries_by_outcome,
     finished_last_hour,
     lateness_percentiles,
     pending_next_24h,
 )
-from tocsin.ui.session import (
+from tocsin.api.ui.session import (
     COOKIE,
     check_csrf,
     csrf_token,
@@ -34,11 +31,14 @@ from tocsin.ui.session import (
     principal_from_cookie,
     start_session,
 )
+from tocsin.api.views import iso
+from tocsin.domain import Status, check_tenant
+from tocsin.errors import AuthenticationError, TocsinError, ValidationError
 from tocsin.validation.parsing import parse_instant
 
 __all__ = ["install_ui"]
 
-_here = resources.files("tocsin.ui")
+_here = resources.files("tocsin.api.ui")
 templates = Jinja2Templates(directory=str(_here / "templates"))
 templates.env.filters["iso"] = lambda ms: iso(ms) or ""
 templates.env.filters["segment"] = lambda value: quote(str(value), safe="")
