@@ -92,6 +92,13 @@ class Settings(BaseSettings):
         0, ge=0, description="Most PENDING or CLAIMED schedules one tenant may hold "
                              "(0 = no cap)."
     )
+    tenant_max_recurring: int = Field(
+        0, ge=0, description="Most recurring rules one tenant may hold (0 = no cap)."
+    )
+    tenant_recurring_per_minute: int = Field(
+        0, ge=0, description="Most messages a minute one tenant's active recurring rules may "
+                             "make together: the sum of count x firings a minute (0 = no cap)."
+    )
     tenant_creates_per_second: float = Field(
         0.0, ge=0, description="Schedules one tenant may create per second, per API process "
                                "(0 = no cap)."

@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.api_server import ApiServer
 from tocsin.abc import Store
-from tocsin.apikeys import issue_key
+from tocsin.apikeys.tokens import issue_key
 from tocsin.config import Settings
 from tocsin.domain import Role
 

@@ -1,6 +1,12 @@
 """Per-tenant caps on creating schedules: how many a tenant may hold PENDING (or CLAIMED), and
 how many it may create a second. A request over either answers 429 with ``Retry-After``.
 
+Recurring rules make schedules too, so they are capped as well (:meth:`Quotas.admit_rule`):
+how many rules a tenant may hold (``tenant_max_recurring``), and how many messages a minute its
+active rules may make together (``tenant_recurring_per_minute``: the sum of each rule's count x
+its firings a minute). A rule whose one firing makes more messages than the pending cap could
+never fire within it: a 422 on ``count``.
+
 Both are off by default (``tenant_max_pending`` and ``tenant_creates_per_second`` are 0): the
 embedded single user and the benchmarks are one tenant that should never be slowed down; an
 operator serving several tenants sets them (docs/security.md).
@@ -20,6 +26,7 @@ from collections import Counter
 
 from tocsin.abc import Store
 from tocsin.config import Settings
+from tocsin.domain import Recurring
 from tocsin.errors import QuotaExceededError, ValidationError
 
 __all__ = ["CreateRate", "Quotas"]
@@ -56,20 +63,50 @@ class CreateRate:
 class Quotas:
     """The caps of one API process (see the module's docstring)."""
 
-    def __init__(self, *, max_pending: int = 0, creates_per_second: float = 0.0) -> None:
+    def __init__(self, *, max_pending: int = 0, creates_per_second: float = 0.0,
+                 max_rules: int = 0, rules_per_minute: int = 0) -> None:
         self.max_pending = max_pending
         self.rate = CreateRate(creates_per_second) if creates_per_second > 0 else None
+        self.max_rules = max_rules
+        self.rules_per_minute = rules_per_minute
 
     @property
     def active(self) -> bool:
-        """Whether any cap is set (none is, by default)."""
+        """Whether any cap on schedules is set (none is, by default)."""
         return bool(self.max_pending) or self.rate is not None
 
     @classmethod
     def of(cls, settings: Settings) -> Quotas:
         """The caps ``settings`` ask for."""
         return cls(max_pending=settings.tenant_max_pending,
-                   creates_per_second=settings.tenant_creates_per_second)
+                   creates_per_second=settings.tenant_creates_per_second,
+                   max_rules=settings.tenant_max_recurring,
+                   rules_per_minute=settings.tenant_recurring_per_minute)
+
+    def admit_rule(self, store: Store, rule: Recurring) -> None:
+        """Let ``rule`` (new, changed or resumed) be stored, or raise
+        :class:`QuotaExceededError` when its tenant would hold more rules, or its active rules
+        make more messages a minute, than the caps allow (the stored version of ``rule``
+        itself does not count); :class:`ValidationError` on ``count`` when one firing makes
+        more messages than the pending cap."""
+        if self.max_pending and rule.count > self.max_pending:
+            raise ValidationError("count", f"one firing makes {rule.count} schedules, over the "
+                                           f"pending cap of {self.max_pending} of tenant "
+                                           f"{rule.tenant!r}")
+        if not (self.max_rules or self.rules_per_minute):
+            return
+        others = [r for r in _rules(store, rule.tenant) if r.id != rule.id]
+        if self.max_rules and len(others) + 1 > self.max_rules:
+            raise QuotaExceededError(f"tenant {rule.tenant!r} holds {len(others)} recurring "
+                                     f"rules and the cap is {self.max_rules}",
+                                     retry_after_s=PENDING_RETRY_S)
+        if self.rules_per_minute and not rule.paused:
+            held = sum(r.messages_per_minute for r in others if not r.paused)
+            if held + rule.messages_per_minute > self.rules_per_minute:
+                raise QuotaExceededError(
+                    f"tenant {rule.tenant!r}'s active recurring rules make {held} messages a "
+                    f"minute, this one {rule.messages_per_minute}, and the cap is "
+                    f"{self.rules_per_minute}", retry_after_s=PENDING_RETRY_S)
 
     def admit(self, store: Store, adding: Counter[str], *, now_ms: int) -> None:
         """Let a request that creates ``adding[tenant]`` schedules per tenant through, or
@@ -92,3 +129,14 @@ class Quotas:
                     raise QuotaExceededError(
                         f"tenant {tenant!r} creates more than {self.rate.per_second:g} "
                         f"schedules a second; retry in {wait_s} s", retry_after_s=wait_s)
+
+
+def _rules(store: Store, tenant: str) -> list[Recurring]:
+    """Every recurring rule of ``tenant``, a page at a time."""
+    found: list[Recurring] = []
+    while page := store.list_recurring(tenant=tenant, limit=1000,
+                                       after_id=found[-1].id if found else None):
+        found += page
+        if len(page) < 1000:
+            break
+    return found
