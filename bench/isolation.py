@@ -99,6 +99,11 @@ class Run:
                     or self._drained(neighbour)):
                 break
             time.sleep(0.5)
+        if neighbour is not None and neighbour.kind is ChannelKind.WEBHOOK:
+            # the neighbour's own throughput: give its slow sends time to end (bounded)
+            until = time.monotonic() + 30
+            while time.monotonic() < until and not self._drained(neighbour):
+                time.sleep(0.5)
         out: dict[str, Any] = {"victim": lateness_summary(
             [r.at_ms - _due(r.headers["tocsin-due-at"]) for r in got]) if n else None,
             "victim_sent": n, "victim_received": len({r.headers["tocsin-schedule-id"]

@@ -197,3 +197,15 @@ def test_a_send_past_its_deadline_is_retried_and_holds_no_one_else(threaded_rig:
                what="the hung send's deadline")
     after = rig.store.get(stuck)
     assert after.attempts == 1 and after.last_error == "no answer within the send deadline"
+
+
+def test_a_tenants_weight_scales_its_lanes_room(rig: Rig) -> None:
+    from tocsin.domain import Tenant
+
+    rig.core.lanes.submit([])
+    lane = rig.core.lanes._lane(("default", "up"))
+    base = lane.room
+    assert base == rig.core.lanes.settings.min_rows
+    rig.store.put_tenant(Tenant("default", weight=3), now_ms=rig.clock.now_ms())
+    rig.clock.advance(10_000)  # past the cached weight
+    assert lane.room == 3 * base

@@ -1,4 +1,5 @@
-"""``/v1/tenants``: per-tenant settings (durability of their creates). Only an admin key
+"""``/v1/tenants``: per-tenant settings (durability of their creates, weight of their share of
+delivery). Only an admin key
 changes them; a tenant key reads its own tenant's and no other (404, like a missing one)."""
 
 from __future__ import annotations
@@ -26,19 +27,26 @@ class TenantIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     durability: Durability = Field(
+        Durability.STRICT,
         description="strict: creates return once on disk; relaxed: before the flush (a crash "
                     "may lose the last acknowledged creates).")
+    weight: int = Field(
+        1, ge=1, le=100,
+        description="The tenant's share of delivery while other tenants have work due: each of "
+                    "its destinations may have this many times the room of a weight-1 tenant's "
+                    "queued in a dispatcher before its further schedules wait.")
 
 
 def tenant_out(t: Tenant) -> dict[str, Any]:
-    return {"name": t.name, "durability": t.durability.value, "configured": t.configured}
+    return {"name": t.name, "durability": t.durability.value, "weight": t.weight,
+            "configured": t.configured}
 
 
 @router.put("/{name}", summary="Configure a tenant")
 def put(body: TenantIn, request: Request, name: str = _NAME) -> dict[str, Any]:
     require_admin(request)
     deps = Deps.of(request)
-    tenant = Tenant(name, Durability(body.durability))
+    tenant = Tenant(name, Durability(body.durability), weight=body.weight)
     return tenant_out(deps.store.put_tenant(tenant, now_ms=deps.clock.now_ms()))
 
 

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 
 from tocsin.abc import ChannelHold, ClaimedRow
 from tocsin.dispatcher.breaker import Breaker, BreakerPolicy, BreakerState
+from tocsin.dispatcher.channel_cache import SPEC_TTL_MS
 from tocsin.dispatcher.deliver import Tally, envelope_of, send, verdicts
 from tocsin.domain import Outcome, Result
 from tocsin.errors import StoreError
@@ -123,8 +124,11 @@ class _Lane:
 
     @property
     def room(self) -> int:
+        """How many rows the queue takes before the destination is held: its measured rate
+        times ``room_s``, within ``[min_rows, max_rows]``, times its tenant's weight."""
         s = self.lanes.settings
-        return max(s.min_rows, min(s.max_rows, int(self.rate * s.room_s)))
+        return max(s.min_rows, min(s.max_rows, int(self.rate * s.room_s))) * self.lanes.weight(
+            self.key[0])
 
     # -- the caller's side -----------------------------------------------------------------
 
@@ -282,6 +286,21 @@ class Lanes:
         self.wake: dict[tuple[str, str], threading.Condition] = {}
         self._done = Tally()
         self._changed = threading.Condition(self.lock)
+        self._weights: dict[str, tuple[int, int]] = {}
+
+    def weight(self, tenant: str) -> int:
+        """``tenant``'s weight (:attr:`~tocsin.domain.Tenant.weight`), read at most every
+        :data:`~tocsin.dispatcher.channel_cache.SPEC_TTL_MS`."""
+        now = self.core.clock.now_ms()
+        cached = self._weights.get(tenant)
+        if cached is not None and now - cached[0] < SPEC_TTL_MS:
+            return cached[1]
+        try:
+            weight = self.core.store.get_tenant(tenant).weight
+        except StoreError:
+            weight = cached[1] if cached else 1
+        self._weights[tenant] = (now, weight)
+        return weight
 
     def _lane(self, key: tuple[str, str]) -> _Lane:
         lane = self._lanes.get(key)

@@ -53,3 +53,7 @@ class Tenant(NamedTuple):
     durability: Durability = Durability.STRICT
     configured: bool = True
     """False for a tenant nobody configured: it has the defaults."""
+    weight: int = 1
+    """The tenant's share of the dispatcher's room while other tenants have work due: each of
+    its destinations' lanes holds ``weight`` times the room of a tenant of weight 1 before its
+    further schedules wait (equal shares by default)."""
