@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -126,3 +127,59 @@ def test_a_path_spark_cannot_read_is_refused_on_path(spark: SparkSession, tmp_pa
             run_import(spark, str(path), settings=settings, fmt=SourceFormat.CSV)
         assert caught.value.field == "path" and reason in str(caught.value)
     assert not (tmp_path / "t.db").exists()
+
+
+def _shapes(folder: Path, rows: int) -> dict[str, Path]:
+    """One file of ``rows`` good rows for each shape an import reads; row ``n``'s payload
+    holds ``n``."""
+    import json
+
+    folder.mkdir()
+    now_ms = int(time.time() * 1000)
+    ns = range(rows)
+    due = [now_ms + 3_600_000 + n for n in ns]
+    text = [f'{{"n": {n}}}' for n in ns]
+    out: dict[str, Path] = {}
+    for name, columns in {
+        "timestamp_ns": {"due_at": pa.array([d * 1_000_000 for d in due],
+                                            pa.timestamp("ns", tz="UTC"))},
+        "timestamp_ms": {"due_at": pa.array(due, pa.timestamp("ms", tz="Europe/Paris")),
+                         "key": [f"k{n}" for n in ns]},
+        "epoch_ms": {"due_at": pa.array(due, pa.int64()), "headers": ['{"h": "v"}'] * rows},
+        "nested": {"delay": pa.array([60] * rows, pa.int64()),
+                   "payload": pa.array([{"n": n, "tags": ["a"]} for n in ns]),
+                   "headers": pa.array([{"h": "v"}] * rows)},
+    }.items():
+        table = pa.table({"channel": ["out"] * rows, "payload": text, **columns})
+        out[name] = folder / f"{name}.parquet"
+        pq.write_table(table, out[name])
+    out["csv"] = folder / "rows.csv"
+    out["csv"].write_text("channel,payload,due_at,delay\n" + "".join(
+        f'out,"{{""n"": {n}}}",{d if n % 2 else ""},{"" if n % 2 else "PT1H"}\n'
+        for n, d in zip(ns, due, strict=True)))
+    out["jsonl"] = folder / "rows.jsonl"
+    out["jsonl"].write_text("".join(json.dumps({"channel": "out", "payload": {"n": n},
+                                                "delay": 60}) + "\n" for n in ns))
+    return out
+
+
+def test_every_shape_is_imported_column_by_column(spark: SparkSession, backend_url: str,
+                                                   tmp_path: Path) -> None:
+    """Each shape (timestamps of any unit and zone, epoch milliseconds, nested columns,
+    headers, no keys, CSV, JSON lines) is checked without the model, and one file is loaded
+    by as many writers as ``partitions`` says; a second run finds every row."""
+    _register(backend_url)
+    settings = _settings(backend_url, tmp_path)
+    for name, path in _shapes(tmp_path / "in", 300).items():
+        for run in (1, 2):
+            summary = run_import(spark, str(path), settings=settings, partitions=3,
+                                 rejects=str(tmp_path / f"r-{name}-{run}"))
+            assert (summary.rows, summary.rejected, summary.by_model) == (300, 0, 0), name
+            assert summary.created == (300 if run == 1 else 0), name
+            assert summary.partitions == 3, name
+            assert summary.by_columns == (0 if name == "jsonl" else 300), name
+    store = open_store(backend_url, buckets=16)
+    try:
+        assert sorted(stored_numbers(store)) == sorted(list(range(300)) * 6)
+    finally:
+        store.close()

@@ -52,7 +52,7 @@ from tocsin.stores import open_store
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["DELETE_CHUNK", "ROUNDS", "ArchiveJob", "Retention", "run_archive",
+__all__ = ["DELETE_CHUNK", "ROUNDS", "ArchiveJob", "Retention", "filesystem_of", "run_archive",
            "start_archive_timer"]
 
 READ_CHUNK = 5_000
@@ -212,7 +212,7 @@ class ArchiveJob:
 
         context = TaskContext.get()
         attempt = context.taskAttemptId() if context is not None else 0
-        fs, base = _filesystem(root)
+        fs, base = filesystem_of(root)
         files = _Files(fs, f"{_staging(base, self.now_ms)}/attempt={attempt}")
         for batch in self.schedules(spans):
             files.add("schedules", batch)
@@ -298,10 +298,10 @@ class _Files:
         return self._written
 
 
-def _filesystem(root: str) -> tuple[Any, str]:
-    """The pyarrow file system of the archive's ``root`` and the path in it: a local path,
-    or a URI pyarrow opens (``file://``, ``s3://`` — Hadoop's ``s3a://`` is read as S3 —,
-    ``gs://``, ``hdfs://``, ``abfs://``)."""
+def filesystem_of(root: str) -> tuple[Any, str]:
+    """The pyarrow file system of ``root`` (the archive's, an imported file) and the path in
+    it: a local path, or a URI pyarrow opens (``file://``, ``s3://`` — Hadoop's ``s3a://`` is
+    read as S3 —, ``gs://``, ``hdfs://``, ``abfs://``)."""
     import os
 
     from pyarrow import fs
@@ -427,7 +427,7 @@ def _archive(spark: SparkSession, job: ArchiveJob, spans: list[tuple[int, int]],
     from concurrent.futures import Future, ThreadPoolExecutor
 
     sc = spark.sparkContext
-    fs, base = _filesystem(root)
+    fs, base = filesystem_of(root)
     _published_run(fs, base, job.now_ms)
     steps = summary.setdefault("steps_seconds", {"write": 0.0, "delete": 0.0})
 

@@ -35,8 +35,23 @@ __all__ = ["ImportSummary", "run_import"]
 SOURCE_COLUMN = "_tocsin_source"
 REJECT_SCHEMA = pa.schema([(name, pa.string()) for name in REJECT_FIELDS])
 _GROUP = "tocsin-import"
-_SPLIT_CONF = "spark.sql.files.maxPartitionBytes"
-_SPLIT_BYTES = str(8 * 1024 * 1024)
+_JOB_CONF = {
+    # Files cut in small splits: counts reach the driver as each task ends, so the progress
+    # bar moves, and a retried task redoes little.
+    "spark.sql.files.maxPartitionBytes": str(8 * 1024 * 1024),
+    # Parquet timestamps in nanoseconds (pandas' unit) as numbers, which Spark otherwise
+    # refuses to read; :func:`_read` makes them timestamps again.
+    "spark.sql.legacy.parquet.nanosAsLong": "true",
+}
+_ROWS = ("created", "existing", "rejected")
+"""What became of each row: the counts that add up to the rows."""
+_COUNTS = (*_ROWS, "by_columns", "by_model")
+_SPREAD = 4
+"""Without ``--partitions``, an input of fewer splits than Spark's parallelism is spread over
+up to this many partitions per core: all of them write, and the progress bar moves."""
+_SPREAD_BYTES = 4 * 1024 * 1024
+"""... and no more than one partition per this much input (a small file is not worth the
+Python workers that more partitions start)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -52,6 +67,13 @@ class ImportSummary:
     """The folder holding the rejected rows (JSON lines: source, row, field, reason, errors)."""
     seconds: float
     rows_per_s: float
+    partitions: int = 0
+    """How many partitions (writers) the rows were loaded in."""
+    by_columns: int = 0
+    """Rows checked column by column (CSV, Parquet), the fast path."""
+    by_model: int = 0
+    """Rows checked by the API's model, the slow path: rows not plainly valid (mostly the
+    rejected ones)."""
 
     def to_dict(self) -> dict[str, Any]:
         """As plain values, for the CLI's summary."""
@@ -78,6 +100,10 @@ def _read(spark: SparkSession, path: str, fmt: SourceFormat) -> DataFrame:
             frame = spark.read.option("header", "true").option("escape", '"').csv(path)
         else:
             frame = spark.read.parquet(path)
+            for name, naive in _nanos(frame):
+                micros = F.expr(f"timestamp_micros(div(`{name}`, 1000))")
+                frame = frame.withColumn(name, micros.cast("timestamp_ntz") if naive
+                                         else micros)
     except AnalysisException as exc:
         if exc.getCondition() == "PATH_NOT_FOUND":
             raise ValidationError("path", f"{path}: no such file or folder") from None
@@ -86,17 +112,74 @@ def _read(spark: SparkSession, path: str, fmt: SourceFormat) -> DataFrame:
     return frame.withColumn(SOURCE_COLUMN, F.input_file_name())
 
 
+def _nanos(frame: DataFrame) -> list[tuple[str, bool]]:
+    """The columns of a Parquet read that are timestamps in nanoseconds (Spark reads them as
+    numbers), each with whether it is naive; from the schema of its first file (none when
+    pyarrow cannot open it)."""
+    import pyarrow.parquet as pq
+
+    from tocsin.pipelines.archive import filesystem_of
+
+    files = frame.inputFiles()
+    if not files:
+        return []
+    first = files[0]
+    if first.startswith("file:") and not first.startswith("file://"):
+        first = first.removeprefix("file:")
+    try:
+        filesystem, where = filesystem_of(first)
+        schema = pq.read_schema(where, filesystem=filesystem)
+    except (OSError, ValueError, pa.ArrowException):
+        return []
+    return [(field.name, field.type.tz is None) for field in schema
+            if pa.types.is_timestamp(field.type) and field.type.unit == "ns"
+            and field.name in frame.columns]
+
+
 @contextmanager
-def _small_splits(spark: SparkSession) -> Iterator[None]:
-    """Files cut in small splits while the job runs: counts reach the driver as each task
-    ends, so the progress bar moves, and a retried task redoes little."""
-    before = spark.conf.get(_SPLIT_CONF)
-    spark.conf.set(_SPLIT_CONF, _SPLIT_BYTES)
+def _job_conf(spark: SparkSession) -> Iterator[None]:
+    """:data:`_JOB_CONF` set while the job runs."""
+    before = {key: spark.conf.get(key, None) for key in _JOB_CONF}
+    for key, value in _JOB_CONF.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        if before is not None:
-            spark.conf.set(_SPLIT_CONF, before)
+        for key, old in before.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
+
+
+def _writers(spark: SparkSession, frame: DataFrame, partitions: int | None) -> DataFrame:
+    """``frame`` in ``partitions`` partitions, one writer each: fewer splits (one big Parquet
+    file is one split per row group) are spread, more are merged. Without ``partitions``, the
+    input's splits, spread when fewer than Spark's parallelism over up to :data:`_SPREAD`
+    partitions a core, one per :data:`_SPREAD_BYTES` of input."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import MapType
+
+    splits = frame.rdd.getNumPartitions()
+    if partitions is not None and splits > partitions:
+        return frame.coalesce(partitions)
+    cores = spark.sparkContext.defaultParallelism
+    wanted = partitions
+    if wanted is None:
+        if splits >= cores:
+            return frame
+        try:
+            size = int(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+        except Exception:  # Spark's own estimate, an internal API: do without
+            size = _SPREAD_BYTES * cores
+        wanted = max(1, min(_SPREAD * cores, -(-size // _SPREAD_BYTES)))
+    if splits >= wanted:
+        return frame
+    # Spread by a hash of the whole row: no sort (as a round robin has, to give a retried
+    # task the same rows), the same partitions on a retry, and a row's repeats together.
+    hashable = [F.col(f"`{field.name}`") for field in frame.schema.fields
+                if not isinstance(field.dataType, MapType)]
+    return frame.repartition(wanted, *hashable)
 
 
 def run_import(spark: SparkSession, path: str, *, settings: Settings,
@@ -104,15 +187,16 @@ def run_import(spark: SparkSession, path: str, *, settings: Settings,
                rejects: str | None = None, partitions: int | None = None,
                show_progress: bool = False, clock: Clock | None = None) -> ImportSummary:
     """Import ``path`` into ``settings.store_url``; rejected rows go to ``rejects`` (default
-    ``home/rejects/import-<now>``). ``partitions`` caps the concurrent writers (a SQLite file
-    has one writer at a time: a few partitions suffice)."""
+    ``home/rejects/import-<now>``). The rows are loaded in ``partitions`` partitions, one
+    writer each, however many files they come in (default: the input's splits, and at least
+    Spark's parallelism)."""
     clock = clock or SystemClock()
     now_ms = clock.now_ms()
     fmt = fmt or SourceFormat.of(path)
     shape = RowShape(format=fmt, mapping=shape.mapping if shape else (),
                      tenant=shape.tenant if shape else None)
     rejects = rejects or str(settings.home / "rejects" / f"import-{now_ms}")
-    with _small_splits(spark):
+    with _job_conf(spark):
         frame = _read(spark, path, fmt)  # a path that cannot be read touches no store
         store = open_store(settings.store_url, buckets=settings.buckets)  # creates, migrates
         try:
@@ -128,10 +212,10 @@ def run_import(spark: SparkSession, path: str, *, settings: Settings,
 def _run(spark: SparkSession, path: str, frame: DataFrame, job: ImportJob, *, rejects: str,
          partitions: int | None, show_progress: bool) -> ImportSummary:
     fmt = job.shape.format
-    if partitions is not None and frame.rdd.getNumPartitions() > partitions:
-        frame = frame.coalesce(partitions)
+    frame = _writers(spark, frame, partitions)
+    writers = frame.rdd.getNumPartitions()
     sc = spark.sparkContext
-    counts = {name: sc.accumulator(0) for name in ("created", "existing", "rejected")}
+    counts = {name: sc.accumulator(0) for name in _COUNTS}
 
     def load(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from tocsin.spark.worker import store_for
@@ -144,9 +228,8 @@ def _run(spark: SparkSession, path: str, frame: DataFrame, job: ImportJob, *, re
                 tally = loader.load(list(zip(lines, sources, strict=True)))
             else:
                 tally = loader.load_batch(batch.drop_columns([SOURCE_COLUMN]), sources)
-            counts["created"].add(tally.created)
-            counts["existing"].add(tally.existing)
-            counts["rejected"].add(tally.rejected)
+            for name in _COUNTS:
+                counts[name].add(getattr(tally, name))
             yield pa.RecordBatch.from_pylist(tally.rejects, schema=REJECT_SCHEMA)
 
     out = frame.mapInArrow(load, ", ".join(f"{n} string" for n in REJECT_FIELDS))
@@ -165,7 +248,7 @@ def _run(spark: SparkSession, path: str, frame: DataFrame, job: ImportJob, *, re
 
     worker = threading.Thread(target=action, name="tocsin-import", daemon=True)
     worker.start()
-    values = {name: lambda acc=acc: int(acc.value) for name, acc in counts.items()}
+    values = {name: lambda acc=counts[name]: int(acc.value) for name in _ROWS}
     with Progress(sc, _GROUP, values, enabled=show_progress) as bar:
         while not done.wait(0.25):
             bar.update()
@@ -173,9 +256,8 @@ def _run(spark: SparkSession, path: str, frame: DataFrame, job: ImportJob, *, re
     if failure:
         raise failure[0]
     seconds = time.monotonic() - started
-    created, existing, rejected = (int(counts[n].value) for n in ("created", "existing",
-                                                                    "rejected"))
-    rows = created + existing + rejected
-    return ImportSummary(rows=rows, created=created, existing=existing, rejected=rejected,
-                         rejects=rejects, seconds=round(seconds, 3),
-                         rows_per_s=round(rows / seconds, 1) if seconds > 0 else 0.0)
+    got = {name: int(acc.value) for name, acc in counts.items()}
+    rows = sum(got[name] for name in _ROWS)
+    return ImportSummary(rows=rows, rejects=rejects, seconds=round(seconds, 3),
+                         rows_per_s=round(rows / seconds, 1) if seconds > 0 else 0.0,
+                         partitions=writers, **got)

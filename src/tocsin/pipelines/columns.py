@@ -1,10 +1,17 @@
 """Which rows of an Arrow batch (a CSV or Parquet import) are plain, decided column by column:
 each field a text of the model's lengths free of NUL (Arrow text is UTF-8, so it holds no lone
-surrogate), a key, a tenant name, one of ``payload`` (JSON text) or ``payload_text``, nothing
+surrogate), a key or none (a key is derived), a tenant name, one of ``payload`` (JSON text or
+a nested column) or ``payload_text``, ``headers`` or none, one of ``due_at`` (RFC 3339 text, a
+timestamp with a zone, epoch milliseconds) or ``delay`` (seconds or ISO 8601 text), nothing
 else given. Their schedules are then built by
 :meth:`tocsin.validation.schedule.ScheduleCheck.plain`, the very values the model builds; every
 other row goes the row's way (:meth:`tocsin.pipelines.rows.RowShape.item` and
 :meth:`~tocsin.validation.schedule.ScheduleCheck.check`).
+
+A due time given as a timestamp or as epoch milliseconds reaches the model as the text
+:meth:`~tocsin.pipelines.rows.RowShape.item` writes for it (``datetime.isoformat`` in the
+column's zone): here that text is made for the whole column at once when the zone is UTC,
+and the due time is the column's own integer, so no row's text is parsed back.
 
 Spark-free: the executors call it, and fast tests too.
 """
@@ -17,16 +24,21 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tocsin.pipelines.rows import RowShape
+from tocsin.pipelines.rows import EPOCH_MS, RowShape, SourceFormat
+from tocsin.validation.parsing import MAX_DUE_MS
 from tocsin.validation.schedule import PLAIN_TENANT, TEXT_LIMITS
 
 __all__ = ["PlainColumns", "plain_columns"]
 
-_TEXT = ("channel", "key", "ordering_key", "policy", "tenant", "due_at", "payload",
-         "payload_text", "delay")
+_FIELDS = ("channel", "key", "ordering_key", "policy", "tenant", "due_at", "delay", "payload",
+           "payload_text", "headers")
 """The fields a plain row may give."""
 _CHECKED = ("channel", "key", "ordering_key", "policy", "tenant", "due_at", "delay")
-"""Fields whose text must be free of NUL (a payload's text may hold one)."""
+"""Fields whose text must be free of NUL (a payload's text may hold one; headers are looked
+at row by row, once read)."""
+_UTC = frozenset({"UTC", "Etc/UTC", "+00:00", "Etc/GMT", "GMT", "Etc/Universal", "Universal",
+                  "Etc/Zulu", "Zulu", "UCT", "Etc/UCT"})
+"""Zones whose ``datetime.isoformat`` ends ``+00:00`` at every instant."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,22 +53,108 @@ class PlainColumns:
     policy: list[Any]
     tenant: list[Any]
     due_at: list[Any]
+    """RFC 3339 text, as :meth:`~tocsin.pipelines.rows.RowShape.item` gives it the model."""
+    due_ms: list[Any] | None
+    """The due times of a timestamp or epoch column (None: read from ``due_at``'s text)."""
     delay: list[Any]
     payload: list[Any]
+    payload_read: bool
+    """Whether ``payload`` holds values (a nested column), not JSON text."""
     payload_text: list[Any]
+    headers: list[Any]
+    headers_read: bool
+    """Whether ``headers`` holds dicts (a struct column), not JSON text."""
 
 
 def _text(column: pa.Array) -> bool:
     return bool(pa.types.is_string(column.type) or pa.types.is_large_string(column.type))
 
 
+def _json_type(kind: pa.DataType) -> bool:
+    """Whether every value of ``kind`` comes out of Arrow as a value JSON holds as it is
+    (a struct as a dict, a list as a list, numbers, text, booleans; not a map, which comes
+    out as pairs, nor bytes, decimals or times)."""
+    if pa.types.is_struct(kind):
+        return all(_json_type(kind.field(i).type) for i in range(kind.num_fields))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return _json_type(kind.value_type)
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind)
+                or pa.types.is_integer(kind) or pa.types.is_floating(kind)
+                or pa.types.is_boolean(kind) or pa.types.is_null(kind))
+
+
+def _headers_type(kind: pa.DataType) -> bool:
+    """A struct of text fields: each row's headers as a dict of text."""
+    return bool(pa.types.is_struct(kind) and all(
+        _text(pa.nulls(0, kind.field(i).type)) for i in range(kind.num_fields)))
+
+
 def _none(rows: int) -> pa.Array:
     return pa.nulls(rows, pa.string())
 
 
-def plain_columns(batch: pa.RecordBatch, shape: RowShape) -> PlainColumns | None:
+def _utc_text(micros: pa.Array) -> pa.Array:
+    """``datetime.isoformat`` of UTC instants given in microseconds since the epoch (years
+    1970 to 9999): ``2027-01-15T09:00:00+00:00``, ``…:00.125000+00:00``."""
+    seconds = pc.divide(micros, 1_000_000)
+    fraction = pc.subtract(micros, pc.multiply(seconds, 1_000_000))
+    whole = pc.strftime(seconds.cast(pa.timestamp("s")), "%Y-%m-%dT%H:%M:%S")
+    digits = pc.utf8_lpad(fraction.cast(pa.string()), 6, "0")
+    tail = pc.if_else(pc.equal(fraction, 0), pa.scalar("+00:00"),
+                      pc.binary_join_element_wise(".", digits, "+00:00", ""))
+    return pc.binary_join_element_wise(whole, tail, "")
+
+
+_SCALE = {"s": 1_000_000, "ms": 1_000, "us": 1}
+"""Microseconds in one unit of a timestamp column (a nanosecond column, which Spark does not
+hand over, goes the row's way)."""
+
+
+def _due(column: pa.Array, shape: RowShape, earliest_ms: int,
+         ) -> tuple[pa.Array, pa.Array | None, pa.Array]:
+    """``due_at`` as the model reads it: its text, its due times (None: parsed from the
+    text), and which rows may be plain (a timestamp or epoch value before ``earliest_ms``
+    or after year 9999 goes the row's way, whose answer names it)."""
+    rows = len(column)
+    everyone = pa.array([True] * rows)
+    if _text(column):
+        if shape.format is not SourceFormat.CSV:
+            return column, None, everyone
+        epoch = pc.fill_null(pc.match_substring_regex(column, f"^{EPOCH_MS.pattern}$"), False)
+        if not pc.any(epoch).as_py():
+            return column, None, everyone
+        # A CSV cell of digits is epoch milliseconds; the others are text.
+        ms = pc.if_else(epoch, column, pa.scalar(None, pa.string())).cast(pa.int64())
+        text, due_ms, ok = _due(ms, shape, earliest_ms)
+        assert due_ms is not None
+        return (pc.if_else(epoch, text, column), due_ms,
+                pc.or_kleene(pc.invert(epoch), ok))
+    if pa.types.is_timestamp(column.type) and column.type.tz is not None \
+            and column.type.unit in _SCALE:
+        scale = _SCALE[column.type.unit]
+    elif pa.types.is_integer(column.type):
+        scale = 1_000  # epoch milliseconds
+    else:  # naive times (refused as the API refuses them), anything else: the row's way
+        return _none(rows), None, pc.is_null(column)
+    raw = column.cast(pa.int64())
+    low = -(-max(earliest_ms, 0) * 1_000 // scale)
+    high = (MAX_DUE_MS * 1_000 + 999) // scale
+    ok = pc.fill_null(pc.and_(pc.greater_equal(raw, low), pc.less_equal(raw, high)), True)
+    micros = pc.multiply(pc.if_else(ok, raw, pa.scalar(None, pa.int64())), scale)
+    if pa.types.is_timestamp(column.type) and column.type.tz not in _UTC:
+        kept = pc.if_else(ok, column, pa.scalar(None, column.type)).to_pylist()
+        text = pa.array([None if v is None else v.isoformat() for v in kept], pa.string())
+    else:
+        text = _utc_text(micros)
+    return text, pc.divide(micros, 1_000), ok
+
+
+def plain_columns(batch: pa.RecordBatch, shape: RowShape, *,
+                  earliest_ms: int = 0) -> PlainColumns | None:
     """The batch's plain rows and their fields (after ``shape``'s column mapping); None when
-    no row can be (a column of another type, a mapping onto a column that is also there)."""
+    no row can be (a mapping onto a column that is also there). A field given in a column of
+    a type no plain row has makes the rows giving it go the row's way. ``earliest_ms``: a
+    timestamp or epoch due time before it (the grace window) is left to the row's way."""
     columns = {name: column.cast(pa.string()) if pa.types.is_null(column.type) else column
                for name, column in zip(batch.schema.names, batch.columns, strict=True)}
     for field, column in shape.mapping:
@@ -66,18 +164,37 @@ def plain_columns(batch: pa.RecordBatch, shape: RowShape) -> PlainColumns | None
             columns[field] = columns.pop(column)
     rows = batch.num_rows
     plain = pa.array([True] * rows)
+
+    def unless_given(column: pa.Array) -> None:
+        nonlocal plain
+        plain = pc.and_kleene(plain, pc.is_null(column))
+
+    given = {name: columns.get(name, _none(rows)) for name in _FIELDS}
     for name, column in columns.items():
-        if name not in _TEXT:
-            # Given (not null), a field the model forbids or a plain row leaves out.
-            plain = pc.and_kleene(plain, pc.is_null(column))
-        elif name != "delay" and not _text(column):
-            return None
-    delay = columns.get("delay", _none(rows))
+        if name not in _FIELDS:
+            unless_given(column)  # a field the model forbids, or a plain row leaves out
+    for name in ("channel", "key", "ordering_key", "policy", "tenant", "payload_text"):
+        if not _text(given[name]):
+            unless_given(given[name])
+            given[name] = _none(rows)
+    delay = given["delay"]
     if not (_text(delay) or pa.types.is_floating(delay.type) or pa.types.is_integer(delay.type)):
-        return None
-    given = {name: columns.get(name, _none(rows)) for name in _TEXT}
+        unless_given(delay)
+        given["delay"] = _none(rows)
+    payload_read = not _text(given["payload"])
+    if payload_read and not _json_type(given["payload"].type):
+        unless_given(given["payload"])
+        given["payload"] = _none(rows)
+    headers_read = not _text(given["headers"])
+    if headers_read and not _headers_type(given["headers"].type):
+        unless_given(given["headers"])
+        given["headers"] = _none(rows)
+    due_given = pc.is_valid(given["due_at"])
+    due_text, due_ms, due_ok = _due(given["due_at"], shape, earliest_ms)
+    plain = pc.and_kleene(plain, due_ok)
+    given["due_at"] = due_text
     for name in _CHECKED:
-        column = given[name] if name != "delay" else delay
+        column = given[name]
         if not _text(column):
             continue
         ok = pc.invert(pc.match_substring(column, "\x00"))
@@ -89,12 +206,13 @@ def plain_columns(batch: pa.RecordBatch, shape: RowShape) -> PlainColumns | None
             ok = pc.and_kleene(ok, pc.match_substring_regex(column, f"^{PLAIN_TENANT}$"))
             if shape.tenant is not None:
                 ok = pc.and_kleene(ok, pc.equal(column, shape.tenant))
-        required = name in ("channel", "key")
-        plain = pc.and_kleene(plain, ok if required else pc.or_kleene(pc.is_null(column), ok))
+        plain = pc.and_kleene(plain, ok if name == "channel"
+                              else pc.or_kleene(pc.is_null(column), ok))
     # Exactly one payload, and one due time.
     plain = pc.and_kleene(plain, pc.xor(pc.is_valid(given["payload"]),
                                         pc.is_valid(given["payload_text"])))
-    plain = pc.and_kleene(plain, pc.xor(pc.is_valid(given["due_at"]), pc.is_valid(delay)))
-    lists = {name: column.to_pylist() for name, column in given.items() if name != "delay"}
-    return PlainColumns(plain=pc.fill_null(plain, False).to_pylist(), delay=delay.to_pylist(),
-                        **lists)
+    plain = pc.and_kleene(plain, pc.xor(due_given, pc.is_valid(given["delay"])))
+    lists = {name: column.to_pylist() for name, column in given.items()}
+    return PlainColumns(plain=pc.fill_null(plain, False).to_pylist(),
+                        due_ms=None if due_ms is None else due_ms.to_pylist(),
+                        payload_read=payload_read, headers_read=headers_read, **lists)

@@ -18,9 +18,16 @@ from tocsin.abc import Store
 from tocsin.clock import Clock, SystemClock
 from tocsin.config import Settings
 from tocsin.domain import NewSchedule
+from tocsin.domain.headers import headers_problem
 from tocsin.errors import ConflictError
 from tocsin.pipelines.columns import PlainColumns, plain_columns
-from tocsin.pipelines.rows import DERIVED_KEY_PREFIX, RowShape, SourceFormat, json_value
+from tocsin.pipelines.rows import (
+    DERIVED_KEY_PREFIX,
+    RowShape,
+    SourceFormat,
+    json_value,
+    row_digest,
+)
 from tocsin.pipelines.writes import store_many
 from tocsin.validation.schedule import NOT_GIVEN, Problem, ScheduleCheck, registered
 from tocsin.validation.text import TEXT_ESCAPE
@@ -70,6 +77,10 @@ class Tally:
     existing: int = 0
     rejected: int = 0
     rejects: list[dict[str, str]] = field(default_factory=list)
+    by_columns: int = 0
+    """Rows checked column by column (:mod:`tocsin.pipelines.columns`), the fast path."""
+    by_model: int = 0
+    """Rows checked by the API's model: not plainly valid (mostly the rejected ones)."""
 
 
 @dataclass(slots=True)
@@ -114,8 +125,9 @@ class Loader:
                 raw.extend(batch.to_pylist())
             return raw[index]
 
+        earliest = self.job.now_ms - self.job.settings.grace_ms
         return self._check(batch.num_rows, row, uris.__getitem__,
-                           plain_columns(batch, self.job.shape))
+                           plain_columns(batch, self.job.shape, earliest_ms=earliest))
 
     def _check(self, count: int, raw_of: Callable[[int], Any], uri_of: Callable[[int], str],
                columns: PlainColumns | None) -> Checked:
@@ -127,13 +139,17 @@ class Loader:
             uri = uri_of(index)
             if (source := sources.get(uri)) is None:
                 source = sources[uri] = job.source_of(uri)
-            plain = self._plain(check, columns, index) if columns is not None else None
-            value = (self._row(check, raw_of(index), index, source) if plain is None
-                     else check.accept(plain, index=index))
+            value = (self._plain(check, columns, index, source) if columns is not None
+                     else None)
+            if value is None:
+                value = self._row(check, raw_of(index), index, source)
+            else:
+                checked.tally.by_columns += 1
             if isinstance(value, list):
                 self._reject(checked.tally, raw_of(index), source, value)
             elif value is not None:
                 checked.good.append((value, index, source))
+        checked.tally.by_model += check.modelled
         return checked
 
     def _write_all(self, checked: Checked) -> Tally:
@@ -142,25 +158,58 @@ class Loader:
             self._write(good[start:start + self.job.chunk], checked)
         return checked.tally
 
-    def _plain(self, check: ScheduleCheck, c: PlainColumns,
-               index: int) -> NewSchedule | None:
-        """Row ``index`` of a batch's plain rows as a schedule (None: the row's way)."""
+    def _plain(self, check: ScheduleCheck, c: PlainColumns, index: int,
+               source: str) -> NewSchedule | list[Problem] | None:
+        """Row ``index`` of a batch's plain rows as a schedule, or its problem (a channel or
+        policy not registered, a key given to another request); None: the row's way."""
         if not c.plain[index]:
             return None
-        delay = c.delay[index]
-        if type(delay) is str:
-            delay = self.job.shape.delay(delay)
+        shape = self.job.shape
+        given = c.delay[index]
+        delay = shape.delay(given) if type(given) is str else given
         payload, text = NOT_GIVEN, c.payload_text[index]
         if text is None:
-            try:
-                payload = json_value(c.payload[index])
-            except ValueError:
+            payload = c.payload[index]
+            if not c.payload_read:
+                try:
+                    payload = json_value(payload)
+                except ValueError:
+                    return None
+        headers = c.headers[index]
+        if headers is not None:
+            if not c.headers_read:
+                try:
+                    headers = json_value(headers)
+                except ValueError:
+                    return None
+            if not _plain_headers(headers):
                 return None
-        return check.plain(
-            channel=c.channel[index], key=c.key[index], ordering_key=c.ordering_key[index],
-            policy=c.policy[index], named=c.tenant[index] or self.job.shape.tenant,
-            due_at=c.due_at[index], delay=delay, headers={}, payload=payload,
-            payload_text=text)
+        key, due_at, due_ms = c.key[index], c.due_at[index], None
+        if c.due_ms is not None:
+            due_ms = c.due_ms[index]
+        value = check.plain(
+            channel=c.channel[index], key=key, ordering_key=c.ordering_key[index],
+            policy=c.policy[index], named=c.tenant[index] or shape.tenant, due_at=due_at,
+            delay=delay, headers=headers or {}, payload=payload, payload_text=text,
+            due_ms=due_ms)
+        if value is None:
+            return None
+        if key is not None:
+            return check.accept(value, index=index)
+        # No key: the row's way derives one from the row as it reads it (its fields given,
+        # after the mapping, JSON text read, the tenant not yet set).
+        row = {"channel": value.channel, "ordering_key": c.ordering_key[index],
+               "policy": c.policy[index], "tenant": c.tenant[index], "due_at": due_at,
+               "delay": delay, "headers": headers, "payload_text": text}
+        row = {name: field for name, field in row.items() if field is not None}
+        if text is None:
+            row["payload"] = payload
+        digest = row_digest(source, row)
+        accepted = check.accept(value, index=index)
+        if isinstance(accepted, list):
+            return accepted
+        return replace(accepted, key=DERIVED_KEY_PREFIX + digest[:40], request_digest=digest,
+                       overwrite_pending=False)
 
     def _row(self, check: ScheduleCheck, raw: Any, index: int,
              source: str) -> NewSchedule | list[Problem] | None:
@@ -205,3 +254,26 @@ class Loader:
             "source": source, "row": self.job.shape.text(raw), "field": problems[0].field,
             "reason": problems[0].reason,
             "errors": json.dumps([p._asdict() for p in problems])})
+
+
+def _plain_headers(value: Any) -> bool:
+    """Whether headers read from a row are plain: text names and values, free of NUL and of
+    lone surrogates, that a message may carry (what
+    :meth:`~tocsin.validation.schedule.ScheduleCheck.check` takes without the model)."""
+    if type(value) is not dict:
+        return False
+    for name, text in value.items():
+        if type(name) is not str or type(text) is not str:
+            return False
+        both = name + text
+        if "\x00" in both or not (both.isascii() or _utf8(both)):
+            return False
+    return not value or headers_problem(value) is None
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -1,6 +1,7 @@
 """A progress bar for a Spark batch job, for a person at a terminal: rows done, rows a second,
-rejects, and the job's tasks done out of all (from Spark's status tracker). Counts arrive as
-each Spark task ends."""
+rejects, the time left, and the job's tasks done out of all (from Spark's status tracker).
+Counts arrive as each Spark task ends; the time left is the time so far scaled by the tasks
+still to do."""
 
 from __future__ import annotations
 
@@ -49,7 +50,14 @@ class Progress:
         rejected = counts.get("rejected", 0)
         self._bar.update(self._task, completed=done, total=total or None, tasks=f"{done}/{total}",
                          description=f"{rows:,} rows  {rate:,.0f} rows/s  "
-                                     f"{rejected:,} rejected")
+                                     f"{rejected:,} rejected  {self.left(done, total)}")
+
+    def left(self, done: int, total: int) -> str:
+        """The time left, guessed from the tasks done so far: ``about 0:42 left``."""
+        if not done or not total:
+            return "time left: -"
+        seconds = round((time.monotonic() - self._started) * (total - done) / done)
+        return f"about {seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d} left"
 
     def _tasks(self) -> tuple[int, int]:
         tracker = self._sc.statusTracker()

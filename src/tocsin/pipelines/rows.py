@@ -15,15 +15,19 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from tocsin.clock import from_ms
 from tocsin.errors import ValidationError
 from tocsin.validation.schedule import Problem
 
-__all__ = ["DERIVED_KEY_PREFIX", "RowShape", "SourceFormat", "json_value", "parse_mapping",
-           "row_digest"]
+__all__ = ["DERIVED_KEY_PREFIX", "EPOCH_MS", "RowShape", "SourceFormat", "json_value",
+           "parse_mapping", "row_digest"]
 
 DERIVED_KEY_PREFIX = "import:"
 """Keys made for rows that give none start with this."""
 _NUMBER = re.compile(r"^\s*[0-9]+(\.[0-9]*)?\s*$")
+EPOCH_MS = re.compile(r"[0-9]{1,15}")
+"""A CSV ``due_at`` cell of digits alone (the whole cell): epoch milliseconds (a pattern
+Python and RE2 read alike)."""
 _JSON_TEXT = ("payload", "headers")
 """Fields that a CSV or Parquet text column gives as JSON text."""
 
@@ -155,9 +159,26 @@ class RowShape:
         for field, value in row.items():
             if isinstance(value, datetime):  # a naive one stays naive: refused like the API's
                 row[field] = value.isoformat()
+        if "due_at" in row:
+            row["due_at"] = self.due_at(row["due_at"])
         if "delay" in row:
             row["delay"] = self.delay(row["delay"])
         return None
+
+    def due_at(self, value: Any) -> Any:
+        """A due time given as epoch milliseconds (an integer column, a CSV cell of digits) as
+        the RFC 3339 text a UTC timestamp column gives (``2027-01-15T09:00:00.250000+00:00``);
+        anything else as it is."""
+        if type(value) is str:
+            if self.format is not SourceFormat.CSV or not EPOCH_MS.fullmatch(value):
+                return value
+            value = int(value)
+        elif type(value) is not int:
+            return value
+        try:
+            return from_ms(value).isoformat()
+        except OverflowError:
+            return value
 
     def delay(self, value: Any) -> Any:
         """A CSV cell's delay: a number of seconds when it reads as one."""

@@ -175,6 +175,9 @@ class ScheduleCheck:
         """(tenant, key) → the first item giving it and its request digest."""
         self._due: dict[tuple[str | None, float | str | None], int | None] = {}
         """(due_at, delay) → its due time (None: refused), for :meth:`plain`."""
+        self.modelled = 0
+        """How many items :meth:`check` handed to the model (the others were plainly
+        valid)."""
 
     def check(self, item: Any, *, index: int = 0,
               check_text: bool = True) -> NewSchedule | list[Problem]:
@@ -182,6 +185,7 @@ class ScheduleCheck:
         lone surrogates (text that JSON allows but UTF-8 cannot store)."""
         value = self._plainly_valid(item)
         if value is None:
+            self.modelled += 1
             if check_text and (problem := text_problem(item)) is not None:
                 return [Problem(problem[0] or "body", problem[1])]
             try:
@@ -268,13 +272,15 @@ class ScheduleCheck:
     def plain(self, *, channel: str, key: str | None, ordering_key: str | None,
               policy: str | None, named: str | None, due_at: str | None,
               delay: int | float | str | None, headers: dict[str, str],
-              payload: Any = NOT_GIVEN, payload_text: str | None = None) -> NewSchedule | None:
+              payload: Any = NOT_GIVEN, payload_text: str | None = None,
+              due_ms: int | None = None) -> NewSchedule | None:
         """The schedule of an item whose fields are known to be of the model's plain types
         (JSON values alone in ``payload``; text of the model's lengths, free of NUL and lone
         surrogates; a delay of seconds or text), with one of ``payload`` or ``payload_text``, no
         ``payload_base64``, ``uniqueness_key`` or task key mode: the very value
         :meth:`check` builds through the model. None when the model must decide (a payload,
-        due time, size or tenant it refuses)."""
+        due time, size or tenant it refuses). ``due_ms``: the time ``due_at`` names, known
+        already to lie in the grace window (an import's timestamp column), not parsed again."""
         try:
             if payload is not NOT_GIVEN:
                 kind, data = PayloadKind.JSON, compact_json(payload)
@@ -290,7 +296,8 @@ class ScheduleCheck:
             if not -_EXACT <= delay <= _EXACT:
                 return None
             delay = float(delay)
-        due_ms = self._due_ms(due_at, delay)
+        if due_ms is None:
+            due_ms = self._due_ms(due_at, delay)
         if due_ms is None:
             return None
         try:
