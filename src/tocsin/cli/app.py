@@ -8,9 +8,10 @@ thin shell over :class:`tocsin.client.Client`; each group of them is a module of
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from tocsin.cli import bulk, jobs, ops, policies, schedules, services
 from tocsin.cli.apikeys import apikeys_app
@@ -18,11 +19,40 @@ from tocsin.cli.channels import channels_app
 from tocsin.cli.output import set_json
 from tocsin.cli.recurring import recurring_app
 
-__all__ = ["app", "main"]
+__all__ = ["SECTIONS", "app", "main"]
+
+SECTIONS = {
+    "Run Tocsin": ("up", "api", "dispatcher", "ingest", "migrate", "config"),
+    "Schedules": ("schedule", "ls", "get", "cancel", "reschedule"),
+    "Set up": ("channels", "recurring", "policies", "apikeys", "tenant"),
+    "Operate": ("status", "stats", "redrive", "keys", "release", "cancel-where",
+                "reschedule-where"),
+    "Spark batch jobs": ("import", "bulk", "archive", "report"),
+}
+"""How ``tocsin --help`` groups the verbs, in the order a newcomer meets them."""
+
+
+class _Sections(TyperGroup):
+    """``--help`` lists the verbs by :data:`SECTIONS` (any other under "Other")."""
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:  # typer's own click types
+        commands = {name: self.get_command(ctx, name) for name in self.list_commands(ctx)}
+        placed = {name for names in SECTIONS.values() for name in names}
+        sections = [*SECTIONS.items(), ("Other", tuple(n for n in commands if n not in placed))]
+        widest = max(map(len, commands), default=0)  # one column width for every section
+        for title, names in sections:
+            rows = [(name.ljust(widest), command.get_short_help_str(200)) for name in names
+                    if (command := commands.get(name)) is not None and not command.hidden]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
 
 app = typer.Typer(
+    cls=_Sections,
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,  # plain help: no "<bool>" after every flag
     help="Tocsin: a durable scheduler of delayed messages.",
 )
 

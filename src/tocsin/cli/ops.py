@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tocsin.cli.common import ApiOpt, TenantOpt, call, client_for, fail, span
+from tocsin.cli.common import ApiOpt, TenantOpt, answering, call, client_for, span
 
 __all__ = ["keys_app", "register"]
 
@@ -18,12 +18,9 @@ def status(api: ApiOpt = None) -> None:
     """One screen: API, dispatcher and expander health, backlog, due next hour, dead, halted
     keys, paused channels."""
     from tocsin.cli.output import render_status
-    from tocsin.errors import TocsinError
 
-    try:
+    with answering():
         render_status(client_for(api).status())
-    except TocsinError as exc:
-        fail(exc)
 
 
 def stats(window: Annotated[str, typer.Option(help="How far back (PT1H, 600).")] = "PT1H",

@@ -13,6 +13,8 @@ __all__ = ["emit", "json_wanted", "render_status", "set_json"]
 
 _forced = False
 _MAX_CELL = 60
+_SHORT_CELL = 20
+"""Cells up to this wide are never shortened (statuses, counts, times without milliseconds)."""
 
 
 def set_json(value: bool) -> None:
@@ -35,6 +37,28 @@ def _cell(value: Any) -> str:
     return text if len(text) <= _MAX_CELL else text[:_MAX_CELL - 1] + "…"
 
 
+def _is_id(column: str) -> bool:
+    return column == "id" or column.endswith("_id")
+
+
+def _table(rows: list[dict[str, Any]]) -> Any:
+    """``rows`` as a table that fits the terminal: ids are never cut (so they can be copied),
+    nor short values (a status, a time); longer text is shortened with "…" when the row is
+    too wide."""
+    from rich.table import Table
+
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    table = Table(box=None, pad_edge=False, show_lines=False, header_style="bold")
+    for column in columns:
+        widest = max(len(column), *(len(_cell(row.get(column))) for row in rows))
+        keep = _is_id(column) or widest <= _SHORT_CELL
+        table.add_column(column, no_wrap=keep, overflow="ellipsis",
+                         min_width=widest if keep else None)
+    for row in rows:
+        table.add_row(*(_cell(row.get(c)) for c in columns))
+    return table
+
+
 def emit(value: Any) -> None:
     """Print ``value``: JSON (as before) or a table."""
     if json_wanted():
@@ -45,11 +69,7 @@ def emit(value: Any) -> None:
 
     console = Console()
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        columns = list(dict.fromkeys(k for row in value for k in row))
-        table = Table(*columns, show_lines=False)
-        for row in value:
-            table.add_row(*(_cell(row.get(c)) for c in columns))
-        console.print(table)
+        console.print(_table(value))
     elif isinstance(value, dict):
         table = Table("field", "value", show_header=False)
         for key, item in value.items():

@@ -7,17 +7,28 @@ from typing import Annotated, Any
 
 import typer
 
-from tocsin.cli.common import ApiOpt, call, client_for, json_option, span
+from tocsin.cli.common import ApiOpt, answering, call, client_for, fail, json_option, span
+from tocsin.cli.output import emit, json_wanted
 
-__all__ = ["cancel", "get", "list_schedules", "register", "reschedule", "schedule"]
+__all__ = ["LIST_COLUMNS", "cancel", "get", "list_schedules", "register", "reschedule",
+           "schedule"]
+
+FLAGS = {"payload": "--payload", "payload_text": "--text", "delay": "--delay", "due_at": "--at",
+         "key": "--key", "ordering_key": "--ordering-key", "policy": "--policy",
+         "headers": "--header", "channel": "CHANNEL"}
+"""The flag that gives each field of a schedule, for errors about it."""
+DELAY_HELP = "When, from now: seconds (90), 90s, 5m, 2h, 1d, or ISO 8601 (PT5M)."
+LIST_COLUMNS = ("id", "status", "channel", "due_at", "attempts")
+"""What ``tocsin ls`` shows in a terminal (``--wide``: every field)."""
 
 
 def schedule(
     channel: str,
     payload: Annotated[str | None, typer.Option(help="JSON payload.")] = None,
     text: Annotated[str | None, typer.Option(help="Text payload.")] = None,
-    delay: Annotated[str | None, typer.Option(help="Seconds or ISO 8601 duration (PT5M).")] = None,
-    at: Annotated[str | None, typer.Option(help="Due time, RFC 3339 with offset.")] = None,
+    delay: Annotated[str | None, typer.Option(help=DELAY_HELP)] = None,
+    at: Annotated[str | None, typer.Option(
+        help="Or when: RFC 3339 with an offset (2026-01-01T09:00:00Z).")] = None,
     key: Annotated[str | None, typer.Option(help="Idempotency key.")] = None,
     ordering_key: Annotated[str | None, typer.Option(help="Ordering key.")] = None,
     policy: Annotated[str | None, typer.Option(help="Throttling policy.")] = None,
@@ -26,7 +37,14 @@ def schedule(
     ] = None,
     api: ApiOpt = None,
 ) -> None:
-    """Schedule one message."""
+    """Schedule one message: --payload or --text, and --delay or --at."""
+    if (payload is None) == (text is None):
+        fail(ValueError("give the message as --payload JSON or --text TEXT (one of them)"))
+    if (delay is None) == (at is None):
+        fail(ValueError("give when as --delay (seconds, 5m, PT5M) or --at (RFC 3339), "
+                        "one of them"))
+    if any("=" not in h for h in header or []):
+        fail(ValueError("--header takes NAME=VALUE"))
     headers = dict(h.split("=", 1) for h in header or [])
     body: dict[str, Any] = {"headers": headers, "key": key, "ordering_key": ordering_key,
                             "policy": policy}
@@ -38,13 +56,14 @@ def schedule(
         body["delay"] = span(delay)
     if at is not None:
         body["due_at"] = at
-    call(client_for(api).schedule, channel, **body)
+    with answering(FLAGS):
+        emit(client_for(api).schedule(channel, **body))
 
 
 def reschedule(
     schedule_id: str,
     payload: Annotated[str | None, typer.Option(help="New JSON payload.")] = None,
-    delay: Annotated[str | None, typer.Option(help="New delay from now (seconds or PT5M).")] = None,
+    delay: Annotated[str | None, typer.Option(help=DELAY_HELP)] = None,
     at: Annotated[str | None, typer.Option(help="New due time, RFC 3339 with offset.")] = None,
     api: ApiOpt = None,
 ) -> None:
@@ -54,7 +73,8 @@ def reschedule(
         changes["delay"] = span(delay)
     if payload is not None:
         changes["payload"] = json_option(payload, "--payload")
-    call(client_for(api).reschedule, schedule_id, **changes)
+    with answering(FLAGS):
+        emit(client_for(api).reschedule(schedule_id, **changes))
 
 
 def cancel(schedule_id: str, api: ApiOpt = None) -> None:
@@ -73,20 +93,34 @@ def list_schedules(
     status: Annotated[str | None, typer.Option(help="PENDING, DELIVERED, CANCELLED, DEAD…")] = None,
     channel: Annotated[str | None, typer.Option()] = None,
     key: Annotated[str | None, typer.Option(help="The idempotency key it was created by.")] = None,
-    limit: Annotated[int, typer.Option()] = 50,
+    limit: Annotated[int, typer.Option(help="The most to list.")] = 50,
+    wide: Annotated[bool, typer.Option("--wide", help="Every field in the table, not only "
+                                                      f"{', '.join(LIST_COLUMNS)}.")] = False,
     api: ApiOpt = None,
 ) -> None:
-    """List schedules."""
+    """List schedules, oldest first: a table in a terminal, JSON when piped (or --json)."""
     from itertools import islice
 
-    call(lambda: list(islice(client_for(api).list(status=status, channel=channel, key=key),
-                             limit)))
+    with answering():
+        found = list(islice(client_for(api).list(status=status, channel=channel, key=key),
+                            limit))
+    if json_wanted() or wide:
+        emit(found)
+    else:
+        emit([{c: _short_time(row.get(c)) for c in LIST_COLUMNS} for row in found])
+
+
+def _short_time(value: object) -> object:
+    """An RFC 3339 instant without its milliseconds when they are zero (a narrower column)."""
+    if isinstance(value, str) and value.endswith(".000Z"):
+        return value[:-5] + "Z"
+    return value
 
 
 def register(app: typer.Typer) -> None:
     """Add these verbs to the ``tocsin`` command."""
     app.command()(schedule)
-    app.command()(reschedule)
-    app.command()(cancel)
-    app.command()(get)
     app.command("ls")(list_schedules)
+    app.command()(get)
+    app.command()(cancel)
+    app.command()(reschedule)
