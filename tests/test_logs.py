@@ -38,12 +38,14 @@ def test_tocsin_up_prints_no_spark_or_java_warning_before_ready(tmp_path: Path) 
                                    "TOCSIN_API_PORT": str(free_port()),
                                    "TOCSIN_SPARK_MASTER": "local[*]"}, log=log)
     try:
-        before = _wait_for(log, "dispatcher ready", timeout_s=180)
+        before = _wait_for(log, "tocsin.runner: ready", timeout_s=180)
         time.sleep(3)  # the queries' first triggers
         lines = log.read_text(errors="replace").splitlines()
     finally:
         kill_tree(proc, signal.SIGTERM)
-    assert any("API ready" in line for line in before)
+    assert any("API listening" in line for line in before)
+    # nothing claims readiness before /readyz does: one "ready" line, the last
+    assert [line for line in before if " ready" in line] == [before[-1]]
     noisy = [line for line in lines if NOISE.search(line)]
     assert noisy == [], "\n".join(noisy)
     assert all(" tocsin " in line for line in before), "\n".join(before)

@@ -26,7 +26,7 @@ from tocsin.domain import DEFAULT_TENANT
 from tocsin.domain.defaults import ms
 from tocsin.errors import StoreError
 
-__all__ = ["router"]
+__all__ = ["readiness_problems", "router"]
 
 router = APIRouter(tags=["health"])
 
@@ -66,15 +66,20 @@ def healthz() -> dict[str, Any]:
 @router.get("/readyz", summary="The store answers and the dispatcher is alive",
             dependencies=[Depends(_ready_gate)], responses={401: _GATED[401]})
 def readyz(request: Request) -> JSONResponse:
-    deps = Deps.of(request)
-    try:
-        deps.store.ping()
-        problems = _dispatcher_problems(deps) if deps.expect_dispatcher else []
-    except StoreError as exc:
-        problems = [f"store: {exc}"]
+    problems = readiness_problems(Deps.of(request))
     status = 503 if problems else 200
     return JSONResponse({"status": "unready" if problems else "ready", "problems": problems},
                         status_code=status)
+
+
+def readiness_problems(deps: Deps) -> list[str]:
+    """Why ``/readyz`` answers 503 (empty: ready): the store does not answer, or a dispatcher
+    is expected and is not ready (``tocsin up`` logs "ready" when this first turns empty)."""
+    try:
+        deps.store.ping()
+        return _dispatcher_problems(deps) if deps.expect_dispatcher else []
+    except StoreError as exc:
+        return [f"store: {exc}"]
 
 
 def _dispatcher_problems(deps: Deps) -> list[str]:

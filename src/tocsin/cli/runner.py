@@ -8,20 +8,27 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tocsin.config import Settings
 from tocsin.logs import setup_logging
 from tocsin.redact import redact_url
 
-__all__ = ["DispatcherSupervisor", "run_api", "run_up"]
+if TYPE_CHECKING:
+    from tocsin.api.deps import Deps
+
+__all__ = ["DispatcherSupervisor", "PortTakenError", "ReadyLog", "bind_api", "run_api",
+           "run_up"]
 
 log = logging.getLogger("tocsin.runner")
 JVM_NOISE = (b"WARNING: Using incubator modules",)
@@ -95,27 +102,116 @@ def _forward(stream: Any) -> None:
             sys.stderr.flush()
 
 
+class PortTakenError(RuntimeError):
+    """The API's address is taken (another ``tocsin up``, or any other server)."""
+
+
+def bind_api(settings: Settings) -> socket.socket:
+    """The API's listening socket, bound before anything else starts, so that a second
+    ``tocsin up`` on a taken port stops at once, saying so, instead of starting a dispatcher
+    (and registering a run) for an API that cannot listen."""
+    family = socket.AF_INET6 if ":" in settings.api_host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((settings.api_host, settings.api_port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortTakenError(
+                f"{settings.api_host}:{settings.api_port} is taken (another tocsin up?); "
+                "stop it or choose another port (--port, TOCSIN_API_PORT)") from exc
+        raise
+    sock.set_inheritable(False)
+    return sock
+
+
+def _bind_or_exit(settings: Settings) -> socket.socket:
+    """:func:`bind_api`, or exit with status 1 and one log line saying why."""
+    try:
+        return bind_api(settings)
+    except PortTakenError as exc:
+        log.error("cannot listen: %s", exc)
+        raise SystemExit(1) from None
+
+
+class ReadyLog:
+    """Logs one line when ``/readyz`` turns ready (and one when it turns unready again), from
+    a thread asking what ``/readyz`` asks: every :data:`FAST_S` until the first ready, then
+    every :data:`SLOW_S`."""
+
+    FAST_S = 0.25
+    SLOW_S = 2.0
+
+    def __init__(self, deps: Deps, *, started: float) -> None:
+        self._deps, self._started = deps, started
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="tocsin-ready-log", daemon=True)
+
+    def start(self) -> ReadyLog:
+        """Start watching."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching."""
+        self._stop.set()
+
+    def _loop(self) -> None:
+        from tocsin.api.health import readiness_problems
+
+        ready, pause = False, self.FAST_S
+        while not self._stop.wait(pause):
+            try:
+                problems = readiness_problems(self._deps)
+            except Exception as exc:  # a watcher's failure must not stop the API
+                problems = [repr(exc)]
+            if not problems and not ready:
+                log.info("ready", extra={"after_s": round(time.monotonic() - self._started, 1)})
+                pause = self.SLOW_S
+            elif problems and ready:
+                log.warning("not ready", extra={"problems": problems})
+            ready = not problems
+
+
 def run_api(settings: Settings, *, expect_dispatcher: bool,
-            on_shutdown: Callable[[], None] | None = None, **uvicorn_kw: Any) -> None:
-    """Serve the HTTP API until interrupted; ``on_shutdown`` runs as the server stops (uvicorn
-    re-raises SIGTERM/SIGINT once it has stopped, so a ``finally`` would never run)."""
+            on_shutdown: Callable[[], None] | None = None, sock: socket.socket | None = None,
+            started: float | None = None, **uvicorn_kw: Any) -> None:
+    """Serve the HTTP API until interrupted, on ``sock`` (default: bound here, see
+    :func:`bind_api`); ``on_shutdown`` runs as the server stops (uvicorn re-raises
+    SIGTERM/SIGINT once it has stopped, so a ``finally`` would never run). With
+    ``expect_dispatcher`` a :class:`ReadyLog` says when ``/readyz`` turns ready (seconds
+    counted from ``started``, a ``time.monotonic()``, default now)."""
     import uvicorn
 
     from tocsin.api.app import create_app
     from tocsin.apikeys.keyfile import no_admin_hint
 
+    started = time.monotonic() if started is None else started
     setup_logging(settings.log_format, settings.spark_log_level)
+    sock = sock or _bind_or_exit(settings)
     app = create_app(settings, expect_dispatcher=expect_dispatcher)
     if hint := no_admin_hint(app.state.deps.store):
         log.warning(hint)
+    ready_log = ReadyLog(app.state.deps, started=started) if expect_dispatcher else None
     if on_shutdown is not None:
         app.router.add_event_handler("shutdown", on_shutdown)
-    url = f"http://{settings.api_host}:{settings.api_port}"
-    app.router.add_event_handler("startup", lambda: log.info(
-        "API ready: listening", extra={"url": url, "docs": f"{url}/docs", "ui": f"{url}/ui",
-                            "store": redact_url(settings.store_url)}))
-    uvicorn.run(app, host=settings.api_host, port=settings.api_port, log_level="warning",
-                **uvicorn_kw)
+    host, port = sock.getsockname()[:2]
+    url = f"http://{settings.api_host}:{port}"
+
+    def listening() -> None:
+        log.info("API listening" + (", waiting for the dispatcher" if ready_log else ""),
+                 extra={"url": url, "docs": f"{url}/docs", "ui": f"{url}/ui",
+                        "store": redact_url(settings.store_url)})
+        if ready_log is not None:
+            ready_log.start()
+
+    app.router.add_event_handler("startup", listening)
+    if ready_log is not None:
+        app.router.add_event_handler("shutdown", ready_log.stop)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", **uvicorn_kw)
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 LOOPBACK = ["127.0.0.0/8", "::1"]
@@ -141,9 +237,11 @@ def run_up(settings: Settings) -> None:
     from tocsin.dispatcher.runs import new_run_id
     from tocsin.stores import open_store
 
+    started = time.monotonic()
     settings = embedded_defaults(settings)
     setup_logging(settings.log_format, settings.spark_log_level)
     log.info("starting", extra={"store": redact_url(settings.store_url)})
+    sock = _bind_or_exit(settings)  # first: a taken port stops us before a run or a dispatcher
     run = new_run_id()
     store = open_store(settings.store_url, buckets=settings.buckets)  # create and migrate
     try:
@@ -159,6 +257,7 @@ def run_up(settings: Settings) -> None:
     supervisor = DispatcherSupervisor(settings.environment(), run=run)
     supervisor.start()
     try:
-        run_api(settings, expect_dispatcher=True, on_shutdown=supervisor.stop)
+        run_api(settings, expect_dispatcher=True, on_shutdown=supervisor.stop, sock=sock,
+                started=started)
     finally:
         supervisor.stop()

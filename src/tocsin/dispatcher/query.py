@@ -132,7 +132,7 @@ def run_dispatcher(settings: Settings) -> None:
 
     stop_archive = threading.Event()
     start_archive_timer(spark, settings, stop_archive)  # daily, unless archive_every_seconds=0
-    log.info("dispatcher ready", extra={"queries": [q.name for q in queries]})
+    log.info("dispatcher queries started; warming up", extra={"queries": [q.name for q in queries]})
     try:
         spark.streams.awaitAnyTermination()
     finally:
