@@ -126,9 +126,10 @@ class Settings(BaseSettings):
         "keeps its buckets this long and hands each schedule over at its due time (0: off)."
     )
     keep_warm_seconds: float = Field(
-        30.0, ge=0, description="An idle dispatcher still runs a micro-batch this often, so "
-        "Spark keeps its Python workers (it stops one idle for a minute; a new one takes "
-        "seconds to start). 0: never."
+        0.0, ge=0, description="An idle dispatcher still runs a micro-batch this often, so "
+        "Spark keeps its Python workers (it stops those idle for a minute). 0 (default): "
+        "never; workers start warm from Spark's daemon, and after a quiet spell a batch "
+        "starts 5 s ahead of the next due schedule."
     )
     relay: bool = Field(
         True, description="Run the relay query, which hands over in the main query's gaps "

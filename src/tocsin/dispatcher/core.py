@@ -33,8 +33,8 @@ from tocsin.dispatcher.runs import RUN_BEAT_MS, RUN_STALE_MS
 from tocsin.domain import Ack, ChannelSpec
 from tocsin.errors import NotFoundError, StoreError
 
-__all__ = ["CLAIM_MARKER_KEEP_MS", "BucketSpan", "DispatchCore", "Offset", "bucket_ranges",
-           "channel_spec", "log", "retrying"]
+__all__ = ["CLAIM_MARKER_KEEP_MS", "WAKE_AHEAD_MS", "WORKER_IDLE_MS", "BucketSpan",
+           "DispatchCore", "Offset", "bucket_ranges", "channel_spec", "log", "retrying"]
 
 T = TypeVar("T")
 Offset = dict[str, int]
@@ -49,6 +49,14 @@ CLAIM_MARKER_KEEP_MS = 24 * 3600 * 1000
 """Replay markers are kept a day: far longer than any replay or lease."""
 CLAIM_MARKER_PRUNE_MS = 300_000
 """Replay markers are pruned at most this often."""
+WORKER_IDLE_MS = 60_000
+"""Spark stops a pool of Python workers idle for this long (``PythonWorkerFactory``,
+hard-coded)."""
+WAKE_AHEAD_MS = 5_000
+"""After a quiet spell long enough for the workers to have stopped, a batch starts when
+something falls due within this much more than a window: its tasks start the workers, and the
+schedule is handed over at its instant by warm ones (instead of a batch every 30 s to keep
+them: a second of JVM and Python CPU each, and a gigabyte of idle workers)."""
 
 
 def retrying(work: Callable[[], T], *, what: str, budget_s: float = STORE_RETRY_S) -> T:
@@ -135,7 +143,7 @@ class DispatchCore:
                 self._last_batch_ms = now
                 return {"until": now, "epoch": self.store.next_epoch(run=opts.run, now_ms=now),
                         "warm": 1}
-            idle = due is None or due > now + opts.hand_over_ms
+            idle = due is None or due > now + opts.hand_over_ms + self._wake_ahead_ms(now)
             if idle and not (opts.keep_warm_ms and self._last_batch_ms is not None
                              and now - self._last_batch_ms >= opts.keep_warm_ms):
                 return start
@@ -144,6 +152,14 @@ class DispatchCore:
         except StoreError as exc:
             log.warning("dispatcher: store unavailable, no batch: %s", exc)
             return start
+
+    def _wake_ahead_ms(self, now: int) -> int:
+        """How much earlier than its window a batch starts: :data:`WAKE_AHEAD_MS` when Spark
+        may have stopped the Python workers since the last batch (a new one starts in well
+        under a second, but the first schedule after a quiet spell should not wait for it)."""
+        last = self._last_batch_ms
+        cold = last is None or now - last >= WORKER_IDLE_MS - WAKE_AHEAD_MS
+        return WAKE_AHEAD_MS if cold else 0
 
     def watch_runs(self, now: int) -> None:
         """At most every :data:`RUN_BEAT_MS`: beat this run, and release the claims of runs

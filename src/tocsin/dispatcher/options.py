@@ -35,10 +35,11 @@ class DispatchOptions:
     hand_over_ms: int = 2_000
     """A task's hand-over window (:mod:`tocsin.dispatcher.handover`); 0: no window, each
     schedule goes out with the micro-batch after its due time."""
-    keep_warm_ms: int = 30_000
-    """An idle dispatcher still runs a batch this often (0: never). Spark stops a Python worker
-    that has been idle for a minute, and a new one takes seconds to start (imports, the store,
-    the channels): without this, the first schedules after a quiet minute would wait for it."""
+    keep_warm_ms: int = 0
+    """An idle dispatcher still runs a batch this often (0: never, the default). Spark stops
+    Python workers idle for a minute; a new one starts warm from Tocsin's worker daemon
+    (:mod:`tocsin.spark.daemon`), and after a quiet spell a batch starts ahead of the next due
+    schedule (:data:`~tocsin.dispatcher.core.WAKE_AHEAD_MS`)."""
     send_deadline_ms: int = 30_000
     """The operator's cap on one send (``send_timeout_max_seconds``); a lane stops waiting a
     little after it."""

@@ -19,10 +19,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from tocsin.abc import ClaimedRow
+from tocsin.dispatcher.core import DispatchCore
 from tocsin.dispatcher.deliver import Tally
 from tocsin.dispatcher.handover import KEY_RUN_BUDGET_MS, hold, window_end
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runtime import worker
+from tocsin.errors import StoreError
 
 __all__ = ["DeliveryStreamWriter"]
 
@@ -34,6 +36,25 @@ class TaskTally(WriterCommitMessage):
     tally: Tally
     started_ms: int
     ended_ms: int
+
+
+_READY_RUNS: set[str] = set()
+
+
+def _warming(core: DispatchCore) -> bool:
+    """Whether this task is in its run's first (warm-up) batch, which holds no window: it
+    starts the workers and opens the channels, and ``/readyz`` waits for it (a window would
+    make every start up to a window longer)."""
+    run = core.options.run
+    if not run or run in _READY_RUNS:
+        return False
+    try:
+        ready = any(r.run == run and r.ready_ms is not None for r in core.store.runs())
+    except StoreError:
+        return False
+    if ready:
+        _READY_RUNS.add(run)
+    return not ready
 
 
 class DeliveryStreamWriter(DataSourceStreamArrowWriter):
@@ -55,7 +76,7 @@ class DeliveryStreamWriter(DataSourceStreamArrowWriter):
             tally.add(core.deliver(rows))
             keyed = keyed or any(r.ordering_key is not None for r in rows)
         context, window = TaskContext.get(), self.options.hand_over_ms
-        if context is not None and window > 0:
+        if context is not None and window > 0 and not _warming(core):
             shift = window // 2 if self.options.relay else 0
             tally.add(hold(core, context.partitionId(), relay=bool(self.options.relay),
                            end_ms=window_end(core.clock.now_ms(), window, shift_ms=shift))[0])

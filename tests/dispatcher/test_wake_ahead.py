@@ -1,0 +1,35 @@
+"""After a quiet spell long enough for Spark to stop the Python workers, the driver starts a
+batch ahead of the next due schedule (``WAKE_AHEAD_MS``) instead of keeping workers warm with
+a batch every 30 s; while they are warm, a batch starts only within a window."""
+
+from __future__ import annotations
+
+from tests.dispatcher import test_handover
+from tests.dispatcher.test_handover import T0, Rig, W
+from tocsin.dispatcher.core import WAKE_AHEAD_MS, WORKER_IDLE_MS
+
+rig = test_handover.rig
+
+
+def test_no_batch_at_rest_by_default(rig: Rig) -> None:
+    core = rig.core
+    assert core.options.keep_warm_ms == 0
+    first = core.next_offset({"until": 0, "epoch": 0})
+    for minute in range(1, 10):
+        rig.clock.set(T0 + minute * 60_000)
+        assert core.next_offset(first) == first
+
+
+def test_a_quiet_spell_starts_the_batch_ahead_of_the_due_schedule(rig: Rig) -> None:
+    core = rig.core
+    first = core.next_offset({"until": 0, "epoch": 0})
+    quiet = T0 + WORKER_IDLE_MS
+    rig.clock.set(quiet)
+    rig.schedule(quiet + W + WAKE_AHEAD_MS - 1)
+    woke = core.next_offset(first)
+    assert woke != first  # the workers may be gone: a batch now, WAKE_AHEAD_MS early
+    rig.clock.set(quiet + 1_000)
+    rig.schedule(quiet + 1_000 + W + WAKE_AHEAD_MS // 2)
+    assert core.next_offset(woke) == woke  # warm again: a batch only within a window
+    rig.clock.set(quiet + WAKE_AHEAD_MS)
+    assert core.next_offset(woke) != woke
