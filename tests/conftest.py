@@ -18,11 +18,12 @@ if TYPE_CHECKING:
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-# The tests' destination policy, explicitly (a server's default refuses both): webhooks may
-# reach the loopback receivers the tests start, and file channels may write under the
-# temporary directory, where every test's tmp_path lies. Spark workers and the `tocsin`
-# processes the tests start inherit it.
+# The tests' destination policy, explicitly (a server's default refuses both): webhooks and
+# brokers may reach the loopback receivers and brokers the tests start, and file channels may
+# write under the temporary directory, where every test's tmp_path lies. Spark workers and the
+# `tocsin` processes the tests start inherit it.
 os.environ.setdefault("TOCSIN_WEBHOOK_ALLOW", "127.0.0.0/8,::1")
+os.environ.setdefault("TOCSIN_BROKER_ALLOW", "127.0.0.0/8,::1")  # tansu and RabbitMQ
 os.environ.setdefault("TOCSIN_FILE_ROOTS", tempfile.gettempdir())
 # The dispatcher processes the tests start never run the daily archive on their own.
 os.environ.setdefault("TOCSIN_ARCHIVE_EVERY_SECONDS", "0")

@@ -247,7 +247,19 @@ class Settings(BaseSettings):
         "Empty = public addresses only.",
     )
 
-    @field_validator("file_roots", "credential_roots", "webhook_allow",
+    broker_allow: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="CIDRs and host names Kafka and RabbitMQ channels' brokers may be at "
+        "although loopback, private, link-local or reserved (comma-separated; e.g. "
+        "10.20.0.0/16,kafka.internal). Empty = public addresses only.",
+    )
+    allow_loopback: bool = Field(
+        False, description="Webhooks and brokers may also reach this machine's loopback "
+        "(127.0.0.0/8, ::1): the embedded single-user mode, which `tocsin up` turns on unless "
+        "this is set. Turn it off when remote users reach the API (e.g. behind a proxy).",
+    )
+
+    @field_validator("file_roots", "credential_roots", "webhook_allow", "broker_allow",
                      "archive_tenant_retention", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:

@@ -22,8 +22,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from tocsin.channels.policy import DestinationPolicy
 from tocsin.errors import ValidationError
 
-__all__ = ["IPAddress", "RefusedAddress", "check_address", "check_host", "classify",
-           "literal_address"]
+__all__ = ["IPAddress", "RefusedAddress", "broker_hosts", "check_address", "check_broker",
+           "check_host", "classify", "client_host", "literal_address"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 RESOLVE_TIMEOUT_S = 2.0
@@ -72,12 +72,64 @@ def check_address(address: IPAddress, host: str, policy: DestinationPolicy) -> N
     ``address``."""
     why = classify(address)
     if why and not policy.allows_address(address) and not policy.allows_host(host):
-        raise RefusedAddress(f"{host} is or resolves to a {why} address, which webhooks may "
-                             "not reach unless the webhook_allow setting names it")
+        what = "webhooks" if policy.allow_setting == "webhook_allow" else "brokers"
+        raise RefusedAddress(f"{host} is or resolves to a {why} address, which {what} may "
+                             f"not reach unless the {policy.allow_setting} setting names it")
 
 
-def check_host(host: str, policy: DestinationPolicy, *, field: str = "config.url") -> None:
-    """The registration check of a URL's host; ValidationError naming ``field``."""
+def client_host(url: str) -> str:
+    """The host an HTTP client connects to for ``url``, normalised as aiohttp does (yarl:
+    IDNA, so full-width digits and ideographic dots (U+FF11, U+3002) read as ``127.0.0.1``);
+    ``""`` when the URL has none or cannot be read. Both checks judge this host, never the raw
+    text, so what is checked is what is reached."""
+    from yarl import URL
+
+    try:
+        return URL(url).raw_host or ""
+    except (ValueError, UnicodeError, TypeError):
+        return ""
+
+
+def broker_hosts(servers: str) -> list[str]:
+    """The hosts of a broker list (``host:port,[::1]:9092,host``), IDNA-normalised like a
+    resolver reads them; ValueError when an entry has none."""
+    hosts = []
+    for entry in servers.split(","):
+        entry = entry.strip()
+        if entry.startswith("["):
+            host = entry[1:entry.find("]")] if "]" in entry else ""
+        elif entry.count(":") > 1:  # a bare IPv6 address
+            host = entry
+        else:
+            host = entry.rsplit(":", 1)[0] if ":" in entry else entry
+        if not host:
+            raise ValueError(f"{entry!r} names no host")
+        hosts.append(client_host(f"http://[{host}]/") if ":" in host else
+                     client_host(f"http://{host}/") or host)
+    return hosts
+
+
+def check_broker(servers: str, policy: DestinationPolicy, *, field: str) -> None:
+    """The check of a Kafka broker list or an AMQP URL's host against the policy's brokers
+    (:meth:`~tocsin.channels.policy.DestinationPolicy.for_brokers`); ValidationError naming
+    ``field``. Checked when a channel is registered and again when a dispatcher builds it;
+    the broker clients resolve names themselves, so a name that does not resolve now passes
+    (it cannot be reached either) and a DNS answer that changes after the dispatcher's check is
+    not seen (docs/security.md)."""
+    brokers = policy.for_brokers()
+    try:
+        hosts = broker_hosts(servers)
+    except ValueError as exc:
+        raise ValidationError(field, str(exc)) from None
+    for host in hosts:
+        check_host(host, brokers, field=field)
+
+
+def check_host(host: str, policy: DestinationPolicy, *, field: str = "config.url",
+               unresolved_ok: bool = True) -> None:
+    """The registration check of a URL's host; ValidationError naming ``field``. A name that
+    does not resolve in time passes when ``unresolved_ok`` (the webhook checks it again when
+    it connects)."""
     if policy.allows_host(host):
         return
     literal = literal_address(host)
@@ -89,7 +141,9 @@ def check_host(host: str, policy: DestinationPolicy, *, field: str = "config.url
         try:
             infos = future.result(timeout=RESOLVE_TIMEOUT_S)
         except (OSError, FutureTimeout, UnicodeError):
-            return  # not resolvable now: checked when connecting
+            if unresolved_ok:
+                return  # not resolvable now: checked when connecting
+            raise ValidationError(field, f"{host} does not resolve") from None
         addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
     for address in addresses:
         try:

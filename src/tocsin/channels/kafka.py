@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tocsin.abc import Channel
+from tocsin.channels.addresses import check_broker
 from tocsin.channels.limits import SendLimits, current_limits
 from tocsin.channels.options import check_kafka_producer
 from tocsin.channels.policy import DestinationPolicy, current_policy
@@ -69,7 +70,9 @@ class KafkaConfig:
                                   "takes librdkafka settings by name, except bootstrap.servers")
 
     def admit(self, policy: DestinationPolicy) -> None:
-        """Refuse producer options outside the allow-list (stored as given otherwise)."""
+        """Refuse brokers the policy refuses and producer options outside the allow-list
+        (stored as given otherwise)."""
+        check_broker(self.bootstrap_servers, policy, field="config.bootstrap_servers")
         check_kafka_producer(self.producer, policy)
 
 

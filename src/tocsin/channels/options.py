@@ -68,7 +68,11 @@ def check_kafka_producer(producer: Mapping[str, Any], policy: DestinationPolicy)
 
 
 def check_amqp_url(url: str, policy: DestinationPolicy) -> None:
-    """ValidationError naming ``config.url`` for a refused query option."""
+    """ValidationError naming ``config.url`` for a refused query option, or a broker the
+    policy refuses (:func:`~tocsin.channels.addresses.check_broker`)."""
+    from tocsin.channels.addresses import check_broker, client_host
+
+    check_broker(client_host(url) or "localhost", policy, field="config.url")
     for name, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True):
         if name not in RABBITMQ_URL_OPTIONS:
             allowed = ", ".join(sorted(RABBITMQ_URL_OPTIONS))

@@ -37,7 +37,11 @@ from tocsin.channels.policy import DestinationPolicy, current_policy
 from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
 from tocsin.errors import ValidationError
 
-__all__ = ["RabbitMQChannel", "RabbitMQConfig"]
+__all__ = ["CONNECT_FAILED", "RabbitMQChannel", "RabbitMQConfig"]
+
+CONNECT_FAILED = "rabbitmq: connect: failed (no broker answered, or it refused the connection)"
+"""A failed connection's ``last_error``, whatever the cause: refused, reset, timed out, not
+AMQP or not authenticated read alike, so a caller cannot tell an open port from a closed one."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -126,10 +130,9 @@ class RabbitMQChannel(Channel):
         with self._lock:
             try:
                 chan = self._connect()
-            except Exception as exc:  # pika's handshake timeouts are no AMQPError
+            except Exception:  # pika's handshake timeouts are no AMQPError
                 self._drop()
-                return [Result(e.delivery_id, Outcome.RETRY, f"rabbitmq: connect: {exc!r}")
-                        for e in envelopes]
+                return [Result(e.delivery_id, Outcome.RETRY, CONNECT_FAILED) for e in envelopes]
             for i, env in enumerate(envelopes):
                 try:
                     chan.basic_publish(

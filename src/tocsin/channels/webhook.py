@@ -33,7 +33,13 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from tocsin.abc import Channel
-from tocsin.channels.addresses import RefusedAddress, check_address, check_host, literal_address
+from tocsin.channels.addresses import (
+    RefusedAddress,
+    check_address,
+    check_host,
+    client_host,
+    literal_address,
+)
 from tocsin.channels.http import LoopThread, open_session, status_line, transport_error
 from tocsin.channels.limits import SendLimits, current_limits
 from tocsin.channels.policy import DestinationPolicy, current_policy
@@ -99,7 +105,7 @@ class WebhookConfig:
 
     def admit(self, policy: DestinationPolicy) -> None:
         """Refuse a destination the policy forbids (stored as given otherwise)."""
-        check_host(urlsplit(self.url).hostname or "", policy)
+        check_host(client_host(self.url), policy)
 
 
 def outcome_of(status: int) -> Outcome:
@@ -125,7 +131,7 @@ class WebhookChannel(Channel):
         self._clock = clock or SystemClock()
         self._secrets = self.config.secrets
         self._refused: str | None = None
-        host = urlsplit(self.config.url).hostname or ""
+        host = client_host(self.config.url)  # what aiohttp connects to, not the raw text
         if (literal := literal_address(host)) is not None:  # aiohttp resolves no literal
             try:
                 check_address(literal, host, self._policy)

@@ -214,19 +214,16 @@ def run_api(settings: Settings, *, expect_dispatcher: bool,
     uvicorn.Server(config).run(sockets=[sock])
 
 
-LOOPBACK = ["127.0.0.0/8", "::1"]
-"""What ``tocsin up`` lets webhooks reach when nobody set ``webhook_allow``."""
-
-
 def embedded_defaults(settings: Settings) -> Settings:
-    """``settings`` for the embedded single-machine mode: when the API listens on loopback only
-    and nobody set ``webhook_allow``, webhooks may reach receivers on this machine too (whoever
-    can call such an API is on this machine and can reach them already). ``tocsin api``, the
-    server deployment, keeps the strict default: public addresses only (docs/security.md)."""
-    local_api = settings.api_host in ("127.0.0.1", "localhost", "::1")
-    if "webhook_allow" in settings.model_fields_set or not local_api:
+    """``settings`` for the embedded single-user mode: unless the operator set
+    ``allow_loopback``, webhooks and brokers may reach receivers on this machine too (its one
+    user is on this machine and reaches them already). The allowance is this explicit setting,
+    printed at start, never inferred from the bind address: an API on loopback behind a TLS
+    proxy serves remote users, and its operator turns it off (``TOCSIN_ALLOW_LOOPBACK=false``).
+    ``tocsin api``, the server deployment, keeps the strict default (docs/security.md)."""
+    if "allow_loopback" in settings.model_fields_set:
         return settings
-    return settings.model_copy(update={"webhook_allow": LOOPBACK})
+    return settings.model_copy(update={"allow_loopback": True})
 
 
 def run_up(settings: Settings) -> None:
@@ -240,7 +237,12 @@ def run_up(settings: Settings) -> None:
     started = time.monotonic()
     settings = embedded_defaults(settings)
     setup_logging(settings.log_format, settings.spark_log_level)
-    log.info("starting", extra={"store": redact_url(settings.store_url)})
+    log.info("starting", extra={"store": redact_url(settings.store_url),
+                                "allow_loopback": settings.allow_loopback})
+    if settings.allow_loopback:
+        log.info("webhooks and brokers may reach this machine's loopback "
+                 "(TOCSIN_ALLOW_LOOPBACK=true, the single-user default of tocsin up); set "
+                 "TOCSIN_ALLOW_LOOPBACK=false when others reach this API, e.g. through a proxy")
     sock = _bind_or_exit(settings)  # first: a taken port stops us before a run or a dispatcher
     run = new_run_id()
     store = open_store(settings.store_url, buckets=settings.buckets)  # create and migrate
