@@ -30,6 +30,7 @@ def test_an_operator_choice_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     """Behind a proxy on this machine the operator turns it off, and it stays off."""
     monkeypatch.setenv("TOCSIN_ALLOW_LOOPBACK", "false")
     monkeypatch.delenv("TOCSIN_WEBHOOK_ALLOW", raising=False)
+    monkeypatch.delenv("TOCSIN_BROKER_ALLOW", raising=False)
     up = embedded_defaults(Settings(api_host="127.0.0.1"))
     assert up.allow_loopback is False
     policy = DestinationPolicy.from_settings(up)
