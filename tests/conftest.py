@@ -39,8 +39,17 @@ pytest_plugins = [
 ]
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Before selection: a test that takes the ``spark`` fixture (directly or through another
+    fixture) is marked ``spark``, so ``-m "not spark"`` never starts Spark."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+def drop_smaller_twins(config: pytest.Config, items: list[pytest.Item]) -> None:
     """After selection: drop a ``smaller_twin`` whose slow twin runs too with the same
     parameters (the same check at the full size); a twin whose slow twin runs only on some
     parameters (say, PostgreSQL) still runs on the others."""

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.support.api_server import ApiServer
 from tocsin.apikeys.keyfile import write_key
 from tocsin.cli import app
 from tocsin.redact import MASK
 from tocsin.stores.sqlite import SQLiteStore
+from tocsin.testing.api_server import ApiServer
 
 runner = CliRunner()
 

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 import pytest
 from typer.testing import CliRunner
 
-from tests.support.api_server import ApiServer
 from tocsin.cli import app
 from tocsin.cli import output as cli_output
 from tocsin.domain import Ack, ChannelKind, ChannelSpec, NewSchedule, Outcome, Status
 from tocsin.stores.sqlite import SQLiteStore
+from tocsin.testing.api_server import ApiServer
 
 runner = CliRunner()
 

@@ -12,7 +12,6 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.api_server import ApiServer
 from tocsin.client import AsyncClient, Client
 from tocsin.errors import (
     AuthenticationError,
@@ -28,6 +27,7 @@ from tocsin.errors import (
     status_of,
 )
 from tocsin.stores.sqlite import SQLiteStore
+from tocsin.testing.api_server import ApiServer
 
 
 @pytest.fixture(scope="module")

@@ -13,22 +13,25 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.api_server import free_port
-from tests.support.processes import kill_tree, start_tocsin
 from tocsin.logs import LogFormat, setup_logging
+from tocsin.testing.api_server import free_port
+from tocsin.testing.dispatch import wait_until
+from tocsin.testing.processes import kill_tree, start_tocsin
 
 NOISE = re.compile(r"\bWARN(ING)?\b|log4j|NativeCodeLoader|falling behind")
 
 
 def _wait_for(log: Path, needle: str, timeout_s: float) -> list[str]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    """The log's lines up to the first holding ``needle``."""
+
+    def up_to_needle() -> list[str] | None:
         lines = log.read_text(errors="replace").splitlines()
-        for i, line in enumerate(lines):
-            if needle in line:
-                return lines[:i + 1]
-        time.sleep(0.5)
-    raise AssertionError(f"no {needle!r} line within {timeout_s}s:\n{log.read_text()}")
+        found = next((i for i, line in enumerate(lines) if needle in line), None)
+        return None if found is None else lines[:found + 1]
+
+    lines: list[str] = wait_until(up_to_needle, timeout_s=timeout_s, interval_s=0.5,
+                                  what=f"a {needle!r} line in {log}")
+    return lines
 
 
 @pytest.mark.spark

@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.api_server import free_port
-from tests.support.dispatch import read_lines, wait_until
-from tests.support.processes import kill_tree, start_tocsin
+from tocsin.testing.api_server import free_port
+from tocsin.testing.dispatch import read_lines, wait_until
+from tocsin.testing.processes import kill_tree, start_tocsin
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

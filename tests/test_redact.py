@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.support.api_server import ApiServer, free_port
-from tests.support.dispatch import wait_until
-from tests.support.processes import kill_tree, start_tocsin
 from tocsin.cli import app
 from tocsin.redact import MASK, redact, redact_url
 from tocsin.stores.sqlite import SQLiteStore
+from tocsin.testing.api_server import ApiServer, free_port
+from tocsin.testing.dispatch import wait_until
+from tocsin.testing.processes import kill_tree, start_tocsin
 
 
 def test_redact_hides_secret_keys_headers_and_url_passwords() -> None:
@@ -66,7 +66,7 @@ def test_cli_channel_output_is_redacted(tmp_path: Path) -> None:
 def test_the_startup_line_redacts_the_store_password(postgres_url: str, tmp_path: Path) -> None:
     """``tocsin api`` on PostgreSQL with a password in the URL (the test server trusts
     loopback, so the password is accepted and ignored)."""
-    from tests.support.postgres import create_schema, drop_schema
+    from tocsin.testing.postgres import create_schema, drop_schema
 
     url = create_schema(postgres_url)
     with_password = re.sub(r"^postgresql://([^@/:]+)@", r"postgresql://\1:hunter2@", url)

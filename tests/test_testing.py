@@ -1,5 +1,4 @@
-"""The public test kit: its example works as written, and the old test-support paths still
-import the moved helpers."""
+"""The public test kit: its example works as written, and its helpers work."""
 
 from __future__ import annotations
 
@@ -25,19 +24,6 @@ def test_the_documented_example_runs() -> None:
     local.step()
     assert [e.attempt for e in recordings.recorded("out")] == [2]
     store.close()
-
-
-def test_the_old_support_paths_re_export_the_moved_helpers() -> None:
-    from tests.support import api_server, dispatch, processes, receiver
-    from tocsin.testing import api_server as new_api_server
-    from tocsin.testing import dispatch as new_dispatch
-    from tocsin.testing import processes as new_processes
-    from tocsin.testing import receiver as new_receiver
-
-    assert receiver.Receiver is new_receiver.Receiver
-    assert api_server.ApiServer is new_api_server.ApiServer
-    assert dispatch.running_dispatcher is new_dispatch.running_dispatcher
-    assert processes.start_tocsin is new_processes.start_tocsin
 
 
 def test_run_steps_in_real_time_until_stopped(tmp_path: Path) -> None:

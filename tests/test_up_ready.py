@@ -16,9 +16,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.api_server import free_port
-from tests.support.processes import descendants, kill_tree, start_tocsin
 from tocsin.cli import runner
+from tocsin.testing.api_server import free_port
+from tocsin.testing.dispatch import wait_until
+from tocsin.testing.processes import descendants, kill_tree, start_tocsin
 
 READY_BOUND_S = 12.0
 """docs/benchmarks.md: ready within 12 s on an installed, quiet machine."""
@@ -59,10 +60,8 @@ def test_the_ready_line_comes_once_when_readyz_turns_ready(
     monkeypatch.setattr(logger, "propagate", True)
     with caplog.at_level("INFO", logger="tocsin.runner"):
         watch = runner.ReadyLog(_Deps(), started=time.monotonic()).start()  # type: ignore[arg-type]
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and sum(
-                r.getMessage() == "ready" for r in caplog.records) < 2:
-            time.sleep(0.01)
+        wait_until(lambda: sum(r.getMessage() == "ready" for r in caplog.records) >= 2,
+                   timeout_s=10, interval_s=0.01, what="ready twice")
         watch.stop()
     said = [r.getMessage() for r in caplog.records]
     assert said[:3] == ["ready", "not ready", "ready"]

@@ -13,12 +13,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.api_server import ApiServer
-from tests.support.postgres import create_schema, drop_schema
 from tocsin.abc import Store
 from tocsin.domain import ChannelKind, ChannelSpec
 from tocsin.stores import open_store
 from tocsin.stores.sqlite import SQLiteStore
+from tocsin.testing.api_server import ApiServer
+from tocsin.testing.postgres import create_schema, drop_schema
 
 BUCKETS = 16
 

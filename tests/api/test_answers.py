@@ -6,11 +6,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.support.api_server import ApiServer
 from tocsin.abc import Store
 from tocsin.apikeys.tokens import issue_key
 from tocsin.config import Settings
 from tocsin.domain import Role
+from tocsin.testing.api_server import ApiServer
 
 UNICODE_DIGITS = ["²", "٣", "\uff11", "1²", "-²", "PT²S", "P\u0661D"]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.support.api_server import ApiServer
 from tocsin.abc import Store
 from tocsin.apikeys.tokens import issue_key
 from tocsin.config import Settings
 from tocsin.domain import Role
+from tocsin.testing.api_server import ApiServer
 
 
 def test_the_scheme_is_case_insensitive_and_the_token_exact(api_server: ApiServer) -> None:

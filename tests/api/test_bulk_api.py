@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from tests.support.api_server import ApiServer
 from tests.support.tenants import A, B, Tenants, two_tenants
 from tocsin.abc import Store
 from tocsin.client import Client
 from tocsin.domain import Ack, Outcome, Status
 from tocsin.errors import ValidationError
+from tocsin.testing.api_server import ApiServer
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from tests.channels.envelopes import SECRET, SECRET_2
-from tests.support.api_server import ApiServer
 from tocsin.abc import Store
 from tocsin.config import Settings
+from tocsin.testing.api_server import ApiServer
 
 
 @pytest.fixture(scope="module")

@@ -19,13 +19,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markupsafe import escape
 
-from tests.support.api_server import ApiServer
 from tests.support.tenants import A, B, Tenants, two_tenants
 from tocsin.abc import Store
 from tocsin.api.ui.pages import actions, pages
 from tocsin.api.ui.session import COOKIE, csrf_token
 from tocsin.config import Settings
 from tocsin.domain import Ack, Outcome, Status
+from tocsin.testing.api_server import ApiServer
 
 _BUTTON = re.compile(r"""hx-post="([^"]*)"(?: hx-vals='([^']*)')?""")
 

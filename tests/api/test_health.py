@@ -10,7 +10,6 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.api_server import ApiServer
 from tocsin.abc import Store
 from tocsin.clock import ManualClock
 from tocsin.config import Settings
@@ -20,6 +19,7 @@ from tocsin.dispatcher.runs import RUN_STALE_MS
 from tocsin.domain import Ack, Outcome, Status
 from tocsin.errors import StoreError
 from tocsin.stores.sqlite import SQLiteStore
+from tocsin.testing.api_server import ApiServer
 
 
 def test_healthz_and_readyz(api: httpx.Client) -> None:

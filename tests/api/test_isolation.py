@@ -11,10 +11,10 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from tests.support.api_server import ApiServer
 from tests.support.tenants import A, B, Tenants, two_tenants
 from tocsin.abc import Store
 from tocsin.client import Client
+from tocsin.testing.api_server import ApiServer
 
 
 @pytest.fixture(scope="module")

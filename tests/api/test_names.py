@@ -14,7 +14,6 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.channels.envelopes import envelopes
-from tests.support.api_server import ApiServer
 from tocsin.abc import Store
 from tocsin.apikeys.tokens import issue_key
 from tocsin.channels import validate_channel_config
@@ -23,6 +22,7 @@ from tocsin.channels.policy import DestinationPolicy
 from tocsin.cli import app
 from tocsin.domain import ChannelKind, ChannelSpec, Outcome, Role, check_tenant
 from tocsin.errors import ValidationError
+from tocsin.testing.api_server import ApiServer
 
 BAD_TENANTS = [".", "..", "../../x", "a/b", ".hidden", "-x", "x\n", "a b", "é", "x" * 65]
 

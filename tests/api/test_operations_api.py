@@ -8,11 +8,11 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.support.api_server import ApiServer
 from tocsin.abc import Store
 from tocsin.client import Client
 from tocsin.domain import Ack, Outcome, Status
 from tocsin.errors import ConflictError, NotFoundError, ValidationError
+from tocsin.testing.api_server import ApiServer
 
 
 @pytest.fixture(scope="module")

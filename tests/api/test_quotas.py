@@ -9,13 +9,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.api_server import ApiServer
 from tocsin.abc import Store
 from tocsin.api.quotas import CreateRate, Quotas
 from tocsin.apikeys.tokens import issue_key
 from tocsin.clock import ManualClock
 from tocsin.config import Settings
 from tocsin.domain import ChannelKind, ChannelSpec, Role, Status
+from tocsin.testing.api_server import ApiServer
 
 
 def test_the_bucket_lends_a_batch_then_makes_the_tenant_wait() -> None:

@@ -12,11 +12,11 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from tests.support.api_server import ApiServer
 from tocsin.abc import Store
 from tocsin.apikeys.tokens import issue_key
 from tocsin.config import Settings
 from tocsin.domain import ChannelKind, ChannelSpec, Role
+from tocsin.testing.api_server import ApiServer
 
 _RUNS = itertools.count()
 Pair = tuple[httpx.Client, httpx.Client]

@@ -19,7 +19,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import status_code_conformance
 
-from tests.support.api_server import ApiServer
+from tocsin.testing.api_server import ApiServer
 
 EXAMPLES = int(os.environ.get("TOCSIN_SCHEMATHESIS_EXAMPLES", "25"))
 """Requests per operation and generation mode (about 30 s per store on a 2-core machine);

@@ -17,9 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.api_server import ApiServer
 from tests.support.tenants import A, Tenants, two_tenants
 from tocsin.abc import Store
+from tocsin.testing.api_server import ApiServer
 
 
 class Kind(Enum):

@@ -8,9 +8,9 @@ import pika
 
 from tests.channels.envelopes import envelopes
 from tests.support.rabbitmq import RabbitMQ
-from tests.support.tansu import Tansu, read_topic
 from tocsin.channels import build_channel
 from tocsin.domain import ChannelKind, ChannelSpec, Outcome
+from tocsin.testing.tansu import Tansu, read_topic
 
 FORGED = {"tocsin-delivery-id": "forged", "TOCSIN-SCHEDULE-ID": "forged",
           "Tocsin-Attempt": "99", "tocsin-due-at": "never", "x-trace": "kept"}

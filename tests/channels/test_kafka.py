@@ -6,9 +6,9 @@ import json
 import time
 
 from tests.channels.envelopes import envelopes
-from tests.support.tansu import Tansu, read_topic
 from tocsin.channels import build_channel
 from tocsin.domain import ChannelKind, ChannelSpec, Outcome
+from tocsin.testing.tansu import Tansu, read_topic
 
 
 def murmur2(data: bytes) -> int:
@@ -100,7 +100,7 @@ def test_a_message_too_large_is_rejected_alone(kafka: Tansu) -> None:
 
 
 def test_unreachable_broker_is_retried() -> None:
-    from tests.support.api_server import free_port
+    from tocsin.testing.api_server import free_port
 
     spec = ChannelSpec(name="k", kind=ChannelKind.KAFKA, config={
         "bootstrap_servers": f"127.0.0.1:{free_port()}", "topic": "t", "flush_timeout": 2.0})

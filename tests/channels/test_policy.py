@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from tests.channels.envelopes import envelopes
-from tests.support.receiver import Receiver
 from tocsin.channels import validate_channel_config
 from tocsin.channels.file import FileChannel
 from tocsin.channels.policy import DestinationPolicy
@@ -19,6 +18,7 @@ from tocsin.channels.webhook import WebhookChannel
 from tocsin.config import Settings
 from tocsin.domain import ChannelKind, ChannelSpec, Outcome
 from tocsin.errors import ValidationError
+from tocsin.testing.receiver import Receiver
 
 
 @pytest.fixture

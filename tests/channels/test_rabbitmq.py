@@ -11,6 +11,7 @@ from tests.channels.envelopes import envelopes
 from tests.support.rabbitmq import RabbitMQ
 from tocsin.channels import build_channel
 from tocsin.domain import ChannelKind, ChannelSpec, Outcome
+from tocsin.testing.dispatch import wait_until
 
 
 def test_publishes_persistent_confirmed_messages(rabbitmq: RabbitMQ) -> None:
@@ -51,7 +52,9 @@ def test_a_connection_closed_by_the_broker_is_reopened(rabbitmq: RabbitMQ) -> No
     channel = build_channel(spec)
     assert {r.outcome for r in channel.send(envelopes(3))} == {Outcome.DELIVERED}
     rabbitmq.close_connections()
-    time.sleep(0.5)
+    wait_until(lambda: "running" not in rabbitmq.ctl("list_connections", "--silent",
+                                                     "--no-table-headers", "state"),
+               timeout_s=10, what="the broker closing every connection")
     assert {r.outcome for r in channel.send(envelopes(3))} == {Outcome.DELIVERED}
     channel.close()
     conn = pika.BlockingConnection(pika.URLParameters(rabbitmq.url))
@@ -60,7 +63,7 @@ def test_a_connection_closed_by_the_broker_is_reopened(rabbitmq: RabbitMQ) -> No
 
 
 def test_a_batch_to_a_dead_broker_answers_at_once() -> None:
-    from tests.support.api_server import free_port
+    from tocsin.testing.api_server import free_port
 
     down = ChannelSpec(name="r5", kind=ChannelKind.RABBITMQ, config={
         "url": f"amqp://guest:guest@127.0.0.1:{free_port()}/%2F", "routing_key": "q"})

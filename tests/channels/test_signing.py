@@ -7,12 +7,12 @@ from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from tests.channels.envelopes import SECRET, SECRET_2, envelopes
-from tests.support.receiver import Receiver
 from tocsin.channels import build_channel, validate_channel_config
 from tocsin.channels.webhook import WebhookChannel
 from tocsin.clock import ManualClock
 from tocsin.domain import ChannelKind, ChannelSpec, Outcome
 from tocsin.errors import ValidationError
+from tocsin.testing.receiver import Receiver
 
 
 def _spec(url: str, secret: object) -> ChannelSpec:

@@ -6,10 +6,10 @@ import pytest
 from standardwebhooks import Webhook
 
 from tests.channels.envelopes import SECRET, envelopes
-from tests.support.api_server import free_port
-from tests.support.receiver import Receiver
 from tocsin.channels import build_channel
 from tocsin.domain import ChannelKind, ChannelSpec, Outcome
+from tocsin.testing.api_server import free_port
+from tocsin.testing.receiver import Receiver
 
 
 def _channel(url: str, **config: object) -> ChannelSpec:

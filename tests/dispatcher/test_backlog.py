@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.dispatch import read_lines, running_dispatcher, wait_until
 from tocsin.dispatcher.source import bucket_ranges
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
 from tocsin.stores import open_store
+from tocsin.testing.dispatch import read_lines, running_dispatcher, wait_until
 
 pytestmark = pytest.mark.spark
 

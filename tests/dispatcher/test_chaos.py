@@ -34,14 +34,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.api_server import free_port
-from tests.support.dispatch import wait_until
-from tests.support.postgres import PostgresServer
-from tests.support.processes import executor_jvms, kill_tree, start_tocsin
-from tests.support.receiver import Receiver
 from tocsin.apikeys.tokens import issue_key
 from tocsin.domain import ChannelKind, ChannelSpec, Outcome, Role
 from tocsin.stores import open_store
+from tocsin.testing.api_server import free_port
+from tocsin.testing.dispatch import wait_until
+from tocsin.testing.postgres import PostgresServer
+from tocsin.testing.processes import executor_jvms, kill_tree, start_tocsin
+from tocsin.testing.receiver import Receiver
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

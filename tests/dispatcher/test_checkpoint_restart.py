@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.dispatch import (
+from tocsin.testing.dispatch import (
     assert_each_delivered_under_one_id,
     dispatcher_env,
     file_store,
@@ -18,7 +18,7 @@ from tests.support.dispatch import (
     schedule_burst,
     wait_until,
 )
-from tests.support.processes import kill_tree, start_tocsin
+from tocsin.testing.processes import kill_tree, start_tocsin
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.dispatch import (
+from tocsin.domain import Status
+from tocsin.testing.dispatch import (
     assert_each_delivered_under_one_id,
     dispatcher_env,
     file_store,
@@ -18,8 +19,7 @@ from tests.support.dispatch import (
     schedule_burst,
     wait_until,
 )
-from tests.support.processes import executor_jvms, kill_tree, start_tocsin
-from tocsin.domain import Status
+from tocsin.testing.processes import executor_jvms, kill_tree, start_tocsin
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.dispatch import (
+from tocsin.domain import Status
+from tocsin.testing.dispatch import (
     assert_each_delivered_under_one_id,
     dispatcher_env,
     file_store,
@@ -16,8 +17,7 @@ from tests.support.dispatch import (
     schedule_burst,
     wait_until,
 )
-from tests.support.processes import kill_tree, start_tocsin
-from tocsin.domain import Status
+from tocsin.testing.processes import kill_tree, start_tocsin
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

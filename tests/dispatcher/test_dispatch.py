@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.dispatch import read_lines, running_dispatcher, wait_for_polls, wait_until
 from tocsin.abc import Store
 from tocsin.dispatcher.beat import DISPATCHER
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
 from tocsin.errors import ConflictError
 from tocsin.stores import open_store
+from tocsin.testing.dispatch import read_lines, running_dispatcher, wait_for_polls, wait_until
 
 pytestmark = pytest.mark.spark
 

@@ -9,10 +9,10 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.api_server import ApiServer
-from tests.support.dispatch import running_dispatcher, wait_until
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
 from tocsin.stores import open_store
+from tocsin.testing.api_server import ApiServer
+from tocsin.testing.dispatch import running_dispatcher, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.dispatch import read_lines, running_dispatcher, wait_until
 from tocsin.dispatcher.channel_cache import SPEC_TTL_MS
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Outcome, Status
 from tocsin.stores import open_store
+from tocsin.testing.dispatch import read_lines, running_dispatcher, wait_until
 
 pytestmark = pytest.mark.spark
 

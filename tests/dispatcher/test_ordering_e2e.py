@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.dispatch import wait_until
-from tests.support.processes import kill_tree, start_tocsin
-from tests.support.receiver import Receiver
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule
 from tocsin.stores import open_store
+from tocsin.testing.dispatch import wait_until
+from tocsin.testing.processes import kill_tree, start_tocsin
+from tocsin.testing.receiver import Receiver
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

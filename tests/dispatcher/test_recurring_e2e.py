@@ -12,15 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.api_server import ApiServer
 from tests.support.consumer import ReleasingConsumer
-from tests.support.dispatch import (
-    read_lines,
-    running_dispatcher,
-    running_expander,
-    wait_for_polls,
-    wait_until,
-)
 from tocsin.abc import Store
 from tocsin.api.views import iso
 from tocsin.domain import (
@@ -33,6 +25,14 @@ from tocsin.domain import (
 )
 from tocsin.stores import open_store
 from tocsin.stores.sqlite import SQLiteStore
+from tocsin.testing.api_server import ApiServer
+from tocsin.testing.dispatch import (
+    read_lines,
+    running_dispatcher,
+    running_expander,
+    wait_for_polls,
+    wait_until,
+)
 
 pytestmark = pytest.mark.spark
 

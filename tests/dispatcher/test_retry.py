@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.dispatch import read_lines, running_dispatcher, wait_until
-from tests.support.receiver import Receiver
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Outcome, Status
 from tocsin.stores.sqlite import SQLiteStore
+from tocsin.testing.dispatch import read_lines, running_dispatcher, wait_until
+from tocsin.testing.receiver import Receiver
 
 pytestmark = pytest.mark.spark
 

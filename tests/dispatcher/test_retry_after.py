@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import random
 
-from tests.support.receiver import Receiver
 from tocsin.clock import ManualClock
 from tocsin.dispatcher.core import DispatchCore
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
 from tocsin.stores import open_store
+from tocsin.testing.receiver import Receiver
 
 NOW = 1_900_000_000_000
 

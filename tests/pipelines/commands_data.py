@@ -3,12 +3,13 @@ applied once, in the order of its partition."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from tocsin.abc import Store
+from tocsin.testing.dispatch import wait_until
 
 
 @dataclass
@@ -87,9 +88,12 @@ def stored_state(store: Store) -> dict[str, tuple[str, Any]]:
 def wait_for_state(store: Store, expected: dict[str, tuple[str, Any]], *,
                    timeout_s: float) -> dict[str, tuple[str, Any]]:
     """The store's state once it equals ``expected``, or the last seen after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    state = stored_state(store)
-    while state != expected and time.monotonic() < deadline:
-        time.sleep(1.0)
-        state = stored_state(store)
-    return state
+    seen = [stored_state(store)]
+
+    def settled() -> bool:
+        seen.append(stored_state(store))
+        return seen[-1] == expected
+
+    with contextlib.suppress(AssertionError):  # the caller compares what was last seen
+        wait_until(settled, timeout_s=timeout_s, interval_s=1.0, what="the expected state")
+    return seen[-1]

@@ -23,12 +23,13 @@ from tests.pipelines.commands_data import (
     stored_state,
     wait_for_state,
 )
-from tests.support.tansu import Tansu, read_topic
 from tocsin.abc import Store
 from tocsin.config import Settings
 from tocsin.domain import ChannelKind, ChannelSpec
 from tocsin.pipelines.commands import CommandApplier, Message, Outcome
 from tocsin.stores import open_store
+from tocsin.testing.dispatch import wait_until
+from tocsin.testing.tansu import Tansu, read_topic
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -179,11 +180,11 @@ def _kill_and_restart(kafka: Tansu, store: Store, backend_url: str, tmp_path: Pa
            "TOCSIN_TRIGGER_SECONDS": "0.5"}
     proc = _ingest(env, tmp_path / "ingest.log")
     try:
-        deadline = time.monotonic() + 180
-        while len(stored_state(store)) < len(commands.expected) // 4:
+        def a_quarter_applied() -> bool:
             assert proc.poll() is None, (tmp_path / "ingest.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "the ingest query applied nothing in 180 s"
-            time.sleep(0.2)
+            return len(stored_state(store)) >= len(commands.expected) // 4
+
+        wait_until(a_quarter_applied, timeout_s=180, what="a quarter of the commands applied")
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         seen = len(stored_state(store))
@@ -198,6 +199,7 @@ def _kill_and_restart(kafka: Tansu, store: Store, backend_url: str, tmp_path: Pa
             proc.wait()
 
 
+@pytest.mark.spark  # a `tocsin ingest` process: Spark
 @pytest.mark.smaller_twin("test_kill9_mid_stream_100k")
 def test_kill9_mid_stream(kafka: Tansu, store: Store, backend_url: str, tmp_path: Path,
                           say: Callable[[str], None]) -> None:

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from tests.support.postgres import create_schema, throwaway_server
 from tocsin.domain import NewSchedule, Status
 from tocsin.errors import StoreError
 from tocsin.stores import open_store
 from tocsin.stores.postgres import PostgresStore
+from tocsin.testing.postgres import create_schema, throwaway_server
 
 NOW = 1_700_000_000_000
 

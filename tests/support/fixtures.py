@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.rabbitmq import RabbitMQ
-from tests.support.receiver import Receiver
-from tests.support.tansu import Tansu
+from tocsin.testing.receiver import Receiver
+from tocsin.testing.tansu import Tansu
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """A real PostgreSQL server for the tests, as a pytest plugin (the server and schema helpers
-are :mod:`tocsin.testing.postgres`, re-exported here for existing imports).
+are :mod:`tocsin.testing.postgres`).
 
 ``postgres_url`` (session): ``$TOCSIN_TEST_POSTGRES_URL`` when set (CI runs
 ``.ci/postgres.sh start`` and exports it), else a throw-away cluster started here with that same
@@ -17,7 +17,6 @@ from collections.abc import Iterator
 import pytest
 
 from tocsin.testing.postgres import (
-    PostgresServer,
     PostgresUnavailable,
     check,
     create_schema,
@@ -25,15 +24,7 @@ from tocsin.testing.postgres import (
     throwaway_server,
 )
 
-__all__ = [
-    "PostgresServer",
-    "create_schema",
-    "drop_schema",
-    "postgres_store_url",
-    "postgres_url",
-    "throwaway_server",
-    "unavailable",
-]
+__all__ = ["postgres_store_url", "postgres_url", "unavailable"]
 
 
 def unavailable(reason: str) -> None:

@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.support.api_server import free_port
+from tocsin.testing.api_server import free_port
 
 __all__ = ["RabbitMQ"]
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from tests.support.api_server import ApiServer
-from tests.support.dispatch import read_lines, running_dispatcher, wait_until
 from tocsin.dispatcher.channel_cache import SPEC_TTL_MS
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
 from tocsin.stores.sqlite import SQLiteStore
+from tocsin.testing.api_server import ApiServer
+from tocsin.testing.dispatch import read_lines, running_dispatcher, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.skipif(
     shutil.which("chromedriver") is None and os.environ.get("CI") != "true",
@@ -67,7 +67,10 @@ def test_dashboard_in_a_browser(spark: Any, browser: Any, tmp_path: Path) -> Non
     page = server.url + "/ui"
 
     def shot(name: str) -> None:
-        time.sleep(0.5)  # let htmx settle before the picture
+        wait_until(lambda: browser.execute_script(  # htmx settled: no request, swap or settle
+            "return document.readyState === 'complete' && !document.querySelector("
+            "'.htmx-request, .htmx-swapping, .htmx-settling')"), timeout_s=10,
+            what="the page settled")
         browser.save_screenshot(str(shots / f"{name}.png"))
 
     try:

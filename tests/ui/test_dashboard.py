@@ -10,11 +10,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.api_server import ApiServer
 from tocsin.api.ui.session import COOKIE, csrf_token
 from tocsin.apikeys.tokens import issue_key
 from tocsin.domain import Ack, ChannelKind, ChannelSpec, NewSchedule, Outcome, Role, Status
 from tocsin.stores.sqlite import SQLiteStore
+from tocsin.testing.api_server import ApiServer
 
 PAGES = ["/ui", "/ui/fragments/overview", "/ui/schedules", "/ui/dead", "/ui/channels",
          "/ui/keys", "/ui/recurring", "/ui/policies"]
