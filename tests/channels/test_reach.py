@@ -12,7 +12,6 @@ from collections.abc import Iterator
 import pytest
 
 from tests.channels.envelopes import envelopes
-from tests.support.receiver import Receiver
 from tocsin.channels import validate_channel_config
 from tocsin.channels.kafka import KafkaChannel
 from tocsin.channels.policy import DestinationPolicy
@@ -20,6 +19,7 @@ from tocsin.channels.rabbitmq import CONNECT_FAILED, RabbitMQChannel
 from tocsin.channels.webhook import WebhookChannel
 from tocsin.domain import ChannelKind, ChannelSpec, Outcome
 from tocsin.errors import ValidationError
+from tocsin.testing.receiver import Receiver
 
 STRICT = DestinationPolicy.build(file_roots=["/tmp/tocsin-reach"])
 BROKERS_OPEN = DestinationPolicy.build(file_roots=["/tmp/tocsin-reach"],
