@@ -217,6 +217,14 @@ class Settings(BaseSettings):
                                                     "empty = no answers.")
     ingest_max_per_batch: int = Field(100_000, ge=1, description="Most commands per "
                                                                  "micro-batch.")
+    ingest_tenant: str = Field(
+        "default", description="The one tenant the commands topic acts in: a command naming "
+        "another tenant is refused, and a cancel or reschedule by id finds only this tenant's "
+        "schedules. One topic (and one ingest) per tenant; the topic is the operator's.")
+    ingest_kafka: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="librdkafka settings of the commands topic's "
+        "consumer and producer, NAME=VALUE (comma-separated; e.g. security.protocol=SASL_SSL,"
+        "sasl.mechanism=SCRAM-SHA-512): TLS, SASL and connection settings only.")
     archive_retention_seconds: float = Field(
         7 * 86_400.0, ge=0, description="Finished schedules (and their attempts) older than "
         "this move from the store to the archive (`tocsin archive`).")
@@ -259,8 +267,20 @@ class Settings(BaseSettings):
         "this is set. Turn it off when remote users reach the API (e.g. behind a proxy).",
     )
 
+    @field_validator("ingest_tenant")
+    @classmethod
+    def _tenant_name(cls, value: str) -> str:
+        """The commands topic's tenant is a tenant name."""
+        from tocsin.domain import check_tenant
+        from tocsin.errors import ValidationError
+
+        try:
+            return check_tenant(value, "ingest_tenant")
+        except ValidationError as exc:
+            raise ValueError(exc.reason) from None
+
     @field_validator("file_roots", "credential_roots", "webhook_allow", "broker_allow",
-                     "archive_tenant_retention", mode="before")
+                     "ingest_kafka", "archive_tenant_retention", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         """A list from the environment is comma-separated."""

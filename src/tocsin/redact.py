@@ -67,6 +67,9 @@ def redact(value: Any, *, name: str = "") -> Any:
     if name and is_secret_name(name) and value not in (None, "", [], {}):
         return MASK
     if isinstance(value, str):
+        setting, sep, secret = value.partition("=")
+        if sep and secret and not _URL.match(value) and is_secret_name(setting):
+            return f"{setting}={MASK}"  # NAME=VALUE settings (TOCSIN_INGEST_KAFKA)
         return redact_url(value)
     return value
 

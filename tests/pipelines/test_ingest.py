@@ -94,14 +94,16 @@ def test_a_batch_ends_as_its_commands_one_by_one(store: Store, seed: int) -> Non
     for tenant in ("whole", "single"):
         store.put_channel(ChannelSpec(name="out", kind=ChannelKind.RECORDING, tenant=tenant))
     now = int(time.time() * 1000)
-    applier = CommandApplier(store, Settings(store="x"))
+    appliers = {tenant: CommandApplier(store, Settings(store="x", ingest_tenant=tenant))
+                for tenant in ("whole", "single")}  # a topic each
     size = rng.choice([20, 60, 200])
     for start in range(0, 400, size):
         values = _mixed(rng, size, "T")
-        whole = applier.apply([Message("t", 0, start + i, now, v.replace(b'"T"', b'"whole"'))
-                               for i, v in enumerate(values)])
-        single = [applier.apply([Message("t", 0, start + i, now,
-                                         v.replace(b'"T"', b'"single"'))])[0]
+        whole = appliers["whole"].apply([Message("t", 0, start + i, now,
+                                                 v.replace(b'"T"', b'"whole"'))
+                                         for i, v in enumerate(values)])
+        single = [appliers["single"].apply([Message("t", 0, start + i, now,
+                                                    v.replace(b'"T"', b'"single"'))])[0]
                   for i, v in enumerate(values)]
         assert [(a.op, a.outcome, a.status, a.field) for a in whole] == [
             (a.op, a.outcome, a.status, a.field) for a in single]

@@ -18,8 +18,8 @@ from tocsin.channels.paths import place
 from tocsin.channels.policy import DestinationPolicy
 from tocsin.errors import ValidationError
 
-__all__ = ["KAFKA_FILE_OPTIONS", "KAFKA_OPTIONS", "RABBITMQ_URL_OPTIONS", "check_amqp_url",
-           "check_kafka_producer"]
+__all__ = ["KAFKA_CLIENT_OPTIONS", "KAFKA_FILE_OPTIONS", "KAFKA_OPTIONS", "RABBITMQ_URL_OPTIONS",
+           "check_amqp_url", "check_kafka_producer", "kafka_client_settings"]
 
 KAFKA_OPTIONS = frozenset({
     # delivery and batching
@@ -42,6 +42,19 @@ KAFKA_OPTIONS = frozenset({
     "ssl.key.pem", "ssl.sigalgs.list", "enable.ssl.certificate.verification",
 })
 """librdkafka producer settings a Kafka channel's ``producer`` may hold."""
+KAFKA_CLIENT_OPTIONS = frozenset({
+    "broker.address.family", "client.id", "client.rack", "connections.max.idle.ms",
+    "metadata.max.age.ms", "reconnect.backoff.max.ms", "reconnect.backoff.ms",
+    "socket.connection.setup.timeout.ms", "socket.keepalive.enable", "socket.nagle.disable",
+    "socket.timeout.ms", "request.timeout.ms",
+    "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username",
+    "sasl.password", "ssl.ca.location", "ssl.ca.pem", "ssl.certificate.location",
+    "ssl.certificate.pem", "ssl.cipher.suites", "ssl.curves.list",
+    "ssl.endpoint.identification.algorithm", "ssl.key.location", "ssl.key.password",
+    "ssl.key.pem", "ssl.sigalgs.list", "enable.ssl.certificate.verification",
+})
+"""librdkafka settings the commands topic's consumer and producer take
+(``TOCSIN_INGEST_KAFKA``): TLS, SASL and connections, nothing that loads code or runs it."""
 KAFKA_FILE_OPTIONS = frozenset({"ssl.ca.location", "ssl.certificate.location",
                                 "ssl.key.location"})
 """Those among them that name a file, which must lie under ``credential_roots``."""
@@ -65,6 +78,22 @@ def check_kafka_producer(producer: Mapping[str, Any], policy: DestinationPolicy)
             place(value, _credentials(policy, field), field=field)
         elif not isinstance(value, str | int | float | bool):
             raise ValidationError(field, "must be a string, number or boolean")
+
+
+def kafka_client_settings(entries: list[str], *, field: str = "ingest_kafka") -> dict[str, str]:
+    """``NAME=VALUE`` entries as librdkafka settings; ValidationError naming ``field`` for an
+    entry without ``=`` or a setting outside :data:`KAFKA_CLIENT_OPTIONS`."""
+    found: dict[str, str] = {}
+    for entry in entries:
+        name, sep, value = entry.partition("=")
+        name = name.strip()
+        if not sep:
+            raise ValidationError(field, f"{name!r} is not NAME=VALUE")
+        if name not in KAFKA_CLIENT_OPTIONS:
+            raise ValidationError(field, f"{name!r} is not a setting the commands topic's "
+                                         "clients take (TLS, SASL and connection settings)")
+        found[name] = value.strip()
+    return found
 
 
 def check_amqp_url(url: str, policy: DestinationPolicy) -> None:

@@ -7,10 +7,16 @@ op         fields
 create     those of ``POST /v1/schedules`` (one schedule); without ``key`` (or
            ``uniqueness_key``) the key ``kafka:<topic>:<partition>:<offset>`` is given, so a
            replayed message is a repeat
-cancel     ``id``, or ``key`` (and ``tenant``, default ``default``); an already cancelled
-           schedule answers ``ok`` again
-reschedule ``id`` or ``key`` (and ``tenant``), and those of ``PATCH /v1/schedules/{id}``
+cancel     ``id``, or ``key``; an already cancelled schedule answers ``ok`` again
+reschedule ``id`` or ``key``, and those of ``PATCH /v1/schedules/{id}``
 ========== ==================================================================================
+
+**Whose commands.** A topic is the operator's and acts in one tenant, the ``ingest_tenant``
+setting (default ``default``), like a tenant key: every create goes to that tenant, a command
+whose ``tenant`` names another is INVALID on the field ``tenant``, and a cancel or reschedule,
+by id or by key, finds only that tenant's schedules (another's id is "not found", like a
+missing one). Whoever can produce to the topic acts as that tenant, never as an admin: serve
+several tenants with a topic (and an ingest) each, and keep each topic's ACLs to its tenant.
 
 "Now" is the message's timestamp: ``delay`` counts from when the command was produced and the
 grace window is judged then, so a replay (or a late ingest) decides exactly as the first time.
@@ -37,7 +43,7 @@ import pydantic
 
 from tocsin.abc import Store
 from tocsin.config import Settings
-from tocsin.domain import DEFAULT_TENANT, NewSchedule, Schedule
+from tocsin.domain import NewSchedule, Schedule
 from tocsin.errors import ConflictError, NotFoundError, TocsinError, ValidationError
 from tocsin.pipelines.writes import Change, change_many, create_many
 from tocsin.validation.models import ScheduleChange
@@ -118,12 +124,21 @@ class CommandApplier:
     def __init__(self, store: Store, settings: Settings) -> None:
         self.store = store
         self.settings = settings
+        self.tenant = settings.ingest_tenant
+        """The one tenant this topic's commands act in."""
+
+    def _tenant_of(self, named: str | None) -> str:
+        """The tenant a command acts in: the topic's; naming another is refused."""
+        if named is not None and named != self.tenant:
+            raise ValidationError("tenant", f"this topic acts for tenant {self.tenant!r} only, "
+                                            f"not {named!r}")
+        return self.tenant
 
     def apply(self, messages: Sequence[Message]) -> list[Answer]:
         """Apply ``messages`` as if one by one in order; one answer each."""
         known = cached(partial(registered, self.store))  # one lookup per batch, not per create
         parsed = [self._parse(m, known) for m in messages]
-        if not _reorderable(parsed):
+        if not _reorderable(parsed, self.tenant):
             return self._in_order(messages, parsed)
         answers: list[Answer | None] = [p if isinstance(p, Answer) else None for p in parsed]
         creates = [(i, (m, p)) for i, (m, p) in enumerate(zip(messages, parsed, strict=True))
@@ -172,7 +187,8 @@ class CommandApplier:
         if "key" not in body and "uniqueness_key" not in body:
             body["key"] = f"kafka:{m.topic}:{m.partition}:{m.offset}"
         # Lone surrogates and NUL reach JSON text only as escapes: only then is the text walked.
-        value = ScheduleCheck(self.settings, now_ms=m.timestamp_ms, known=known).check(
+        value = ScheduleCheck(self.settings, now_ms=m.timestamp_ms, known=known,
+                              tenant_of=self._tenant_of).check(
             body, check_text=TEXT_ESCAPE.search(m.value or b"") is not None)
         if isinstance(value, list):
             return self._invalid(m, op, value)
@@ -215,6 +231,7 @@ class CommandApplier:
         if (ident is None) == (key is None) or not isinstance(ident or key, str):
             return Answer(m, op, Outcome.INVALID, field="id", reason="give id or key (a string)")
         try:
+            tenant = self._tenant_of(None if named is None else str(named))
             if op is Op.CANCEL and body:
                 raise ValidationError(sorted(body)[0], "a cancel takes only id, or key and tenant")
             change = (read_change(ScheduleChange.model_validate(body), settings=self.settings,
@@ -226,10 +243,8 @@ class CommandApplier:
                           reason=reason_of(e))
         except ValidationError as exc:
             return self._invalid(m, op, [Problem(exc.field, exc.reason)])
-        return Change(id=ident, key=None if key is None else str(key),
-                      tenant=str(named or DEFAULT_TENANT),
-                      scope=None if named is None else str(named), now_ms=m.timestamp_ms,
-                      cancel=op is Op.CANCEL, **change)
+        return Change(id=ident, key=None if key is None else str(key), tenant=tenant,
+                      scope=tenant, now_ms=m.timestamp_ms, cancel=op is Op.CANCEL, **change)
 
     @staticmethod
     def _invalid(m: Message, op: Op, problems: list[Problem]) -> Answer:
@@ -243,16 +258,16 @@ class _Command(NamedTuple):
     body: dict[str, Any]
 
 
-def _reorderable(parsed: Sequence[Answer | NewSchedule | _Command]) -> bool:
+def _reorderable(parsed: Sequence[Answer | NewSchedule | _Command], tenant: str) -> bool:
     """Whether writing every create before every change ends as applying them in order: no
-    change names, by key, a schedule that a later create makes."""
+    change names, by key, a schedule that a later create makes (all in ``tenant``)."""
     last: dict[tuple[str, str], int] = {}
     for i, p in enumerate(parsed):
         if isinstance(p, NewSchedule) and p.key is not None:
             last[(p.tenant, p.key)] = i
     return not any(
         isinstance(p, _Command) and isinstance(key := p.body.get("key"), str)
-        and last.get((str(p.body.get("tenant") or DEFAULT_TENANT), key), -1) > j
+        and last.get((tenant, key), -1) > j
         for j, p in enumerate(parsed))
 
 

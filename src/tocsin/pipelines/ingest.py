@@ -29,6 +29,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from tocsin.channels.options import kafka_client_settings
 from tocsin.clock import SystemClock
 from tocsin.config import CheckpointQuery, Settings
 from tocsin.pipelines.commands import CommandApplier, Message, Outcome
@@ -89,19 +90,20 @@ class IngestTally(WriterCommitMessage):
     invalid: int = 0
 
 
-_producers: dict[str, Any] = {}
+_producers: dict[tuple[str, str], Any] = {}
 _lock = threading.Lock()
 
 
-def _producer(bootstrap: str) -> Any:
-    """This process's producer for ``bootstrap``."""
+def _producer(bootstrap: str, client: dict[str, str]) -> Any:
+    """This process's producer for ``bootstrap`` with the ``client`` settings (TLS, SASL)."""
     from confluent_kafka import Producer
 
+    at = (bootstrap, json.dumps(client, sort_keys=True))
     with _lock:
-        if bootstrap not in _producers:
-            _producers[bootstrap] = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
-                                              "partitioner": "murmur2_random"})
-        return _producers[bootstrap]
+        if at not in _producers:
+            _producers[at] = Producer({**client, "bootstrap.servers": bootstrap,
+                                       "linger.ms": 20, "partitioner": "murmur2_random"})
+        return _producers[at]
 
 
 class CommandStreamWriter(DataSourceStreamArrowWriter):
@@ -114,7 +116,7 @@ class CommandStreamWriter(DataSourceStreamArrowWriter):
         opts = self.options
         settings = Settings(**json.loads(opts.settings))
         applier = CommandApplier(store_for(settings.store_url, opts.buckets), settings)
-        producer = _producer(opts.bootstrap)
+        producer = _producer(opts.bootstrap, kafka_client_settings(settings.ingest_kafka))
         clock, tally = SystemClock(), IngestTally()
         for batch in iterator:
             now = clock.now_ms()
@@ -171,9 +173,11 @@ def start_ingest(spark: SparkSession, settings: Settings, *,
     spark.dataSource.register(KafkaDataSource)
     spark.dataSource.register(CommandsDataSource)
     options = IngestOptions.of(settings)
+    client = kafka_client_settings(settings.ingest_kafka)  # refused here, before Spark reads
     return (
         spark.readStream.format("tocsin-kafka")
         .option("bootstrap", settings.ingest_bootstrap).option("topic", settings.ingest_topic)
+        .option("client", json.dumps(client))
         .option("maxPerBatch", str(settings.ingest_max_per_batch)).load()
         .writeStream.format("tocsin-commands").options(**options.to_spark())
         .option("checkpointLocation",

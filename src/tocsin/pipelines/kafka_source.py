@@ -7,12 +7,14 @@ executor by a consumer ``assign()``-ed to exactly that range (no group coordinat
 rebalancing; a replayed batch reads the same range again). Options:
 
 ``bootstrap``      the brokers, ``host:port[,...]``
+``client``         more librdkafka settings (TLS, SASL), a JSON object (default ``{}``)
 ``topic``          the topic
 ``maxPerBatch``    most records per micro-batch over all partitions (default 100 000)
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,15 +37,18 @@ _STALL_S = 120.0
 saw) fails the task rather than hang the query."""
 
 
-def _consumer(bootstrap: str, *, probe: bool = False) -> Any:
+def _consumer(bootstrap: str, *, probe: bool = False,
+              client: dict[str, str] | None = None) -> Any:
     """A consumer that is only ever ``assign()``-ed; a ``probe`` fetches as little as it can
-    (it is read for the watermarks of its fetch responses)."""
+    (it is read for the watermarks of its fetch responses). ``client``: TLS and SASL
+    settings (:data:`~tocsin.channels.options.KAFKA_CLIENT_OPTIONS`)."""
     from confluent_kafka import Consumer
 
     tuning = ({"max.partition.fetch.bytes": 1, "queued.max.messages.kbytes": 1,
                "fetch.wait.max.ms": 10} if probe else {"fetch.max.bytes": 64 * 1024 * 1024})
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": "tocsin-ingest",
-                     "enable.auto.commit": False, "auto.offset.reset": "earliest", **tuning})
+    return Consumer({**(client or {}), "bootstrap.servers": bootstrap,
+                     "group.id": "tocsin-ingest", "enable.auto.commit": False,
+                     "auto.offset.reset": "earliest", **tuning})
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     def __init__(self, options: dict[str, str]) -> None:
         lowered = {k.lower(): v for k, v in options.items()}
         self.bootstrap = lowered["bootstrap"]
+        self.client: dict[str, str] = json.loads(lowered.get("client") or "{}")
         self.topic = lowered["topic"]
         self.max_per_batch = int(lowered.get("maxperbatch", 100_000))
         self._meta: Any = None
@@ -70,7 +76,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         from confluent_kafka import TopicPartition
 
         if self._meta is None:
-            self._meta = _consumer(self.bootstrap, probe=True)
+            self._meta = _consumer(self.bootstrap, probe=True, client=self.client)
         topic = self._meta.list_topics(self.topic, timeout=30).topics[self.topic]
         if topic.error is not None:
             raise RuntimeError(f"kafka topic {self.topic!r}: {topic.error}")
@@ -126,7 +132,7 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)
-        yield from read_range(self.bootstrap, self.topic, partition)
+        yield from read_range(self.bootstrap, self.topic, partition, client=self.client)
 
     def commit(self, end: dict[str, int]) -> None:
         pass
@@ -137,11 +143,12 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._meta = None
 
 
-def read_range(bootstrap: str, topic: str, part: OffsetRange) -> Iterator[pa.RecordBatch]:
+def read_range(bootstrap: str, topic: str, part: OffsetRange, *,
+               client: dict[str, str] | None = None) -> Iterator[pa.RecordBatch]:
     """The records of ``part`` as record batches of :data:`ARROW_SCHEMA`."""
     from confluent_kafka import TopicPartition
 
-    consumer = _consumer(bootstrap)
+    consumer = _consumer(bootstrap, client=client)
     consumer.assign([TopicPartition(topic, part.partition, part.start)])
     position, last_progress = part.start, time.monotonic()
     try:
