@@ -198,8 +198,23 @@ class CpuMeter:
             return used
 
     def rss_mb(self) -> float:
-        """Resident memory of the whole tree now."""
+        """Resident memory of the whole tree now (each process's RSS, summed: pages shared
+        between processes count once per process)."""
         return round(sum(p.rss_kb for p in tree_sample().values()) / 1024, 1)
+
+    def pss_mb(self) -> float:
+        """Proportional resident memory of the whole tree now (a page shared by n processes
+        counts 1/n in each): what the tree takes from the machine."""
+        total = 0
+        for pid in tree_sample():
+            try:
+                for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1])
+                        break
+            except OSError:
+                continue
+        return round(total / 1024, 1)
 
     def close(self) -> None:
         self._stop.set()
@@ -241,7 +256,7 @@ def measure_idle(seconds: float) -> dict[str, Any]:
     try:
         time.sleep(seconds)
         used = cpu_between({}, meter.read())
-        rss = meter.rss_mb()
+        rss, pss = meter.rss_mb(), meter.pss_mb()
     finally:
         meter.close()
     return {
@@ -250,6 +265,7 @@ def measure_idle(seconds: float) -> dict[str, Any]:
         "cpu_s_by_kind": used,
         "outside_cpu_pct_of_one_core": round(100 * used.get("outside", 0.0) / seconds, 1),
         "rss_mb": rss,
+        "pss_mb": pss,
         "processes": len(tree_sample()),
     }
 

@@ -195,6 +195,8 @@ def headline(result: dict[str, Any]) -> dict[str, Any]:
         "delivered": burst["delivered"],
         "idle_cpu_pct": result["idle"]["cpu_pct_of_one_core"],
         "idle_rss_mb": result["idle"]["rss_mb"],
+        "idle_pss_mb": result["idle"].get("pss_mb"),
+        "ready_s": result.get("ready_s"),
         "idle_with_future_cpu_pct": (result.get("idle_with_future") or {}).get(
             "cpu_pct_of_one_core"),
         "drain_deliveries_per_s": drain.get("deliveries_per_s"),
@@ -259,6 +261,10 @@ def tocsin_part(args: argparse.Namespace) -> dict[str, Any]:
                              trigger_seconds=args.trigger_s)
     log(f"[tocsin] spark session and query started in {time.perf_counter() - started:.1f}s; "
         f"store {url}")
+    while query.lastProgress is None and time.perf_counter() - started < 600:
+        time.sleep(0.1)  # the warm-up batch: workers started, channels open
+    ready_s = round(time.perf_counter() - started, 1)
+    log(f"[tocsin] first batch done {ready_s}s after the session started")
 
     def profiled_drain(out: dict[str, Any]) -> None:
         if args.no_profile:
@@ -277,6 +283,7 @@ def tocsin_part(args: argparse.Namespace) -> dict[str, Any]:
 
     try:
         out = procedure(target, args, after_drain=profiled_drain)
+        out["ready_s"] = ready_s
         out["options"] = {"master": args.master, "partitions": args.partitions,
                           "batch_cap": args.batch_cap, "trigger_s": args.trigger_s,
                           "buckets": args.buckets, "store": url}

@@ -1,11 +1,14 @@
-"""What an idle ``tocsin up`` costs, by setting: CPU of its whole process tree (API, Spark
-driver, Python workers) over ``--seconds`` with nothing due, after ``--settle`` seconds from
-ready, for each variant of the settings that shape idle work (the relay query, hand-over
-windows, the keep-warm batches).
+"""What an idle ``tocsin up`` costs, by setting: CPU and resident memory of its whole process
+tree (API, Spark driver and JVM, Python workers) over ``--seconds`` with nothing due, after
+``--settle`` seconds from ready (70 s by default: Spark stops Python workers idle for a
+minute), and how long it took to be ready, for the default settings first and then each
+variant of the settings that shape idle work (keep-warm batches, the relay query, hand-over
+windows).
 
-    bench/run idle [--seconds 60] [--settle 40] [--variants default,no-relay,no-windows]
+    bench/run idle [--seconds 60] [--settle 70] [--variants default,keep-warm,no-relay]
 
-Writes bench/results/idle.json (one figure per variant: ``cpu_pct_of_one_core``).
+Writes bench/results/idle.json (per variant: ``cpu_pct_of_one_core``, ``rss_mb``, ``pss_mb``,
+``ready_s``).
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ from bench.tocsin_up import TocsinUp
 RESULTS = Path(__file__).parent / "results" / "idle.json"
 VARIANTS: dict[str, dict[str, str]] = {
     "default": {},
+    "keep-warm": {"TOCSIN_KEEP_WARM_SECONDS": "30"},
     "no-relay": {"TOCSIN_RELAY": "false"},
     "no-windows": {"TOCSIN_HAND_OVER_SECONDS": "0"},
-    "no-keep-warm": {"TOCSIN_KEEP_WARM_SECONDS": "0"},
 }
 
 
@@ -47,14 +50,15 @@ def run(name: str, env: dict[str, str], seconds: float, settle: float) -> dict[s
     finally:
         up.stop()
     idle["ready_s"] = round(ready_s, 1)
-    log(f"{name}: {idle['cpu_pct_of_one_core']} % of one core ({idle['cpu_s_by_kind']})")
+    log(f"{name}: {idle['cpu_pct_of_one_core']} % of one core ({idle['cpu_s_by_kind']}), "
+        f"RSS {idle['rss_mb']} MB (PSS {idle['pss_mb']} MB), ready in {idle['ready_s']} s")
     return idle
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--settle", type=float, default=40.0)
+    parser.add_argument("--settle", type=float, default=70.0)
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -65,7 +69,9 @@ def main() -> None:
     out["machine"] = machine_info()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2) + "\n")
-    print(json.dumps({n: out[n]["cpu_pct_of_one_core"] for n in args.variants.split(",")}))
+    print(json.dumps({n: {k: out[n][k] for k in ("cpu_pct_of_one_core", "rss_mb", "pss_mb",
+                                                  "ready_s")}
+                      for n in args.variants.split(",")}))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from tocsin.domain.defaults import (
 from tocsin.logs import SPARK_JAVA_OPTIONS, LogFormat, SparkLogLevel
 from tocsin.redact import redact
 
-__all__ = ["CheckpointQuery", "Settings"]
+__all__ = ["CheckpointQuery", "ExpanderMode", "Settings"]
 
 
 class CheckpointQuery(StrEnum):
@@ -49,6 +49,17 @@ class CheckpointQuery(StrEnum):
     INGEST = "ingest"
     """The Kafka commands topic into the store (``ingest_topic``); its offsets are the
     topic's, so losing this checkpoint replays the topic from its start."""
+
+
+class ExpanderMode(StrEnum):
+    """Where the dispatcher process expands recurring schedules into ordinary ones."""
+
+    DRIVER = "driver"
+    """A thread of the dispatcher's driver (the default): one indexed read a trigger, and no
+    Spark query kept (a Python process, planners at start, the JVM's work every trigger)."""
+    SPARK = "spark"
+    """The ``tocsin-expander`` Spark query: each batch's bucket ranges expanded on executors,
+    for a very large set of recurring schedules."""
 
 
 class Settings(BaseSettings):
@@ -130,6 +141,10 @@ class Settings(BaseSettings):
         "Spark keeps its Python workers (it stops those idle for a minute). 0 (default): "
         "never; workers start warm from Spark's daemon, and after a quiet spell a batch "
         "starts 5 s ahead of the next due schedule."
+    )
+    recurring_expander: ExpanderMode = Field(
+        ExpanderMode.DRIVER, description="Where recurring schedules are expanded: driver (a "
+        "thread of the dispatcher process) or spark (the tocsin-expander query, on executors)."
     )
     relay: bool = Field(
         True, description="Run the relay query, which hands over in the main query's gaps "

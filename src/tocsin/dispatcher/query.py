@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,12 +92,15 @@ def run_dispatcher(settings: Settings) -> None:
 
     from tocsin.checkpoints import adopt_legacy_checkpoints
     from tocsin.clock import SystemClock
-    from tocsin.config import CheckpointQuery
+    from tocsin.config import CheckpointQuery, ExpanderMode
+    from tocsin.dispatcher.driver_expander import DriverExpander
+    from tocsin.dispatcher.expansion import ExpansionCore
     from tocsin.dispatcher.preflight import undeliverable_channels
     from tocsin.dispatcher.progress import ProgressLog
     from tocsin.dispatcher.runs import RUN_ENV, RunBeat, new_run_id
     from tocsin.stores import open_store
 
+    began = time.monotonic()
     setup_logging(settings.log_format, settings.spark_log_level)
     log.info("dispatcher starting", extra={"spark_master": settings.spark_master,
                                            "store": redact_url(settings.store_url)})
@@ -109,6 +113,7 @@ def run_dispatcher(settings: Settings) -> None:
     beat = RunBeat(store, run, clock=SystemClock()).start()
     spark = session_for(settings, app_name="tocsin",
                         master=master_for(settings.spark_master, settings.partitions))
+    log.info("spark session up", extra={"after_s": round(time.monotonic() - began, 1)})
     spark.streams.addListener(ProgressLog())
     options = replace(DispatchOptions.from_settings(settings), run=run)
     adopt_legacy_checkpoints(settings)
@@ -116,10 +121,15 @@ def run_dispatcher(settings: Settings) -> None:
         start_dispatcher(spark, options,
                          checkpoint=settings.checkpoint_for(CheckpointQuery.DISPATCHER),
                          trigger_seconds=settings.trigger_seconds),
-        start_expander(spark, options,
-                       checkpoint=settings.checkpoint_for(CheckpointQuery.EXPANDER),
-                       trigger_seconds=settings.trigger_seconds),
     ]
+    expander: DriverExpander | None = None
+    if settings.recurring_expander is ExpanderMode.SPARK:
+        queries.append(start_expander(
+            spark, options, checkpoint=settings.checkpoint_for(CheckpointQuery.EXPANDER),
+            trigger_seconds=settings.trigger_seconds))
+    else:
+        expander = DriverExpander(ExpansionCore(store, options=options, clock=SystemClock()),
+                                  trigger_s=settings.trigger_seconds).start()
     if settings.relay and options.hand_over_ms > 0:
         queries.append(start_relay(
             spark, options, checkpoint=settings.checkpoint_for(CheckpointQuery.RELAY),
@@ -132,11 +142,14 @@ def run_dispatcher(settings: Settings) -> None:
 
     stop_archive = threading.Event()
     start_archive_timer(spark, settings, stop_archive)  # daily, unless archive_every_seconds=0
-    log.info("dispatcher queries started; warming up", extra={"queries": [q.name for q in queries]})
+    log.info("dispatcher queries started; warming up", extra={
+        "queries": [q.name for q in queries], "after_s": round(time.monotonic() - began, 1)})
     try:
         spark.streams.awaitAnyTermination()
     finally:
         stop_archive.set()
+        if expander is not None:
+            expander.stop()
         for query in queries:
             query.stop()
         spark.stop()

@@ -57,6 +57,9 @@ def spark_session(master: str = "local[*]", *, app_name: str = "tocsin",
         .config("spark.python.worker.reuse", "true")
         .config("spark.python.daemon.module", "tocsin.spark.daemon")
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+        # an idle query's progress event (to every listener, Tocsin's through py4j) once a
+        # minute, not every 10 s: idle work of the JVM and the driver
+        .config("spark.sql.streaming.noDataProgressEventInterval", "60000")
         .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.driver.extraJavaOptions", java)
