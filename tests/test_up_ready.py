@@ -1,6 +1,7 @@
 """``tocsin up`` tells the truth and is light: a taken port stops it at once, saying so, before
 anything claims readiness; one log line says when ``/readyz`` turns ready; ready within its
-bound; idle, its whole process tree stays under the CPU bound."""
+bound; idle, its whole process tree stays under the CPU bound; after the quiet spell a
+recurring rule (expanded in the driver) still goes out."""
 
 from __future__ import annotations
 
@@ -17,8 +18,11 @@ import httpx
 import pytest
 
 from tocsin.cli import runner
+from tocsin.clock import SystemClock
+from tocsin.domain import ChannelKind, ChannelSpec, CronTrigger, Recurring
+from tocsin.stores import open_store
 from tocsin.testing.api_server import free_port
-from tocsin.testing.dispatch import wait_until
+from tocsin.testing.dispatch import read_lines, wait_until
 from tocsin.testing.processes import descendants, kill_tree, start_tocsin
 
 READY_BOUND_S = 12.0
@@ -114,12 +118,26 @@ def test_idle_tocsin_up_is_ready_soon_and_light(tmp_path: Path,
         time.sleep(idle_s)
         pct = 100 * (_tree_cpu_s(proc.pid) - cpu) / idle_s
         rss = _tree_rss_mb(proc.pid)
+        # after the quiet spell: a recurring rule, expanded in the driver, goes out
+        out = tmp_path / "ticks.jsonl"
+        store = open_store(f"sqlite:///{tmp_path / 'home' / 'tocsin.db'}")
+        store.put_channel(ChannelSpec(name="ticks", kind=ChannelKind.FILE,
+                                      config={"path": str(out)}))
+        first = (SystemClock().now_ms() // 1000 + 3) * 1000
+        store.create_recurring(Recurring(
+            id="ticks", channel="ticks", payload=b"{}", trigger=CronTrigger.parse(
+                "* * * * * *", "UTC", start_ms=first, end_ms=first + 2000)),
+            now_ms=SystemClock().now_ms())
+        wait_until(lambda: len(read_lines(out)) >= 3, timeout_s=120, what="three ticks")
+        woke_ms = SystemClock().now_ms() - (first + 2000)
+        store.close()
     finally:
         kill_tree(proc, signal.SIGTERM)
     lines = log.read_text(errors="replace").splitlines()
     readies = [line for line in lines if line.split(": ", 1)[-1].startswith("ready")]
     say(f"ready after {ready_s:.1f} s (bound {READY_BOUND_S} s on a quiet machine); idle "
         f"{pct:.2f} % of one core over {idle_s:.0f} s (bound {IDLE_CPU_BOUND_PCT} %); "
-        f"tree RSS {rss:.0f} MB")
+        f"tree RSS {rss:.0f} MB; after it, a recurring rule's last tick seen {woke_ms} ms "
+        "after its due time")
     assert len(readies) == 1, "\n".join(lines)
     assert pct < 5 * IDLE_CPU_BOUND_PCT
