@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tocsin.logs import FAST_START_JAVA_OPTIONS
+from tocsin.testing import use_recording_channels
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,6 +31,8 @@ os.environ.setdefault("TOCSIN_ARCHIVE_EVERY_SECONDS", "0")
 # The suite starts dozens of Spark sessions, several at once on two workers: their JVMs start
 # fast (tocsin.logs.FAST_START_JAVA_OPTIONS), the session below and the `tocsin` processes.
 os.environ.setdefault("TOCSIN_SPARK_JAVA_OPTIONS", FAST_START_JAVA_OPTIONS)
+# The suite's own processes take the test kit's recording channels (production never does).
+use_recording_channels()
 
 _SUPPORT = Path(__file__).parent / "support"
 pytest_plugins = [

@@ -210,11 +210,12 @@ def _ready(api: str) -> bool:
 
 
 def _dead_schedule(cwd: Path, api: str) -> str:
-    """A channel ``billing`` and one DEAD schedule of it (its channel refused it)."""
+    """A channel ``billing`` and one DEAD schedule (its one attempt found nobody listening)."""
     key = {"authorization": f"Bearer {(cwd / '.tocsin' / 'admin.key').read_text().strip()}"}
+    nobody = f"http://127.0.0.1:{free_port()}/hook"
     with httpx.Client(base_url=api, headers=key, timeout=10) as http:
-        http.post("/v1/channels", json={"name": "refuses", "kind": "recording",
-                                        "config": {"fail": "reject"}}).raise_for_status()
+        http.post("/v1/channels", json={"name": "refuses", "kind": "webhook", "config": {
+            "url": nobody, "max_attempts": 1}}).raise_for_status()
         http.post("/v1/channels", json={"name": "billing", "kind": "file",
                                         "config": {"path": "billing.jsonl"}}).raise_for_status()
         made = http.post("/v1/schedules", json={"channel": "refuses", "payload": {},

@@ -16,7 +16,6 @@ import pytest
 from tests.dispatcher.conftest import rig_over
 from tocsin.abc import ClaimedRow, Store
 from tocsin.api.ui.figures import deliveries_by_outcome
-from tocsin.channels.recording import Recordings
 from tocsin.clock import ManualClock
 from tocsin.dispatcher.channel_cache import SPEC_TTL_MS
 from tocsin.dispatcher.local import LocalDispatcher
@@ -35,6 +34,7 @@ from tocsin.domain import (
     Schedule,
     Status,
 )
+from tocsin.testing.recording import Recordings
 
 MIN = 60_000
 T0 = 1_700_000_040_000 - 1_700_000_040_000 % MIN  # a whole minute

@@ -13,7 +13,6 @@ import pytest
 
 from tests.dispatcher.conftest import rig_over
 from tocsin.abc import Store
-from tocsin.channels.recording import Recordings
 from tocsin.clock import ManualClock
 from tocsin.dispatcher.core import DispatchCore
 from tocsin.dispatcher.handover import (
@@ -28,6 +27,7 @@ from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runs import RUN_STALE_MS
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
 from tocsin.errors import ConflictError
+from tocsin.testing.recording import Recordings
 
 W = 2_000
 T0 = 1_700_000_040_000  # a multiple of W

@@ -13,7 +13,6 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from tocsin.channels.recording import Recordings
 from tocsin.clock import ManualClock, SystemClock
 from tocsin.config import Settings
 from tocsin.dispatcher.local import LocalDispatcher
@@ -32,6 +31,7 @@ from tocsin.pipelines.archive import (
 )
 from tocsin.stores import open_store
 from tocsin.testing.dispatch import wait_until
+from tocsin.testing.recording import Recordings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

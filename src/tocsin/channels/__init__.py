@@ -13,35 +13,40 @@ kind           class (config)                               module
 ``webhook``    ``WebhookChannel`` (``WebhookConfig``)       :mod:`tocsin.channels.webhook`
 ``kafka``      ``KafkaChannel`` (``KafkaConfig``)           :mod:`tocsin.channels.kafka`
 ``rabbitmq``   ``RabbitMQChannel`` (``RabbitMQConfig``)     :mod:`tocsin.channels.rabbitmq`
-``recording``  ``RecordingChannel`` (``RecordingConfig``)   :mod:`tocsin.channels.recording`
 =============  ===========================================  ==================================
 
 Every kind also takes the common settings ``dead_letter``, ``max_attempts`` and ``on_dead``
-(see :class:`~tocsin.domain.ChannelSpec`).
+(see :class:`~tocsin.domain.ChannelSpec`). A process may accept more kinds when asked
+(:func:`register_kind`): the test kit's ``recording`` fake, only where a test calls
+:func:`tocsin.testing.use_recording_channels`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tocsin.abc import Channel
 from tocsin.channels.policy import DestinationPolicy, current_policy
 from tocsin.domain import DEFAULT_TENANT, ChannelKind, ChannelSpec
 from tocsin.errors import ValidationError
 
-if TYPE_CHECKING:
-    from tocsin.channels.recording import Recordings
+__all__ = ["ChannelBuilder", "build_channel", "missing_library", "register_kind",
+           "validate_channel_config"]
 
-__all__ = ["build_channel", "missing_library", "validate_channel_config"]
+ChannelBuilder = Callable[[ChannelSpec], Channel]
+"""Makes a live channel from its spec."""
 
 _MODULES: dict[ChannelKind, tuple[str, str, str]] = {
     ChannelKind.FILE: ("tocsin.channels.file", "FileChannel", "FileConfig"),
     ChannelKind.WEBHOOK: ("tocsin.channels.webhook", "WebhookChannel", "WebhookConfig"),
     ChannelKind.KAFKA: ("tocsin.channels.kafka", "KafkaChannel", "KafkaConfig"),
     ChannelKind.RABBITMQ: ("tocsin.channels.rabbitmq", "RabbitMQChannel", "RabbitMQConfig"),
-    ChannelKind.RECORDING: ("tocsin.channels.recording", "RecordingChannel", "RecordingConfig"),
 }
+"""The transports: (module, channel class, config class) by kind."""
+_REGISTERED: dict[ChannelKind, tuple[str, str, str]] = {}
+"""Kinds this process was asked to accept besides the transports (:func:`register_kind`)."""
 
 _LIBRARIES: dict[ChannelKind, tuple[str, str, str]] = {
     ChannelKind.KAFKA: ("confluent_kafka", "confluent-kafka", "kafka"),
@@ -66,14 +71,30 @@ def missing_library(kind: ChannelKind) -> str | None:
     return None
 
 
-def build_channel(spec: ChannelSpec, *, recordings: Recordings | None = None) -> Channel:
-    """A live channel for ``spec``; a recording channel records in ``recordings`` (by default
-    the process's :data:`~tocsin.channels.recording.DEFAULT_RECORDINGS`)."""
-    module, cls, _ = _MODULES[spec.kind]
-    if spec.kind is ChannelKind.RECORDING:
-        from tocsin.channels.recording import RecordingChannel
+def register_kind(kind: ChannelKind, module: str, channel_class: str, config_class: str) -> None:
+    """Accept and build channels of ``kind`` in this process, from ``module``'s classes: for a
+    kind that is no transport (the test kit's ``recording``)."""
+    _REGISTERED[kind] = (module, channel_class, config_class)
 
-        return RecordingChannel(spec, recordings)
+
+def _classes(kind: ChannelKind) -> tuple[str, str, str]:
+    """``kind``'s (module, channel class, config class); ValidationError on ``kind`` when this
+    process does not take it."""
+    found = _MODULES.get(kind) or _REGISTERED.get(kind)
+    if found is None:
+        known = ", ".join(k.value for k in (*_MODULES, *_REGISTERED))
+        given = kind.value if isinstance(kind, ChannelKind) else kind
+        raise ValidationError("kind", f"{given!r} is not one of {known}")
+    return found
+
+
+def build_channel(spec: ChannelSpec, *,
+                  builders: Mapping[ChannelKind, ChannelBuilder] | None = None) -> Channel:
+    """A live channel for ``spec``, made by ``builders``' entry for its kind when there is
+    one; :class:`~tocsin.errors.ValidationError` for a kind this process does not take."""
+    if builders and (builder := builders.get(spec.kind)) is not None:
+        return builder(spec)
+    module, cls, _ = _classes(spec.kind)
     channel: Channel = getattr(import_module(module), cls)(spec)
     return channel
 
@@ -87,14 +108,12 @@ def validate_channel_config(kind: ChannelKind, config: dict[str, Any],
     from tocsin.channels.config import COMMON, parse_config
     from tocsin.redact import masked
 
-    if kind not in _MODULES:
-        raise ValidationError("kind", f"{kind!r} is not one of {', '.join(_MODULES)}")
+    module, _, config_cls = _classes(kind)
     if (lacking := missing_library(kind)) is not None:  # a dispatcher like this one could not
         raise ValidationError("kind", lacking)           # deliver to it
     if (where := masked(config)) is not None:
         raise ValidationError(f"config.{where}", "is the redaction mark '***': send the secret "
                                                  "itself (secrets are write-only)")
-    module, _, config_cls = _MODULES[kind]
     parsed = parse_config(getattr(import_module(module), config_cls), dict(config))
     admit = getattr(parsed, "admit", None)
     policy = (policy or current_policy()).for_tenant(tenant)

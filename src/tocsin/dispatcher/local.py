@@ -21,9 +21,9 @@ import random
 import threading
 from dataclasses import dataclass, field, replace
 from functools import partial
+from typing import Protocol
 
 from tocsin.abc import Channel, Store
-from tocsin.channels.recording import Recordings
 from tocsin.clock import Clock
 from tocsin.dispatcher.channel_cache import ChannelCache
 from tocsin.dispatcher.core import DispatchCore, Offset, channel_spec
@@ -32,9 +32,9 @@ from tocsin.dispatcher.expansion import ExpandTally, ExpansionCore
 from tocsin.dispatcher.handover import KEY_RUN_BUDGET_MS, hold
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runs import new_run_id
-from tocsin.domain import ChannelSpec
+from tocsin.domain import ChannelKind, ChannelSpec
 
-__all__ = ["LocalDispatcher", "Step"]
+__all__ = ["LocalDispatcher", "Recorder", "Step"]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -57,14 +57,23 @@ class Step:
         return self.claimed == 0 and self.expanded.recurring == 0
 
 
+class Recorder(Protocol):
+    """Builds recording channels that record in it (:class:`tocsin.testing.Recordings`)."""
+
+    def build(self, spec: ChannelSpec) -> Channel:
+        """A recording channel for ``spec``."""
+        ...
+
+
 class LocalDispatcher:
     """Expansion and delivery over ``store``, one batch each per :meth:`step`.
 
-    ``options`` default to the settings' defaults for this store; ``recordings`` is where its
-    recording channels record (default: the process's); ``rng`` draws the retry jitter."""
+    ``options`` default to the settings' defaults for this store; ``recordings`` (a
+    :class:`tocsin.testing.Recordings`) builds its recording channels, which then record there;
+    ``rng`` draws the retry jitter."""
 
     def __init__(self, store: Store, *, clock: Clock, options: DispatchOptions | None = None,
-                 recordings: Recordings | None = None,
+                 recordings: Recorder | None = None,
                  rng: random.Random | None = None) -> None:
         from tocsin.channels import build_channel
 
@@ -76,8 +85,10 @@ class LocalDispatcher:
         self.clock = clock
         self.recordings = recordings
 
+        builders = {ChannelKind.RECORDING: recordings.build} if recordings else None
+
         def build(spec: ChannelSpec) -> Channel:
-            return build_channel(spec, recordings=recordings)
+            return build_channel(spec, builders=builders)
 
         channels = ChannelCache(partial(channel_spec, store), clock=clock, build=build)
         self.dispatch = DispatchCore(store, options=self.options, clock=clock,

@@ -6,7 +6,9 @@ Fakes, for fast tests of logic (no servers, no sleeping):
 :class:`ManualClock`       time that moves only when told (``advance``, ``set``)
 :func:`memory_store`       a SQLite store in memory (one process)
 :class:`Recordings`        where recording channels (kind ``recording``) keep what they got;
-                           :func:`recorded` / :func:`reset` read and clear the process's own
+                           :func:`recorded` / :func:`reset` read and clear the process's own;
+                           :func:`use_recording_channels` makes this process accept the kind
+                           (the API, ``build_channel``): never a kind of production
 :class:`LocalDispatcher`   the dispatcher without Spark, one micro-batch per ``step()``
 =========================  ===================================================================
 
@@ -46,10 +48,16 @@ A deterministic test of a channel's retry rule::
 from __future__ import annotations
 
 from tocsin.abc import Store
-from tocsin.channels.recording import RecordingChannel, Recordings, recorded, reset
 from tocsin.clock import ManualClock
 from tocsin.dispatcher.local import LocalDispatcher, Step
 from tocsin.testing.receiver import Behaviour, Received, Receiver
+from tocsin.testing.recording import (
+    RecordingChannel,
+    Recordings,
+    recorded,
+    reset,
+    use_recording_channels,
+)
 
 __all__ = [
     "Behaviour",
@@ -63,6 +71,7 @@ __all__ = [
     "memory_store",
     "recorded",
     "reset",
+    "use_recording_channels",
 ]
 
 

@@ -1,10 +1,11 @@
 """Recording channel: a fake that keeps what it accepts in memory, in a :class:`Recordings`.
 
 For tests of logic (the dispatcher core with a :class:`~tocsin.clock.ManualClock`) and for users'
-own tests. A channel built with a registry records there (``build_channel(spec,
-recordings=...)``, ``LocalDispatcher(..., recordings=...)``); one built from its spec alone (in
-the Spark dispatcher's worker processes) records in the process's :data:`DEFAULT_RECORDINGS`,
-read with :func:`recorded` and cleared with :func:`reset`.
+own tests; never a kind of production: a process accepts ``recording`` channels only once
+:func:`use_recording_channels` registered the kind. A channel built by a registry records there
+(``LocalDispatcher(..., recordings=...)``, :meth:`Recordings.build`); one built from its spec
+alone records in the process's :data:`DEFAULT_RECORDINGS`, read with :func:`recorded` and
+cleared with :func:`reset`.
 
 Config (all optional):
 
@@ -33,11 +34,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from tocsin.abc import Channel
-from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
+from tocsin.domain import ChannelKind, ChannelSpec, Envelope, Outcome, Result
 from tocsin.errors import ValidationError
 
 __all__ = ["DEFAULT_RECORDINGS", "FailMode", "RecordingChannel", "RecordingConfig", "Recordings",
-           "recorded", "reset"]
+           "recorded", "reset", "use_recording_channels"]
 
 
 class FailMode(StrEnum):
@@ -67,6 +68,10 @@ class Recordings:
         """What the channel named ``channel`` accepted, in order."""
         with self.lock:
             return list(self._recorded[channel])
+
+    def build(self, spec: ChannelSpec) -> RecordingChannel:
+        """A recording channel for ``spec`` that records here."""
+        return RecordingChannel(spec, self)
 
     def reset(self) -> None:
         """Forget everything recorded and every failure counted."""
@@ -171,3 +176,13 @@ class RecordingChannel(Channel):
                     results.append(Result(delivery_id=env.delivery_id,
                                           outcome=Outcome.DELIVERED))
         return results
+
+
+def use_recording_channels() -> None:
+    """Accept ``recording`` channels in this process (registration through the API, building
+    them from a spec, recording in :data:`DEFAULT_RECORDINGS`): a test asks for it; a
+    production process never does."""
+    from tocsin.channels import register_kind
+
+    register_kind(ChannelKind.RECORDING, __name__, RecordingChannel.__name__,
+                  RecordingConfig.__name__)

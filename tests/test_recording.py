@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -9,8 +11,8 @@ import pytest
 
 from tests.channels.envelopes import envelopes
 from tocsin.channels import build_channel
-from tocsin.channels.recording import recorded, reset
 from tocsin.domain import ChannelKind, ChannelSpec, Outcome
+from tocsin.testing.recording import recorded, reset
 
 
 @pytest.fixture(autouse=True)
@@ -63,3 +65,24 @@ def test_a_seeded_fail_rate_is_deterministic_per_attempt() -> None:
     next_attempt = [e._replace(attempt=2) for e in batch]
     retried = _channel("y", fail="retry", fail_rate=0.25, seed=7).send(next_attempt)
     assert failed != {r.delivery_id for r in retried if r.outcome is Outcome.RETRY}
+
+
+def test_a_process_that_did_not_ask_refuses_recording_channels() -> None:
+    """The fake is no kind of production: without tocsin.testing.use_recording_channels the
+    API's validation and build_channel refuse it, naming the kind."""
+    code = """
+from tocsin.channels import build_channel, validate_channel_config
+from tocsin.domain import ChannelKind, ChannelSpec
+from tocsin.errors import ValidationError
+for attempt in (lambda: validate_channel_config(ChannelKind.RECORDING, {}),
+                lambda: build_channel(ChannelSpec(name="r", kind=ChannelKind.RECORDING))):
+    try:
+        attempt()
+    except ValidationError as exc:
+        assert exc.field == "kind" and "recording" in exc.reason, exc
+    else:
+        raise SystemExit("accepted")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr + done.stdout
