@@ -17,13 +17,12 @@ from __future__ import annotations
 import logging
 import math
 import random
-import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import NamedTuple, TypeVar
 
 from tocsin.abc import ClaimedRow, Store
-from tocsin.clock import Clock
+from tocsin.clock import Clock, SystemClock
 from tocsin.dispatcher.beat import DISPATCHER, SOURCE, batch_counts, beat_info
 from tocsin.dispatcher.channel_cache import ChannelCache
 from tocsin.dispatcher.deliver import Tally
@@ -59,21 +58,26 @@ schedule is handed over at its instant by warm ones (instead of a batch every 30
 them: a second of JVM and Python CPU each, and a gigabyte of idle workers)."""
 
 
-def retrying(work: Callable[[], T], *, what: str, budget_s: float = STORE_RETRY_S) -> T:
+def retrying(work: Callable[[], T], *, what: str, clock: Clock | None = None,
+             budget_s: float = STORE_RETRY_S) -> T:
     """``work()``, retried with back-off (0.1 s doubling to 5 s) while the store raises
-    :class:`~tocsin.errors.StoreError`, for up to ``budget_s``. Every store write the
-    dispatcher makes is safe to repeat: claims replay by epoch, acknowledgements are fenced."""
-    deadline = time.monotonic() + budget_s
-    pause = 0.1
+    :class:`~tocsin.errors.StoreError`, for up to ``budget_s`` of ``clock``'s time (the system
+    clock by default; a manual clock's waits are jumps). Every store write the dispatcher
+    makes is safe to repeat: claims replay by epoch, acknowledgements are fenced."""
+    clock = clock or SystemClock()
+    deadline = clock.now_ms() + int(budget_s * 1000)
+    pause_ms = 100
     while True:
         try:
             return work()
         except StoreError as exc:
-            if time.monotonic() + pause > deadline:
+            now = clock.now_ms()
+            if now + pause_ms > deadline:
                 raise
-            log.warning("%s: store unavailable, retrying in %.1fs: %s", what, pause, exc)
-            time.sleep(pause)
-            pause = min(pause * 2, 5.0)
+            log.warning("%s: store unavailable, retrying in %.1fs: %s", what, pause_ms / 1000,
+                        exc)
+            clock.sleep_until(now + pause_ms)
+            pause_ms = min(pause_ms * 2, 5_000)
 
 
 def bucket_ranges(buckets: int, parts: int) -> list[tuple[int, int]]:
@@ -213,7 +217,7 @@ class DispatchCore:
         return retrying(lambda: self.store.claim(
             epoch=span.epoch, bucket_lo=span.lo, bucket_hi=span.hi, until_ms=span.until_ms,
             now_ms=self.clock.now_ms(), lease_ms=self.options.lease_ms, limit=span.limit),
-            what="claim")
+            what="claim", clock=self.clock)
 
     def deliver(self, rows: Sequence[ClaimedRow]) -> Tally:
         """Hand claimed rows to their destinations' lanes, which send them, judge each answer
@@ -228,7 +232,8 @@ class DispatchCore:
         tally = Tally()
         for epoch, acks in by_epoch.items():
             applied = retrying(lambda e=epoch, a=acks: self.store.acknowledge(  # type: ignore[misc]
-                epoch=e, acks=a, now_ms=self.clock.now_ms()), what="acknowledge")
+                epoch=e, acks=a, now_ms=self.clock.now_ms()), what="acknowledge",
+                clock=self.clock)
             tally.fenced += len(acks) - applied
         return tally
 

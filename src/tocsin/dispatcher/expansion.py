@@ -173,7 +173,7 @@ class ExpansionCore:
         return retrying(lambda: expand_due(self.store, bucket_lo=lo, bucket_hi=hi,
                                            now_ms=until_ms, horizon_ms=self.options.horizon_ms,
                                            max_per_minute=self.options.max_per_minute),
-                        what="expand")
+                        what="expand", clock=self.clock)
 
     def record_batch(self, batch_id: int, tally: ExpandTally) -> None:
         """Beat ``expander`` with the batch's counts and the running totals."""

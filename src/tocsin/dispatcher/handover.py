@@ -29,12 +29,15 @@ order within one task, not one schedule per micro-batch.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from tocsin.abc import ClaimedRow
 from tocsin.dispatcher.core import DispatchCore, log
 from tocsin.dispatcher.deliver import Tally
 from tocsin.errors import StoreError
 
-__all__ = ["CLAIM_ROWS", "KEY_RUN_BUDGET_MS", "POLL_MS", "RACE_PAUSE_MS", "hold", "relay_zone",
-           "released_only", "window_end"]
+__all__ = ["CLAIM_ROWS", "KEY_RUN_BUDGET_MS", "POLL_MS", "RACE_PAUSE_MS", "hold", "key_runs",
+           "relay_zone", "released_only", "window_end"]
 
 POLL_MS = 100
 """A waiting window looks at the store at least this often (a schedule created or moved
@@ -71,6 +74,17 @@ def released_only(now_ms: int) -> int:
     """The ``lease_ms`` with which a claim reclaims only what a dead run released
     (``claimed_ms`` 0), never a lease that merely ended."""
     return now_ms - 1
+
+
+def key_runs(core: DispatchCore, partition: int, rows: Sequence[ClaimedRow], *,
+             started_ms: int) -> tuple[Tally, int]:
+    """Without a window: when ``rows`` (a task's claim) held a keyed row, keep claiming the
+    range's next heads for :data:`KEY_RUN_BUDGET_MS` from ``started_ms``, so a key's due run
+    goes out in order within the task rather than one schedule per micro-batch. The tally and
+    how many more it claimed (nothing when no row was keyed)."""
+    if not any(r.ordering_key is not None for r in rows):
+        return Tally(), 0
+    return hold(core, partition, wait=False, end_ms=started_ms + KEY_RUN_BUDGET_MS)
 
 
 def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,

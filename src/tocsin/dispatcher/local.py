@@ -29,7 +29,7 @@ from tocsin.dispatcher.channel_cache import ChannelCache
 from tocsin.dispatcher.core import DispatchCore, Offset, channel_spec
 from tocsin.dispatcher.deliver import Tally
 from tocsin.dispatcher.expansion import ExpandTally, ExpansionCore
-from tocsin.dispatcher.handover import KEY_RUN_BUDGET_MS, hold
+from tocsin.dispatcher.handover import key_runs
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runs import new_run_id
 from tocsin.domain import ChannelKind, ChannelSpec
@@ -118,11 +118,9 @@ class LocalDispatcher:
             rows = self.dispatch.claim(span)
             step.claimed += len(rows)
             step.delivered.add(self.dispatch.deliver(rows))
-            if any(r.ordering_key is not None for r in rows):  # a key's due run, in this task
-                more, claimed = hold(self.dispatch, partition, wait=False,
-                                     end_ms=task_started + KEY_RUN_BUDGET_MS)
-                step.claimed += claimed
-                step.delivered.add(more)
+            more, claimed = key_runs(self.dispatch, partition, rows, started_ms=task_started)
+            step.claimed += claimed
+            step.delivered.add(more)
             step.dispatched = True
         if step.dispatched:
             self.dispatch.record_batch(self.batches, step.delivered, started_ms=started)

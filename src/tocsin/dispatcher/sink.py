@@ -18,12 +18,12 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from tocsin.abc import ClaimedRow
 from tocsin.dispatcher.core import DispatchCore
 from tocsin.dispatcher.deliver import Tally
-from tocsin.dispatcher.handover import KEY_RUN_BUDGET_MS, hold, window_end
+from tocsin.dispatcher.handover import hold, key_runs, window_end
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runtime import worker
+from tocsin.dispatcher.source import from_arrow
 from tocsin.errors import StoreError
 
 __all__ = ["DeliveryStreamWriter"]
@@ -69,20 +69,17 @@ class DeliveryStreamWriter(DataSourceStreamArrowWriter):
         core = worker().dispatch(self.options)
         started = core.clock.now_ms()
         core.warm()  # once per worker process: its first batch opens the channels
-        tally, keyed = Tally(), False
+        tally, rows = Tally(), []
         for batch in iterator:
-            rows = [ClaimedRow(*r) for r in zip(*(c.to_pylist() for c in batch.columns),
-                                               strict=True)]
-            tally.add(core.deliver(rows))
-            keyed = keyed or any(r.ordering_key is not None for r in rows)
+            rows += from_arrow(batch)
+        tally.add(core.deliver(rows))
         context, window = TaskContext.get(), self.options.hand_over_ms
         if context is not None and window > 0 and not _warming(core):
             shift = window // 2 if self.options.relay else 0
             tally.add(hold(core, context.partitionId(), relay=bool(self.options.relay),
                            end_ms=window_end(core.clock.now_ms(), window, shift_ms=shift))[0])
-        elif context is not None and keyed:  # no window: a key's due run still goes out here
-            tally.add(hold(core, context.partitionId(), wait=False,
-                           end_ms=started + KEY_RUN_BUDGET_MS)[0])
+        elif context is not None:  # no window: a key's due run still goes out here
+            tally.add(key_runs(core, context.partitionId(), rows, started_ms=started)[0])
         tally.add(core.collect())
         return TaskTally(tally=tally, started_ms=started, ended_ms=core.clock.now_ms())
 

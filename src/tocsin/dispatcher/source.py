@@ -25,20 +25,19 @@ from tocsin.dispatcher.core import BucketSpan, bucket_ranges
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runtime import worker
 
-__all__ = ["ARROW_SCHEMA", "DueStreamReader", "RelayDataSource", "TocsinDataSource",
-           "bucket_ranges"]
+__all__ = ["ARROW_SCHEMA", "SPARK_SCHEMA", "DueStreamReader", "RelayDataSource",
+           "TocsinDataSource", "bucket_ranges", "from_arrow", "to_arrow"]
 
-SPARK_SCHEMA = (
-    "id string, tenant string, channel string, payload binary, payload_kind string, "
-    "headers string, due_ms bigint, attempt int, key string, ordering_key string, epoch bigint, "
-    "chain_base int"
-)
-ARROW_SCHEMA = pa.schema([
-    ("id", pa.string()), ("tenant", pa.string()), ("channel", pa.string()),
-    ("payload", pa.binary()), ("payload_kind", pa.string()), ("headers", pa.string()),
-    ("due_ms", pa.int64()), ("attempt", pa.int32()), ("key", pa.string()),
-    ("ordering_key", pa.string()), ("epoch", pa.int64()), ("chain_base", pa.int32()),
-])
+_NOT_TEXT = {"payload": pa.binary(), "due_ms": pa.int64(), "attempt": pa.int32(),
+             "epoch": pa.int64(), "chain_base": pa.int32()}
+ARROW_SCHEMA = pa.schema([(name, _NOT_TEXT.get(name, pa.string()))
+                          for name in ClaimedRow._fields])
+"""A claimed row as Arrow: :class:`~tocsin.abc.ClaimedRow`'s fields, in its order, every
+column typed (an empty or all-null column would otherwise fail Spark's schema check)."""
+_SPARK_TYPES = {pa.string(): "string", pa.binary(): "binary", pa.int64(): "bigint",
+                pa.int32(): "int"}
+SPARK_SCHEMA = ", ".join(f"{f.name} {_SPARK_TYPES[f.type]}" for f in ARROW_SCHEMA)
+"""The same schema as Spark's DDL."""
 ARROW_CHUNK = 10_000
 
 
@@ -47,6 +46,12 @@ class BucketRange(InputPartition):
     """One Spark task's share of a batch (a :class:`~tocsin.dispatcher.core.BucketSpan`)."""
 
     span: BucketSpan
+
+
+def from_arrow(batch: pa.RecordBatch) -> list[ClaimedRow]:
+    """A record batch of :data:`ARROW_SCHEMA` as claimed rows (joined by name, not position)."""
+    columns = [batch.column(name).to_pylist() for name in ClaimedRow._fields]
+    return [ClaimedRow(*r) for r in zip(*columns, strict=True)]
 
 
 def to_arrow(rows: Sequence[ClaimedRow]) -> pa.RecordBatch:
