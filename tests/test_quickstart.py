@@ -37,6 +37,8 @@ def test_readme_quickstart(tmp_path: Path) -> None:
 
     try:
         wait_until(lambda: _ready(api), timeout_s=180, interval_s=1, what="tocsin up")
+        # the loopback allowance of the single-user mode is a setting, said at start
+        assert "TOCSIN_ALLOW_LOOPBACK=true" in (tmp_path / "up.log").read_text()
         tocsin("channels", "add", "greetings", "--kind", "file", "--path", "greetings.jsonl")
         # --delay 15: the cancel below must come before the schedules fall due, four `tocsin`
         # processes later (each 1-2 s to start on a busy two-core machine; 5 s was too short)
