@@ -1,23 +1,48 @@
-"""Bulk import (``tocsin import``) from Parquet into SQLite and into PostgreSQL.
+"""Bulk import (``tocsin import``) into SQLite and into PostgreSQL, for each shape of file
+users have.
 
-``--rows`` schedules (a JSON payload, a delay, a key each) are written as ``--files`` Parquet
-files; each store gets a fresh database and the import job runs on a Spark session
-(``--master``, default ``local[2]``) warmed up by a small import first, so the figure is the
-job's rows a second, not Spark's start. Figures: ``postgres_rows_per_s`` and
-``sqlite_rows_per_s`` (targets: 50 000 and 40 000 on 2 cores). PostgreSQL is a throw-away
-cluster started for the run (``.ci/postgres.sh``), unless ``--postgres-url`` names one.
+``--rows`` schedules are written in each shape (``--shapes``, default ``delay``, the original
+figure; ``all`` for every one); each store gets a fresh database per shape and the import job
+runs on a Spark session (``--master``, default ``local[2]``) warmed up by a small import
+first, so the figure is the job's rows a second, not Spark's start. PostgreSQL is a
+throw-away cluster started for the run (``.ci/postgres.sh``), unless ``--postgres-url`` names
+one.
 
-    bench/run import [--rows 1000000] [--stores sqlite,postgres] [--files 8]
+Shapes (Parquet in ``--files`` files unless said otherwise):
 
-Writes bench/results/import.json.
+==================  ========================================================================
+``delay``           a JSON text payload, a delay, a key (the original benchmark)
+``due_at_timestamp`` a timestamp ``due_at`` (UTC, microseconds), no key
+``due_at_text``     an RFC 3339 text ``due_at``, no key
+``due_at_epoch_ms`` an integer ``due_at`` (epoch milliseconds), no key
+``nested``          a nested payload column, a headers struct, a delay, no key
+``csv``             CSV: a text ``due_at``, a JSON text payload, no key
+``jsonl``           JSON lines: API bodies with a delay and a key
+``one_file``        one Parquet file of one row group, a timestamp ``due_at``, no key, no
+                    ``--partitions``
+==================  ========================================================================
+
+Figures: ``<store>_rows_per_s_<shape>`` (``<store>_rows_per_s`` is the ``delay`` shape's);
+targets: every shape at least 0.8 x the best shape of its store and 50 000 rows/s.
+``--growth N`` instead imports N rows of the ``due_at_timestamp`` shape into one store, a
+million at a time, and records each million's rate and ``<store>_growth_ratio`` (the last
+million's rate over the first's; target 0.8).
+
+    bench/run import [--rows 1000000] [--stores sqlite,postgres] [--files 8] [--shapes all]
+    bench/run import --growth 5000000 [--stores sqlite,postgres]
+
+Writes bench/results/import.json (the keys of a run are merged into those already there).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,25 +59,69 @@ from tocsin.testing.postgres import create_schema, throwaway_server
 
 RESULTS = Path(__file__).parent / "results"
 TARGETS = {"postgres": 50_000, "sqlite": 40_000}
+TARGET_PER_SHAPE = 50_000
+"""Every shape, on each store (rows/s)."""
+SHAPES = ("delay", "due_at_timestamp", "due_at_text", "due_at_epoch_ms", "nested", "csv",
+          "jsonl", "one_file")
+_HOUR_MS = 3_600_000
 
 
-def write_parquet(folder: Path, rows: int, files: int, *, prefix: str = "k") -> Path:
-    """``rows`` schedules in ``files`` Parquet files under ``folder``."""
+def _columns(shape: str, ns: range, now_ms: int, prefix: str) -> dict[str, Any]:
+    """The columns of rows ``ns`` in ``shape`` (Parquet shapes)."""
+    due = [now_ms + _HOUR_MS + n for n in ns]
+    text = [f'{{"order": {n}, "amount": 1250}}' for n in ns]
+    channel = ["out"] * len(ns)
+    if shape == "delay":
+        return {"channel": channel, "payload": text, "delay": [3600.0] * len(ns),
+                "key": [f"{prefix}-{n}" for n in ns]}
+    if shape in ("due_at_timestamp", "one_file"):
+        return {"channel": channel, "payload": text,
+                "due_at": pa.array([d * 1000 for d in due], pa.timestamp("us", tz="UTC"))}
+    if shape == "due_at_text":
+        return {"channel": channel, "payload": text,
+                "due_at": [datetime.fromtimestamp(d / 1000, UTC).isoformat() for d in due]}
+    if shape == "due_at_epoch_ms":
+        return {"channel": channel, "payload": text, "due_at": pa.array(due, pa.int64())}
+    if shape == "nested":
+        return {"channel": channel,
+                "payload": pa.array([{"order": n, "amount": 1250} for n in ns]),
+                "headers": pa.array([{"x-campaign": prefix}] * len(ns)),
+                "delay": [3600.0] * len(ns)}
+    raise ValueError(shape)
+
+
+def write_shape(folder: Path, shape: str, rows: int, files: int, *, prefix: str = "k",
+                start: int = 0, now_ms: int | None = None) -> Path:
+    """``rows`` schedules (numbered from ``start``) in ``shape`` under ``folder``: ``files``
+    files (one for ``one_file``)."""
     folder.mkdir(parents=True, exist_ok=True)
+    now_ms = now_ms or int(time.time() * 1000)
+    files = 1 if shape == "one_file" else files
     per = -(-rows // files)
     for f in range(files):
-        ns = range(f * per, min(rows, (f + 1) * per))
-        pq.write_table(pa.table({
-            "channel": ["out"] * len(ns),
-            "payload": [f'{{"order": {n}, "amount": 1250}}' for n in ns],
-            "delay": [3600.0] * len(ns),
-            "key": [f"{prefix}-{n}" for n in ns],
-        }), folder / f"part-{f:03d}.parquet")
+        ns = range(start + f * per, start + min(rows, (f + 1) * per))
+        if shape == "csv":
+            with open(folder / f"part-{f:03d}.csv", "w") as out:
+                out.write("channel,payload,due_at\n")
+                for n in ns:
+                    due = datetime.fromtimestamp((now_ms + _HOUR_MS + n) / 1000, UTC)
+                    out.write(f'out,"{{""order"": {n}, ""amount"": 1250}}",'
+                              f"{due.isoformat()}\n")
+        elif shape == "jsonl":
+            with open(folder / f"part-{f:03d}.jsonl", "w") as out:
+                for n in ns:
+                    out.write(json.dumps({"channel": "out", "payload": {"order": n,
+                                          "amount": 1250}, "delay": 3600,
+                                          "key": f"{prefix}-{n}"}) + "\n")
+        else:
+            table = pa.table(_columns(shape, ns, now_ms, prefix))
+            pq.write_table(table, folder / f"part-{f:03d}.parquet",
+                           row_group_size=max(len(ns), 1))
     return folder
 
 
-def _fresh(kind: str, server_url: str | None, home: Path) -> str:
-    url = (f"sqlite:///{home / f'{kind}.db'}" if kind == "sqlite"
+def _fresh(kind: str, server_url: str | None, home: Path, name: str) -> str:
+    url = (f"sqlite:///{home / f'{kind}-{name}.db'}" if kind == "sqlite"
            else create_schema(server_url or ""))
     store = open_store(url)
     store.put_channel(ChannelSpec(name="out", kind=ChannelKind.RECORDING))
@@ -60,21 +129,57 @@ def _fresh(kind: str, server_url: str | None, home: Path) -> str:
     return url
 
 
-def run_store(spark: Any, kind: str, server_url: str | None, data: Path, warm: Path,
-              home: Path, partitions: int | None) -> dict[str, Any]:
-    """Import ``data`` into a fresh store of ``kind``; the summary as a dict."""
-    url = _fresh(kind, server_url, home)
-    settings = Settings(store=url, home=home)
-    run_import(spark, str(warm), settings=settings, rejects=str(home / f"{kind}-warm"))
-    summary = run_import(spark, str(data), settings=settings, partitions=partitions,
-                         rejects=str(home / f"{kind}-rejects"))
+def _stored(url: str) -> int:
     store = open_store(url)
-    counts = store.counts()
-    store.close()
+    try:
+        return sum(store.counts().values())
+    finally:
+        store.close()
+
+
+def run_shape(spark: Any, kind: str, server_url: str | None, shape: str, data: Path,
+              warm: Path, home: Path, partitions: int | None) -> dict[str, Any]:
+    """Import ``data`` (of ``shape``) into a fresh store of ``kind``; the summary as a dict."""
+    url = _fresh(kind, server_url, home, shape)
+    settings = Settings(store=url, home=home)
+    run_import(spark, str(warm), settings=settings, rejects=str(home / f"{kind}-{shape}-warm"))
+    summary = run_import(spark, str(data), settings=settings,
+                         partitions=None if shape == "one_file" else partitions,
+                         rejects=str(home / f"{kind}-{shape}-rejects"))
     result = summary.to_dict()
-    result["stored"] = sum(counts.values())
-    print(f"{kind}: {result}", file=sys.stderr)
+    result["stored"] = _stored(url)
+    print(f"{kind} {shape}: {result}", file=sys.stderr, flush=True)
     return result
+
+
+def run_growth(spark: Any, kind: str, server_url: str | None, rows: int, home: Path,
+               partitions: int | None, files: int) -> dict[str, Any]:
+    """Import ``rows`` rows of the ``due_at_timestamp`` shape into one fresh store of ``kind``,
+    a million at a time; each million's rate."""
+    url = _fresh(kind, server_url, home, "growth")
+    settings = Settings(store=url, home=home)
+    step = min(1_000_000, rows)
+    rates: list[float] = []
+    now_ms = int(time.time() * 1000)
+    for start in range(0, rows, step):
+        data = write_shape(home / f"growth-{kind}-{start}", "due_at_timestamp", step, files,
+                           start=start, now_ms=now_ms)
+        summary = run_import(spark, str(data), settings=settings, partitions=partitions,
+                             rejects=str(home / f"{kind}-growth-{start}"))
+        rates.append(summary.rows_per_s)
+        print(f"{kind} growth {start + step:,} rows: {summary.rows_per_s:,.0f} rows/s",
+              file=sys.stderr, flush=True)
+    return {"rows": rows, "step": step, "rates": rates, "stored": _stored(url),
+            "growth_ratio": round(rates[-1] / rates[0], 3)}
+
+
+def _on_stores(args: argparse.Namespace, run: Callable[[str, str | None], None]) -> None:
+    for kind in args.stores.split(","):
+        if kind == "postgres" and not args.postgres_url:
+            with throwaway_server() as server:
+                run(kind, server.url)
+        else:
+            run(kind, args.postgres_url)
 
 
 def main() -> None:
@@ -82,31 +187,60 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--stores", default="sqlite,postgres")
+    parser.add_argument("--shapes", default="delay",
+                        help=f"Comma-separated, or all: {', '.join(SHAPES)}.")
+    parser.add_argument("--growth", type=int, default=0,
+                        help="Rows to import a million at a time into one store, for the "
+                             "growth ratio (instead of the shapes).")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--partitions", type=int, default=None,
-                        help="Most concurrent writers (default: one per file split).")
+                        help="Writers (default: one per file split, at least the cores).")
     parser.add_argument("--postgres-url", default=os.environ.get("TOCSIN_TEST_POSTGRES_URL"))
     parser.add_argument("--out", type=Path, default=RESULTS / "import.json")
     args = parser.parse_args()
     from tocsin.spark.session import spark_session
 
+    shapes = SHAPES if args.shapes == "all" else tuple(args.shapes.split(","))
     home = Path(tempfile.mkdtemp(prefix="tocsin-bench-import-"))
-    data = write_parquet(home / "data", args.rows, args.files)
-    warm = write_parquet(home / "warm", 2_000, 2, prefix="warm")
+    warm = write_shape(home / "warm", "delay", 2_000, 2, prefix="warm")
     spark = spark_session(args.master, app_name="tocsin-bench-import")
-    out: dict[str, Any] = {"benchmark": "import", "rows": args.rows, "files": args.files,
-                           "master": args.master,
-                           "date": datetime.now(UTC).isoformat(timespec="seconds")}
-    for kind in args.stores.split(","):
-        if kind == "postgres" and not args.postgres_url:
-            with throwaway_server() as server:
-                result = run_store(spark, kind, server.url, data, warm, home, args.partitions)
-        else:
-            result = run_store(spark, kind, args.postgres_url, data, warm, home,
-                               args.partitions)
-        out[f"{kind}_rows_per_s"] = result["rows_per_s"]
-        out[f"{kind}_target_rows_per_s"] = TARGETS[kind]
-        out[kind] = result
+    out: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
+    out.update({"benchmark": "import", "master": args.master})
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    load = os.getloadavg()
+
+    if args.growth:
+        def growth(kind: str, server_url: str | None) -> None:
+            result = run_growth(spark, kind, server_url, args.growth, home, args.partitions,
+                                args.files)
+            out[f"{kind}_growth_ratio"] = result["growth_ratio"]
+            out[f"{kind}_growth"] = {**result, "date": stamp}
+
+        _on_stores(args, growth)
+        out["growth_load_before"] = load
+    else:
+        data = {shape: write_shape(home / shape, shape, args.rows, args.files)
+                for shape in shapes}
+        out.update({"rows": args.rows, "files": args.files, "date": stamp,
+                    "load_before": load})
+
+        def shaped(kind: str, server_url: str | None) -> None:
+            for shape in shapes:
+                result = run_shape(spark, kind, server_url, shape, data[shape], warm, home,
+                                   args.partitions)
+                out[f"{kind}_rows_per_s_{shape}"] = result["rows_per_s"]
+                out.setdefault(f"{kind}_shapes", {})[shape] = result
+                if shape == "delay":
+                    out[f"{kind}_rows_per_s"] = result["rows_per_s"]
+                    out[f"{kind}_target_rows_per_s"] = TARGETS[kind]
+                    out[kind] = result
+            rates = {s: out[f"{kind}_rows_per_s_{s}"] for s in shapes}
+            out[f"{kind}_worst_over_best"] = round(min(rates.values()) / max(rates.values()),
+                                                   3)
+
+        _on_stores(args, shaped)
+        out["load_after"] = os.getloadavg()
+        out["target_rows_per_s_per_shape"] = TARGET_PER_SHAPE
     spark.stop()
     write_results(out, args.out)
 

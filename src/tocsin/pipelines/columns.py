@@ -55,7 +55,8 @@ class PlainColumns:
     due_at: list[Any]
     """RFC 3339 text, as :meth:`~tocsin.pipelines.rows.RowShape.item` gives it the model."""
     due_ms: list[Any] | None
-    """The due times of a timestamp or epoch column (None: read from ``due_at``'s text)."""
+    """The due times, where known to lie in the grace window (None: read from ``due_at``'s
+    text row by row)."""
     delay: list[Any]
     payload: list[Any]
     payload_read: bool
@@ -110,24 +111,49 @@ _SCALE = {"s": 1_000_000, "ms": 1_000, "us": 1}
 hand over, goes the row's way)."""
 
 
+_SIMPLE = ("^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:"
+           "[0-5][0-9]([.][0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$")
+"""RFC 3339 text that Arrow reads to the instant Python's ``datetime.fromisoformat`` reads
+(another, or a day that no month has, is read row by row)."""
+
+
+def _parsed(column: pa.Array, earliest_ms: int) -> pa.Array:
+    """The due times of a text column's simple RFC 3339 rows within the grace window and
+    year 9999, read by Arrow; null for the others (read row by row)."""
+    rows = len(column)
+    none = pa.nulls(rows, pa.int64())
+    simple = pc.fill_null(pc.match_substring_regex(column, _SIMPLE), False)
+    if not pc.any(simple).as_py():
+        return none
+    try:
+        micros = pc.if_else(simple, column, pa.scalar(None, pa.string())).cast(
+            pa.timestamp("us", tz="UTC")).cast(pa.int64())
+    except pa.ArrowInvalid:
+        return none
+    ok = pc.and_(pc.greater_equal(micros, max(earliest_ms, 0) * 1_000),
+                 pc.less_equal(micros, MAX_DUE_MS * 1_000 + 999))
+    return pc.divide(pc.if_else(ok, micros, pa.scalar(None, pa.int64())), 1_000)
+
+
 def _due(column: pa.Array, shape: RowShape, earliest_ms: int,
          ) -> tuple[pa.Array, pa.Array | None, pa.Array]:
-    """``due_at`` as the model reads it: its text, its due times (None: parsed from the
-    text), and which rows may be plain (a timestamp or epoch value before ``earliest_ms``
-    or after year 9999 goes the row's way, whose answer names it)."""
+    """``due_at`` as the model reads it: its text, its due times (None, or a null: parsed
+    from the text row by row), and which rows may be plain (a timestamp or epoch value
+    before ``earliest_ms`` or after year 9999 goes the row's way, whose answer names it)."""
     rows = len(column)
     everyone = pa.array([True] * rows)
     if _text(column):
+        parsed = _parsed(column, earliest_ms)
         if shape.format is not SourceFormat.CSV:
-            return column, None, everyone
+            return column, parsed, everyone
         epoch = pc.fill_null(pc.match_substring_regex(column, f"^{EPOCH_MS.pattern}$"), False)
         if not pc.any(epoch).as_py():
-            return column, None, everyone
+            return column, parsed, everyone
         # A CSV cell of digits is epoch milliseconds; the others are text.
         ms = pc.if_else(epoch, column, pa.scalar(None, pa.string())).cast(pa.int64())
         text, due_ms, ok = _due(ms, shape, earliest_ms)
         assert due_ms is not None
-        return (pc.if_else(epoch, text, column), due_ms,
+        return (pc.if_else(epoch, text, column), pc.if_else(epoch, due_ms, parsed),
                 pc.or_kleene(pc.invert(epoch), ok))
     if pa.types.is_timestamp(column.type) and column.type.tz is not None \
             and column.type.unit in _SCALE:

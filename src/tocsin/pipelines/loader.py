@@ -184,32 +184,29 @@ class Loader:
                     return None
             if not _plain_headers(headers):
                 return None
-        key, due_at, due_ms = c.key[index], c.due_at[index], None
+        key, due_at, due_ms, digest = c.key[index], c.due_at[index], None, None
         if c.due_ms is not None:
             due_ms = c.due_ms[index]
+        named = c.tenant[index]
+        if key is None:
+            # The row's way derives a key from the row as it reads it: its fields given, after
+            # the mapping, JSON text read, the tenant not yet set.
+            row = {"channel": c.channel[index], "ordering_key": c.ordering_key[index],
+                   "policy": c.policy[index], "tenant": named, "due_at": due_at,
+                   "delay": delay, "headers": headers, "payload_text": text}
+            row = {name: field for name, field in row.items() if field is not None}
+            if text is None:
+                row["payload"] = payload
+            digest = row_digest(source, row)
+            key = DERIVED_KEY_PREFIX + digest[:40]
         value = check.plain(
             channel=c.channel[index], key=key, ordering_key=c.ordering_key[index],
-            policy=c.policy[index], named=c.tenant[index] or shape.tenant, due_at=due_at,
+            policy=c.policy[index], named=named or shape.tenant, due_at=due_at,
             delay=delay, headers=headers or {}, payload=payload, payload_text=text,
-            due_ms=due_ms)
+            due_ms=due_ms, request_digest=digest)
         if value is None:
             return None
-        if key is not None:
-            return check.accept(value, index=index)
-        # No key: the row's way derives one from the row as it reads it (its fields given,
-        # after the mapping, JSON text read, the tenant not yet set).
-        row = {"channel": value.channel, "ordering_key": c.ordering_key[index],
-               "policy": c.policy[index], "tenant": c.tenant[index], "due_at": due_at,
-               "delay": delay, "headers": headers, "payload_text": text}
-        row = {name: field for name, field in row.items() if field is not None}
-        if text is None:
-            row["payload"] = payload
-        digest = row_digest(source, row)
-        accepted = check.accept(value, index=index)
-        if isinstance(accepted, list):
-            return accepted
-        return replace(accepted, key=DERIVED_KEY_PREFIX + digest[:40], request_digest=digest,
-                       overwrite_pending=False)
+        return check.accept(value, index=index, derived=digest is not None)
 
     def _row(self, check: ScheduleCheck, raw: Any, index: int,
              source: str) -> NewSchedule | list[Problem] | None:

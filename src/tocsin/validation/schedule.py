@@ -201,15 +201,18 @@ class ScheduleCheck:
                 return [Problem(exc.field, exc.reason)]
         return self.accept(value, index=index)
 
-    def accept(self, value: NewSchedule, *, index: int) -> NewSchedule | list[Problem]:
+    def accept(self, value: NewSchedule, *, index: int,
+               derived: bool = False) -> NewSchedule | list[Problem]:
         """``value`` (item ``index``) once its channel and policy are known to be registered
-        and its key is not given to another request of these items; else the problem."""
+        and its key is not given to another request of these items; else the problem.
+        ``derived``: the key was derived from an item that gave none (an import's row), which
+        is accepted as that item is."""
         if not self._known("channel", value.channel, tenant=value.tenant):
             return [Problem("channel", f"channel {value.channel!r} is not registered")]
         if value.policy is not None and not self._known("policy", value.policy,
                                                          tenant=value.tenant):
             return [Problem("policy", f"policy {value.policy!r} is not registered")]
-        if value.key is not None and not value.overwrite_pending:
+        if value.key is not None and not value.overwrite_pending and not derived:
             digest = value.fingerprint()
             first, first_digest = self._keys.setdefault((value.tenant, value.key),
                                                         (index, digest))
@@ -273,14 +276,17 @@ class ScheduleCheck:
               policy: str | None, named: str | None, due_at: str | None,
               delay: int | float | str | None, headers: dict[str, str],
               payload: Any = NOT_GIVEN, payload_text: str | None = None,
-              due_ms: int | None = None) -> NewSchedule | None:
+              due_ms: int | None = None,
+              request_digest: str | None = None) -> NewSchedule | None:
         """The schedule of an item whose fields are known to be of the model's plain types
         (JSON values alone in ``payload``; text of the model's lengths, free of NUL and lone
         surrogates; a delay of seconds or text), with one of ``payload`` or ``payload_text``, no
         ``payload_base64``, ``uniqueness_key`` or task key mode: the very value
         :meth:`check` builds through the model. None when the model must decide (a payload,
         due time, size or tenant it refuses). ``due_ms``: the time ``due_at`` names, known
-        already to lie in the grace window (an import's timestamp column), not parsed again."""
+        already to lie in the grace window (an import's timestamp column), not parsed again.
+        ``request_digest``: the request's digest when the caller made it already (an import
+        row's derived key)."""
         try:
             if payload is not NOT_GIVEN:
                 kind, data = PayloadKind.JSON, compact_json(payload)
@@ -306,8 +312,8 @@ class ScheduleCheck:
             tenant = self._tenant_of(named)
         except ValidationError:
             return None
-        digest = None
-        if key is not None:
+        digest = request_digest
+        if key is not None and digest is None:
             digest = hashlib.sha256(_request_json(
                 channel=channel, delay=delay, due_at=due_at, headers=headers, key=key,
                 ordering_key=ordering_key, payload=payload, payload_text=payload_text,

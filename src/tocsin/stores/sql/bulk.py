@@ -145,6 +145,15 @@ def _store_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *, now_ms: i
     # Each item's row, made before the transaction: the write lock is held for the store's
     # work alone (on SQLite, the other writers of an import wait for it).
     values = [insert_values(item, buckets=buckets, now_ms=now_ms) for item in items]
+    # In the order of their keys, so that each page of the key index is read and changed
+    # once per chunk (an import's derived keys are random: in the items' order each lands
+    # on any page, and a page read for one key is gone before the next key on it).
+    # Not when any has an ordering key: the insert order is its enqueue order.
+    if any(item.ordering_key is not None for item in items):
+        in_order = values
+    else:
+        in_order = [values[i] for i in sorted(range(len(items)),
+                                              key=lambda i: (items[i].tenant, str(items[i].key)))]
 
     def stored_rows(conn: Any, indexes: Sequence[int]) -> dict[tuple[str, str], tuple[Any, ...]]:
         """The stored rows (and fingerprints) holding the keys of these items."""
@@ -181,7 +190,7 @@ def _store_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *, now_ms: i
             # Every item whose key is free goes in; a key held (by a schedule stored before,
             # or by an earlier item) is then answered as the lookup below answers it.
             if executemany(conn, d.q(f"{INSERT} ON CONFLICT (tenant, key) WHERE key IS NOT "
-                                     "NULL DO NOTHING"), values) == len(items):
+                                     "NULL DO NOTHING"), in_order) == len(items):
                 return out
             stored_ids = inserted(conn)
             held = [index for index in held if values[index][0] not in stored_ids]
@@ -205,6 +214,8 @@ def _store_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *, now_ms: i
                 seen.add(ident)
                 fresh.append(values[index])
         if fresh:
+            if in_order is not values:
+                fresh.sort(key=lambda row: (row[1], row[12]))  # (tenant, key)
             store._insert_many(conn, f"schedules ({INSERT_COLUMNS})", fresh)
         for index in slow:
             try:
