@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tocsin.abc import Store
@@ -22,7 +21,7 @@ from tocsin.clock import SystemClock, iso_ms
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
 from tocsin.stores import open_store
 from tocsin.testing.api_server import free_port
-from tocsin.testing.dispatch import wait_until
+from tocsin.testing.dispatch import api_ready, wait_until
 from tocsin.testing.processes import kill_tree, start_tocsin
 from tocsin.testing.receiver import Receiver
 from tocsin.testing.tarpit import Tarpit
@@ -66,19 +65,13 @@ def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
                                              "TOCSIN_CHECKPOINT": str(home / "ck")},
                           log=home / "dispatcher.log")]
     try:
-        wait_until(lambda: _ready(f"http://127.0.0.1:{port}"), timeout_s=300, what="/readyz")
+        wait_until(lambda: api_ready(f"http://127.0.0.1:{port}"), timeout_s=300, what="/readyz")
         yield Live(store, receiver_server)
     finally:
         for proc in procs:
             kill_tree(proc)
         store.close()
 
-
-def _ready(api: str) -> bool:
-    try:
-        return httpx.get(f"{api}/readyz", timeout=5).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def _victim_and(live: Live, neighbour: ChannelSpec, neighbour_n: int, *,

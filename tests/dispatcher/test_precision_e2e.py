@@ -21,7 +21,7 @@ from tocsin.clock import SystemClock
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Role
 from tocsin.stores import open_store
 from tocsin.testing.api_server import free_port
-from tocsin.testing.dispatch import wait_until
+from tocsin.testing.dispatch import api_ready, wait_until
 from tocsin.testing.processes import kill_tree, start_tocsin
 from tocsin.testing.receiver import Receiver
 
@@ -79,7 +79,7 @@ def test_a_cancel_that_answered_200_is_never_delivered(
                                              "TOCSIN_CHECKPOINT": str(tmp_path / "ck")},
                           log=tmp_path / "dispatcher.log")]
     try:
-        wait_until(lambda: _ready(api), timeout_s=120, what="/readyz")
+        wait_until(lambda: api_ready(api), timeout_s=120, what="/readyz")
         clock, rng = SystemClock(), random.Random(11)
         start = clock.now_ms() + 3_000
         made = store.create([NewSchedule(channel="hook", payload=b'{"i":%d}' % i,
@@ -120,9 +120,3 @@ def test_a_cancel_that_answered_200_is_never_delivered(
         slow.stop()
         store.close()
 
-
-def _ready(api: str) -> bool:
-    try:
-        return httpx.get(f"{api}/readyz", timeout=2).status_code == 200
-    except httpx.TransportError:
-        return False

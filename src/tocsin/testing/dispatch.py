@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = [
+    "api_ready",
     "assert_each_delivered_under_one_id",
     "dispatcher_env",
     "file_store",
@@ -29,6 +30,17 @@ __all__ = [
     "wait_for_polls",
     "wait_until",
 ]
+
+
+def api_ready(api: str) -> bool:
+    """Whether the API at ``api`` (``http://host:port``) answers ``/readyz`` with 200 (False
+    while it does not answer at all)."""
+    import httpx
+
+    try:
+        return httpx.get(f"{api}/readyz", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def wait_until(predicate: Callable[[], Any], *, timeout_s: float, interval_s: float = 0.2,
