@@ -144,3 +144,23 @@ def test_the_last_hour_per_minute_counts_what_finished(server: ApiServer) -> Non
     assert page.count('class="minute"') == 60
     other = _browser(server, server.admin_key).get("/ui/fragments/history").text
     assert 'id="hour-cancelled"' in other  # an admin sees every tenant's
+
+
+def test_the_channels_page_shows_an_open_breaker_in_flight_and_lateness(
+        server: ApiServer) -> None:
+    from tocsin.abc import ChannelHold
+    from tocsin.domain import Ack, Outcome
+
+    store, now = server.store, 1_900_000_000_000
+    store.acknowledge(epoch=1, now_ms=now, acks=[Ack(
+        schedule_id=f"x{i}", delivery_id=f"x{i}-1", attempt=1, outcome=Outcome.DELIVERED,
+        error=None, started_ms=now, ended_ms=now + late, due_ms=now, status=Status.DELIVERED,
+        tenant="default", channel="hook") for i, late in enumerate([3, 4, 4, 900])])
+    store.hold_channel(ChannelHold("default", "hook", "open", now, now + 5_000, 5,
+                                   "HTTP 503 Service Unavailable"))
+    try:
+        page = _browser(server, server.admin_key).get("/ui/channels").text
+    finally:
+        store.unhold_channel("default", "hook")
+    assert "breaker open" in page and "after 5 failures" in page and "HTTP 503" in page
+    assert "≤ 5 ms / ≤ 1 s" in page  # per destination, buckets fine enough for milliseconds

@@ -10,8 +10,8 @@ from tocsin.clock import iso_ms
 from tocsin.domain.delivery import LATENESS_BOUNDS_MS
 from tocsin.stores.sql.metrics import DELIVERIES, LATENESS, lateness_index
 
-__all__ = ["deliveries_by_outcome", "finished_last_hour", "lateness_percentiles",
-           "pending_next_24h"]
+__all__ = ["deliveries_by_outcome", "finished_last_hour", "lateness_by_channel",
+           "lateness_percentiles", "pending_next_24h"]
 
 HOUR_MS = 3_600_000
 MINUTE_MS = 60_000
@@ -59,13 +59,28 @@ def deliveries_by_outcome(totals: dict[tuple[str, str], int],
     return out
 
 
+def _span(ms: int) -> str:
+    """A bucket bound as people read it: ``5 ms``, ``2.5 s``."""
+    return f"{ms} ms" if ms < 1000 else f"{ms / 1000:g} s"
+
+
+def lateness_by_channel(totals: dict[tuple[str, str], int],
+                        tenant: str | None) -> dict[tuple[str, str], dict[str, str]]:
+    """p50, p90 and p99 lateness of each destination (tenant, channel) of ``tenant``."""
+    keys = {(str(lab.get("tenant")), str(lab.get("channel")))
+            for (name, raw), _ in totals.items() if name == LATENESS
+            and (lab := _mine(raw, tenant)) is not None}
+    return {key: lateness_percentiles(totals, key[0], channel=key[1]) for key in sorted(keys)}
+
+
 def lateness_percentiles(totals: dict[tuple[str, str], int],
-                         tenant: str | None) -> dict[str, str]:
-    """p50, p90 and p99 lateness, as the upper bound of the histogram bucket they fall in."""
+                         tenant: str | None, *, channel: str | None = None) -> dict[str, str]:
+    """p50, p90 and p99 lateness (of ``tenant``, of its ``channel``), as the upper bound of the
+    histogram bucket they fall in."""
     buckets = [0] * (len(LATENESS_BOUNDS_MS) + 1)
     for (name, raw), value in totals.items():
         labels = _mine(raw, tenant) if name == LATENESS else None
-        if labels is not None:
+        if labels is not None and (channel is None or labels.get("channel") == channel):
             buckets[lateness_index(labels["le"], LATENESS_BOUNDS_MS)] += value
     total = sum(buckets)
     out = {}
@@ -77,6 +92,6 @@ def lateness_percentiles(totals: dict[tuple[str, str], int],
         while seen + buckets[i] < q * total:
             seen += buckets[i]
             i += 1
-        out[label] = (f"≤ {LATENESS_BOUNDS_MS[i] / 1000:g} s" if i < len(LATENESS_BOUNDS_MS)
-                      else f"> {LATENESS_BOUNDS_MS[-1] / 1000:g} s")
+        out[label] = (f"≤ {_span(LATENESS_BOUNDS_MS[i])}" if i < len(LATENESS_BOUNDS_MS)
+                      else f"> {_span(LATENESS_BOUNDS_MS[-1])}")
     return out

@@ -20,6 +20,7 @@ from tocsin.api.status import summary
 from tocsin.api.ui.figures import (
     deliveries_by_outcome,
     finished_last_hour,
+    lateness_by_channel,
     lateness_percentiles,
     pending_next_24h,
 )
@@ -231,7 +232,8 @@ def channels(request: Request) -> Response:
     held = {(h.tenant, h.name): h for h in store.channel_holds(tenant=scope(request))}
     rows = [channel_out(c) for c in store.list_channels(tenant=scope(request))]
     return _page(request, "channels.html", "Channels", "/ui/channels", rows=rows, paused=paused,
-                 held=held, in_flight=store.claimed_by_channel(tenant=scope(request)))
+                 held=held, in_flight=store.claimed_by_channel(tenant=scope(request)),
+                 lateness=lateness_by_channel(store.counter_totals(), scope(request)))
 
 
 @pages.get("/keys")
