@@ -120,9 +120,7 @@ class Run:
 
     def _neighbour(self, spec: ChannelSpec, first_due: int, n: int) -> dict[str, Any]:
         rows = self.store.list_schedules(channel=spec.name, tenant=spec.tenant,
-                                         status=Status.DELIVERED, limit=n) if hasattr(
-            self.store, "list_schedules") else self.store.list(
-            channel=spec.name, tenant=spec.tenant, status=Status.DELIVERED, limit=n)
+                                         status=Status.DELIVERED, limit=n)
         done = [s.delivered_ms for s in rows if s.delivered_ms]
         took = (max(done) - first_due) / 1000 if done else None
         return {"sent": n, "delivered": len(done),

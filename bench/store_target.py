@@ -78,7 +78,7 @@ class StoreTarget:
     def outcomes(self, phase: str) -> Outcomes:
         channel = f"bench-{phase}"
         due, done, cursor = [], [], None
-        while batch := self.store.list(status=Status.DELIVERED, channel=channel,
+        while batch := self.store.list_schedules(status=Status.DELIVERED, channel=channel,
                                        after_id=cursor, limit=20_000):
             for s in batch:
                 due.append(s.due_ms)
@@ -87,8 +87,8 @@ class StoreTarget:
         missing = {}
         for status in (Status.PENDING, Status.CLAIMED, Status.DEAD):
             cursor, count = None, 0
-            while batch := self.store.list(status=status, channel=channel, after_id=cursor,
-                                           limit=20_000):
+            while batch := self.store.list_schedules(status=status, channel=channel,
+                                                     after_id=cursor, limit=20_000):
                 count += len(batch)
                 cursor = batch[-1].id
             if count:

@@ -44,7 +44,7 @@ def run(spark: object, receiver: Receiver, *, stuck: bool) -> dict[str, float]:
                             buckets=64, retry_base_ms=200, retry_cap_ms=1_000):
         wait_until(lambda: store.counts()[Status.DELIVERED] >= healthy, timeout_s=300,
                    interval_s=0.5, what="the healthy keys")
-    late = sorted(s.lateness_ms or 0 for s in store.list(status=Status.DELIVERED,
+    late = sorted(s.lateness_ms or 0 for s in store.list_schedules(status=Status.DELIVERED,
                                                          limit=KEYS * PER_KEY))
     stuck_attempts = len([r for r in receiver.received(503)])
     store.close()

@@ -67,9 +67,10 @@ def test_sync_client(url: str, tmp_path: Path) -> None:
                                        "delay": None} for i in range(5)])
         assert [b["due_at"] for b in batch] == ["2033-03-01T08:30:00.000Z"] * 5
 
-        listed = list(client.list(channel="sync", status="PENDING", page_size=2))
+        listed = list(client.list_schedules(channel="sync", status="PENDING", page_size=2))
         assert len(listed) == 9 and [s["id"] for s in listed] == sorted(s["id"] for s in listed)
-        ranged = client.list(channel="sync", due_from=due, due_to=due + timedelta(seconds=1))
+        ranged = client.list_schedules(channel="sync", due_from=due,
+                                       due_to=due + timedelta(seconds=1))
         assert {s["id"] for s in ranged} == {b["id"] for b in batch}
 
         assert client.cancel(one["id"])["status"] == "CANCELLED"
@@ -122,7 +123,7 @@ def test_async_client(url: str, tmp_path: Path) -> None:
             assert (await client.get(made["id"]))["payload_text"] == "hi"
             batch = await client.schedule_many([{"channel": "async", "payload": i,
                                                  "delay": timedelta(hours=1)} for i in range(3)])
-            seen = [s["id"] async for s in client.list(channel="async", page_size=2)]
+            seen = [s["id"] async for s in client.list_schedules(channel="async", page_size=2)]
             assert seen == sorted([made["id"], *(b["id"] for b in batch)])
             assert (await client.cancel(made["id"]))["status"] == "CANCELLED"
             with pytest.raises(ConflictError) as late:
@@ -150,7 +151,7 @@ def test_every_async_method_is_awaitable_with_the_sync_signature() -> None:
     assert set(sync) - {"close"} == set(aio) - {"aclose"}
     assert len(aio) > 25
     for name, method in aio.items():
-        if name == "list":  # iterates pages: an async generator, used with `async for`
+        if name == "list_schedules":  # iterates pages: an async generator, used with `async for`
             assert inspect.isasyncgenfunction(method)
             assert inspect.signature(method).parameters == inspect.signature(
                 sync[name]).parameters
@@ -185,7 +186,7 @@ def test_naive_datetimes_are_refused_before_sending() -> None:
         with pytest.raises(ValidationError, match="naive"):
             client.schedule_many([{"channel": "out", "payload": 1, "due_at": naive}])
         with pytest.raises(ValidationError, match="naive"):
-            next(client.list(due_from=naive))
+            next(client.list_schedules(due_from=naive))
         with pytest.raises(ValidationError, match="naive"):
             client.reschedule("x", due_at=naive)
 

@@ -11,9 +11,6 @@ from __future__ import annotations
 from tocsin.clock import Clock, ManualClock, SystemClock
 from tocsin.config import Settings
 from tocsin.errors import (
-    ChannelError,
-    ChannelRejected,
-    ChannelUnavailable,
     ConflictError,
     NotFoundError,
     StoreError,
@@ -24,9 +21,6 @@ from tocsin.errors import (
 __version__ = "0.2.0"
 
 __all__ = [
-    "ChannelError",
-    "ChannelRejected",
-    "ChannelUnavailable",
     "Clock",
     "ConflictError",
     "ManualClock",

@@ -7,7 +7,6 @@ implements them (``tocsin.stores.sqlite``, ``tocsin.channels.kafka``...).
 
 from __future__ import annotations
 
-import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -153,7 +152,7 @@ class ScheduleStore(ABC):
         """The schedule, or :class:`~tocsin.errors.NotFoundError`."""
 
     @abstractmethod
-    def list(
+    def list_schedules(
         self,
         *,
         status: Status | None = None,
@@ -184,12 +183,12 @@ class ScheduleStore(ABC):
 
     @abstractmethod
     def deliveries(self, schedule_id: str, *,
-                   tenant: str | None = None) -> builtins.list[Delivery]:
+                   tenant: str | None = None) -> list[Delivery]:
         """The attempt log of one schedule, oldest first (NotFoundError for another
         tenant's schedule)."""
 
     @abstractmethod
-    def halted_keys(self, *, tenant: str | None = None) -> builtins.list[HaltedKey]:
+    def halted_keys(self, *, tenant: str | None = None) -> list[HaltedKey]:
         """The ordering keys halted now."""
 
     @abstractmethod
@@ -234,7 +233,7 @@ class DispatchStore(ABC):
         runs. Returns how many claims were released."""
 
     @abstractmethod
-    def runs(self) -> builtins.list[RunInfo]:
+    def runs(self) -> list[RunInfo]:
         """The known dispatcher runs, the newest start first."""
 
     @abstractmethod
@@ -254,7 +253,7 @@ class DispatchStore(ABC):
         lease_ms: int,
         limit: int,
         replay: bool = True,
-    ) -> builtins.list[ClaimedRow]:
+    ) -> list[ClaimedRow]:
         """Claim, for ``epoch``, up to ``limit`` schedules in buckets ``[bucket_lo, bucket_hi]``
         that are PENDING with next time ``<= until_ms`` (no lower bound), or CLAIMED longer ago
         than the lease, earliest first. Called again with the same epoch and range (a replay), it
@@ -299,7 +298,7 @@ class DispatchStore(ABC):
         """End the channel's hold (only one of ``reason``, when given); False when none."""
 
     @abstractmethod
-    def channel_holds(self, *, tenant: str | None = None) -> builtins.list[ChannelHold]:
+    def channel_holds(self, *, tenant: str | None = None) -> list[ChannelHold]:
         """The held channels (of ``tenant``), by tenant and name."""
 
     @abstractmethod
@@ -326,7 +325,7 @@ class ChannelStore(ABC):
         """A registered channel, or :class:`~tocsin.errors.NotFoundError`."""
 
     @abstractmethod
-    def list_channels(self, *, tenant: str | None = None) -> builtins.list[ChannelSpec]:
+    def list_channels(self, *, tenant: str | None = None) -> list[ChannelSpec]:
         """Every registered channel (of ``tenant``), by tenant and name."""
 
     @abstractmethod
@@ -348,7 +347,7 @@ class RecurringStore(ABC):
 
     @abstractmethod
     def list_recurring(self, *, tenant: str | None = None, after_id: str | None = None,
-                       limit: int = 100) -> builtins.list[Recurring]:
+                       limit: int = 100) -> list[Recurring]:
         """Recurring schedules in id order, after ``after_id`` (the cursor)."""
 
     @abstractmethod
@@ -366,12 +365,12 @@ class RecurringStore(ABC):
 
     @abstractmethod
     def recurring_firings(self, recurring_id: str, *, after_ms: int = -1, limit: int = 100,
-                          tenant: str | None = None) -> builtins.list[FiringRecord]:
+                          tenant: str | None = None) -> list[FiringRecord]:
         """The firings after ``after_ms`` expanded or skipped so far, oldest first."""
 
     @abstractmethod
     def recurring_due(self, *, bucket_lo: int, bucket_hi: int, now_ms: int,
-                      limit: int) -> builtins.list[Recurring]:
+                      limit: int) -> list[Recurring]:
         """Recurring schedules of buckets ``[bucket_lo, bucket_hi]`` due for expansion."""
 
     @abstractmethod
@@ -405,7 +404,7 @@ class PolicyStore(ABC):
         """A policy, or :class:`~tocsin.errors.NotFoundError`."""
 
     @abstractmethod
-    def list_policies(self, *, tenant: str | None = None) -> builtins.list[Policy]:
+    def list_policies(self, *, tenant: str | None = None) -> list[Policy]:
         """Every policy (of ``tenant``), by tenant and name."""
 
     @abstractmethod
@@ -435,7 +434,7 @@ class TenantStore(ABC):
         """A tenant's settings; the defaults (``configured=False``) for one never configured."""
 
     @abstractmethod
-    def list_tenants(self) -> builtins.list[Tenant]:
+    def list_tenants(self) -> list[Tenant]:
         """Every configured tenant, by name."""
 
 
@@ -452,7 +451,7 @@ class KeyStore(ABC):
         """The key with this digest (revoked or not: see :attr:`ApiKey.active`), or None."""
 
     @abstractmethod
-    def list_keys(self, *, tenant: str | None = None) -> builtins.list[ApiKey]:
+    def list_keys(self, *, tenant: str | None = None) -> list[ApiKey]:
         """Every key (bound to ``tenant``), oldest first."""
 
     @abstractmethod
@@ -504,7 +503,7 @@ class OperationsStore(ABC):
         """Claim the channel's schedules again; False when it was not paused."""
 
     @abstractmethod
-    def paused_channels(self, *, tenant: str | None = None) -> builtins.list[PausedChannel]:
+    def paused_channels(self, *, tenant: str | None = None) -> list[PausedChannel]:
         """The paused channels (of ``tenant``), by tenant and name."""
 
 
@@ -527,13 +526,13 @@ class MetricsStore(ABC):
 
     @abstractmethod
     def pending_by_slot(self, *, from_ms: int, to_ms: int, slot_ms: int,
-                        tenant: str | None = None) -> builtins.list[tuple[int, int]]:
+                        tenant: str | None = None) -> list[tuple[int, int]]:
         """PENDING schedules next due in ``[from_ms, to_ms)`` counted per ``slot_ms``:
         ``(slot start, count)`` of the non-empty slots, in time order."""
 
     @abstractmethod
     def finished_by_slot(self, *, from_ms: int, to_ms: int, slot_ms: int,
-                         tenant: str | None = None) -> builtins.list[tuple[int, Status, int]]:
+                         tenant: str | None = None) -> list[tuple[int, Status, int]]:
         """Schedules that finished (DELIVERED, CANCELLED, DEAD) in ``[from_ms, to_ms)``,
         counted per ``slot_ms`` and status: ``(slot start, status, count)``, in time order."""
 
@@ -586,7 +585,7 @@ class StatsStore(ABC):
 
     @abstractmethod
     def stats(self, *, now_ms: int, window_ms: int, ahead_ms: int,
-              tenant: str | None = None) -> builtins.list[ChannelStats]:
+              tenant: str | None = None) -> list[ChannelStats]:
         """Per (tenant, channel): what waits, what falls due within ``ahead_ms``, what finished
         and how late deliveries were within the last ``window_ms``."""
 

@@ -11,10 +11,10 @@ Every error Tocsin raises on purpose derives from :class:`TocsinError`::
     ├── StoreError             the system of record failed or is unreachable (HTTP 503)
     ├── AuthenticationError    no API key, or an unknown or revoked one (HTTP 401)
     ├── ForbiddenError         the key may not do this: names the field and the reason (HTTP 403)
-    ├── QuotaExceededError     a tenant's cap is reached; says when to retry (HTTP 429)
-    └── ChannelError           a delivery failed
-        ├── ChannelUnavailable transient: retried with back-off
-        └── ChannelRejected    permanent: the schedule is dead-lettered at once
+    └── QuotaExceededError     a tenant's cap is reached; says when to retry (HTTP 429)
+
+A failed delivery is no exception: a channel answers each envelope with a
+:class:`~tocsin.domain.Result` whose outcome says retry (transient) or rejected (permanent).
 
 Each class maps to one HTTP status in :data:`HTTP_STATUS`, in this module, so the API
 (``tocsin.api.errors``) and the client (``tocsin.client``) share one table: the API answers
@@ -28,9 +28,6 @@ from typing import Any
 __all__ = [
     "HTTP_STATUS",
     "AuthenticationError",
-    "ChannelError",
-    "ChannelRejected",
-    "ChannelUnavailable",
     "ConflictError",
     "ForbiddenError",
     "MediaTypeError",
@@ -110,18 +107,6 @@ class QuotaExceededError(TocsinError):
     def __init__(self, message: str, *, retry_after_s: int):
         self.retry_after_s = retry_after_s
         super().__init__(message)
-
-
-class ChannelError(TocsinError):
-    """A delivery to a channel failed."""
-
-
-class ChannelUnavailable(ChannelError):
-    """A transient failure (timeout, 5xx, broker down): the delivery is retried."""
-
-
-class ChannelRejected(ChannelError):
-    """A permanent refusal (4xx, invalid message): retrying cannot help."""
 
 
 HTTP_STATUS: dict[type[TocsinError], int] = {

@@ -45,7 +45,7 @@ def test_a_backlog_drains_in_capped_batches_in_due_order(spark, backend_url: str
                    interval_s=1, what="the backlog to drain")
     lines = read_lines(out)
     assert len(lines) == len({line["schedule_id"] for line in lines}) == 101_000
-    rows = store.list(status=Status.DELIVERED, limit=200_000)
+    rows = store.list_schedules(status=Status.DELIVERED, limit=200_000)
     # one claim = one (range, epoch, claim time): a micro-batch's, or one of a window's
     claims: dict[int, dict[tuple[int, int], list[int]]] = defaultdict(lambda: defaultdict(list))
     ranges = bucket_ranges(BUCKETS, PARTS)
@@ -81,6 +81,6 @@ def test_two_dispatchers_on_one_store_claim_each_schedule_once(spark, backend_ur
         assert blue.isActive and green.isActive
     lines = read_lines(out)
     assert sorted(line["schedule_id"] for line in lines) == sorted(ids), "a repeat or a loss"
-    epochs = {s.claim_epoch for s in store.list(status=Status.DELIVERED, limit=30_000)}
+    epochs = {s.claim_epoch for s in store.list_schedules(status=Status.DELIVERED, limit=30_000)}
     say(f"double deploy: 20 000 delivered once each, by {len(epochs)} claim epochs")
     store.close()

@@ -154,7 +154,7 @@ def test_a_hot_second_is_claimed_by_every_partition(spark, env, tmp_path):
         wait_until(lambda: store.counts()[Status.DELIVERED] == 20_000, timeout_s=120,
                    what="20 000 deliveries")
     wanted = set(ids)
-    rows = [s for s in store.list(limit=100_000) if s.id in wanted]
+    rows = [s for s in store.list_schedules(limit=100_000) if s.id in wanted]
     assert len(rows) == 20_000
     epochs = {s.claim_epoch for s in rows}
     # each task hands its share over in its window, under the window's epoch (twice when the

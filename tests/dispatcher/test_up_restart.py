@@ -126,7 +126,7 @@ def test_kill_9_mid_burst_then_restart(tmp_path: Path, receiver: Receiver,
     # outlive the kill until the daemon sees its JVM gone, finishing what they hold. What is
     # still claimed once they have stopped is the dead run's to resume.
     settled = _settle(up)
-    claimed = {s.id for s in up.store.list(status=Status.CLAIMED, limit=N)}
+    claimed = {s.id for s in up.store.list_schedules(status=Status.CLAIMED, limit=N)}
     second, took = up.start()
     ready_ms = SystemClock().now_ms()
     try:

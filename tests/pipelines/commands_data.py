@@ -77,7 +77,7 @@ def stored_state(store: Store) -> dict[str, tuple[str, Any]]:
     """schedule key → (status, payload) of every stored schedule (a key twice fails)."""
     out: dict[str, tuple[str, Any]] = {}
     after: str | None = None
-    while page := store.list(after_id=after, limit=10_000):
+    while page := store.list_schedules(after_id=after, limit=10_000):
         for s in page:
             assert s.key is not None and s.key not in out, s.key
             out[s.key] = (s.status.value, json.loads(s.payload))

@@ -116,7 +116,7 @@ def stored_numbers(store: Store) -> list[int]:
     out: list[int] = []
     after: str | None = None
     while True:
-        page = store.list(status=Status.PENDING, after_id=after, limit=10_000)
+        page = store.list_schedules(status=Status.PENDING, after_id=after, limit=10_000)
         if not page:
             return out
         out.extend(json.loads(s.payload)["n"] for s in page)

@@ -59,7 +59,7 @@ def test_a_topic_never_reaches_another_tenant(store: Store, ingest_tenant: str) 
                    {"op": "cancel", "key": "theirs"})
     assert [a.outcome for a in by_id] == [Outcome.REFUSED] * 3, by_id
     assert store.get(theirs).status is Status.PENDING and store.get(theirs).payload == b"1"
-    assert store.list(tenant="globex", limit=100) == [store.get(theirs)]
+    assert store.list_schedules(tenant="globex", limit=100) == [store.get(theirs)]
 
 
 def test_a_topic_acts_in_its_tenant(store: Store) -> None:
@@ -72,7 +72,7 @@ def test_a_topic_acts_in_its_tenant(store: Store) -> None:
     assert {store.get(a.id).tenant for a in made} == {"acme"}
     done = _apply(applier, {"op": "cancel", "id": made[0].id}, {"op": "cancel", "key": "k2"})
     assert [a.outcome for a in done] == [Outcome.APPLIED] * 2
-    assert not store.list(tenant="default", limit=10)
+    assert not store.list_schedules(tenant="default", limit=10)
 
 
 @pytest.mark.parametrize("name", ["..", "", "a/b", "x\n"])

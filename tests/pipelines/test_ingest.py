@@ -83,7 +83,7 @@ def _mixed(rng: random.Random, n: int, tenant: str) -> list[bytes]:
 
 def _by_key(store: Store, tenant: str) -> dict[str, tuple[str, Any]]:
     return {s.key or "": (s.status.value, json.loads(s.payload))
-            for s in store.list(tenant=tenant, limit=1_000)}
+            for s in store.list_schedules(tenant=tenant, limit=1_000)}
 
 
 @pytest.mark.parametrize("seed", range(6))

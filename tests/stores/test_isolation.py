@@ -30,8 +30,8 @@ def test_schedules_by_id_and_list(store: Store) -> None:
     assert store.get(a.id, tenant="a") == a and store.get(a.id) == a
     with pytest.raises(NotFoundError):
         store.get(a.id, tenant="b")
-    assert [s.id for s in store.list(tenant="a")] == [a.id]
-    assert {s.id for s in store.list()} == {a.id, b.id}
+    assert [s.id for s in store.list_schedules(tenant="a")] == [a.id]
+    assert {s.id for s in store.list_schedules()} == {a.id, b.id}
     with pytest.raises(NotFoundError):
         store.cancel(a.id, now_ms=NOW, tenant="b")
     with pytest.raises(NotFoundError):
@@ -89,7 +89,7 @@ def test_a_dead_letter_stays_in_its_tenant(store: Store) -> None:
     [row] = claim(store, store.next_epoch())
     store.acknowledge(epoch=row.epoch, acks=[ack(row, Status.DEAD, dead_letter="graveyard")],
                       now_ms=NOW)
-    [copy] = [s for s in store.list() if s.id != made.id]
+    [copy] = [s for s in store.list_schedules() if s.id != made.id]
     assert (copy.tenant, copy.channel) == ("a", "graveyard")
 
 

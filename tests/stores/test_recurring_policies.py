@@ -45,7 +45,7 @@ def expand_all(store: Store, now_ms: int) -> int:
 def messages(store: Store, rid: str) -> dict[int, list[str]]:
     """firing_ms → ids of the recurring's schedules that are not cancelled."""
     out: dict[int, list[str]] = {}
-    for s in store.list(limit=100_000):
+    for s in store.list_schedules(limit=100_000):
         if s.recurring_id == rid and s.status is not Status.CANCELLED:
             out.setdefault(int(s.id.split(":")[-2]), []).append(s.id)
     return out
@@ -97,7 +97,7 @@ def test_misfire_after_ten_minutes_down(store: Store, policy: MisfirePolicy, fir
     tally = expand_due(store, bucket_lo=0, bucket_hi=BUCKETS - 1, now_ms=back, horizon_ms=MIN)
     assert tally.reasons == reasons
     missed = range(2, 12)  # minutes 2..11: all more than 30 s before `back`
-    late = [s for s in store.list(limit=1000)
+    late = [s for s in store.list_schedules(limit=1000)
             if int(s.id.split(":")[-2]) in {T0 + m * MIN for m in missed}]
     assert len(late) == fired
     assert all(s.due_ms == back for s in late)  # a late firing fires at once

@@ -18,7 +18,7 @@ NOW = 1_700_000_000_000
 
 READS: dict[str, Callable[[Store], Any]] = {
     "get": lambda s: s.get("x"),
-    "list": lambda s: s.list(),
+    "list": lambda s: s.list_schedules(),
     "deliveries": lambda s: s.deliveries("x"),
     "halted_keys": lambda s: s.halted_keys(),
     "pending_count": lambda s: s.pending_count(tenant="a"),
@@ -48,7 +48,7 @@ def broken(tmp_path_factory: pytest.TempPathFactory) -> Store:
     """A store whose tables another process dropped after it opened them."""
     path = Path(tmp_path_factory.mktemp("broken")) / "store.db"
     store = SQLiteStore(path, buckets=4)
-    store.list()  # this thread's connection is open and has read the schema
+    store.list_schedules()  # this thread's connection is open and has read the schema
     other = sqlite3.connect(path, isolation_level=None)
     tables = [r[0] for r in other.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
                                           "AND name <> 'meta'")]

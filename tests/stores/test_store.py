@@ -103,7 +103,7 @@ def test_idempotent_key_different_request_conflicts(store: Store) -> None:
     with pytest.raises(ConflictError) as info:
         store.create([new(NOW + 1, key="k1")], now_ms=NOW)
     assert first.id in str(info.value) and info.value.ident == first.id
-    assert store.list() == [first]
+    assert store.list_schedules() == [first]
 
 
 def test_batch_is_all_or_nothing(store: Store) -> None:
@@ -111,7 +111,7 @@ def test_batch_is_all_or_nothing(store: Store) -> None:
     batch = [new(NOW + 1), new(NOW + 2, key="fresh"), new(NOW + 3, key="taken"), new(NOW + 4)]
     with pytest.raises(ConflictError):
         store.create(batch, now_ms=NOW)
-    assert [s.key for s in store.list()] == ["taken"]
+    assert [s.key for s in store.list_schedules()] == ["taken"]
     # the same batch without the conflict goes through whole
     assert len(store.create(batch[:2] + batch[3:], now_ms=NOW)) == 3
 
@@ -141,16 +141,18 @@ def test_list_filters_and_cursor(store: Store) -> None:
         [new(NOW + i, channel="a" if i % 2 else "b") for i in range(30)], now_ms=NOW)]
     store.cancel(made[0].id, now_ms=NOW)
     by_id = sorted(made, key=lambda s: s.id)
-    assert [s.id for s in store.list(limit=1000)] == [s.id for s in by_id]
-    assert {s.id for s in store.list(channel="a")} == {s.id for s in made if s.channel == "a"}
-    assert [s.id for s in store.list(status=Status.CANCELLED)] == [made[0].id]
-    assert len(store.list(status=Status.PENDING)) == 29
-    window = store.list(due_from_ms=NOW + 10, due_to_ms=NOW + 20)
+    assert [s.id for s in store.list_schedules(limit=1000)] == [s.id for s in by_id]
+    assert {s.id for s in store.list_schedules(channel="a")} == {
+        s.id for s in made if s.channel == "a"}
+    assert [s.id for s in store.list_schedules(status=Status.CANCELLED)] == [made[0].id]
+    assert len(store.list_schedules(status=Status.PENDING)) == 29
+    window = store.list_schedules(due_from_ms=NOW + 10, due_to_ms=NOW + 20)
     assert sorted(s.due_ms for s in window) == list(range(NOW + 10, NOW + 20))
-    assert {s.id for s in store.list(channel="b", due_from_ms=NOW + 10, due_to_ms=NOW + 20)} == {
+    assert {s.id for s in store.list_schedules(channel="b", due_from_ms=NOW + 10,
+                                               due_to_ms=NOW + 20)} == {
         s.id for s in made if s.channel == "b" and NOW + 10 <= s.due_ms < NOW + 20}
     pages, cursor = [], None
-    while page := store.list(after_id=cursor, limit=7):
+    while page := store.list_schedules(after_id=cursor, limit=7):
         pages.append(page)
         cursor = page[-1].id
     assert [len(p) for p in pages] == [7, 7, 7, 7, 2]
@@ -335,7 +337,7 @@ def test_replay_returns_same_rows_and_claims_nothing_new(store: Store) -> None:
     store.acknowledge(epoch=epoch, acks=[ack(first[0], Status.DELIVERED)], now_ms=NOW + 10)
     assert ids(claim(store, epoch, limit=3)) == ids(first[1:])
     # the same epoch on another range is a claim, not a replay
-    pending = store.list(status=Status.PENDING)
+    pending = store.list_schedules(status=Status.PENDING)
     other = claim(store, epoch, lo=0, hi=BUCKETS // 2)
     assert ids(other) == {s.id for s in pending if s.bucket <= BUCKETS // 2}
 
@@ -449,7 +451,7 @@ def test_acknowledge_delivered_retry_dead(store: Store) -> None:
     assert (dead.status, dead.attempts, dead.last_error) == (Status.DEAD, 1, "bad request")
     assert store.get(d.id).status is Status.DEAD
 
-    [copy] = store.list(channel="dlq")
+    [copy] = store.list_schedules(channel="dlq")
     assert (copy.status, copy.payload, copy.due_ms, copy.tenant) == (
         Status.PENDING, b'{"x":2}', NOW + 20, "default")
     assert copy.headers == {"Tocsin-Dead-Letter-Of": c.id, "Tocsin-Error": "bad request"}

@@ -73,7 +73,7 @@ def list_(
     limit: int = Query(100, ge=1, le=1000),
 ) -> dict[str, Any]:
     """Schedules in id order; ``next_cursor`` is null on the last page."""
-    found = Deps.of(request).store.list(
+    found = Deps.of(request).store.list_schedules(
         status=status, channel=channel, key=key,
         due_from_ms=parse_instant(due_from, "due_from") if due_from else None,
         due_to_ms=parse_instant(due_to, "due_to") if due_to else None,

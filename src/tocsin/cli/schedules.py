@@ -102,7 +102,7 @@ def list_schedules(
     from itertools import islice
 
     with answering():
-        found = list(islice(client_for(api).list(status=status, channel=channel, key=key),
+        found = list(islice(client_for(api).list_schedules(status=status, channel=channel, key=key),
                             limit))
     if json_wanted() or wide:
         emit(found)

@@ -143,7 +143,7 @@ class Client:
         r = self._http.request(call.method, call.path, params=call.params, json=call.json)
         return call.value(r.status_code, r.content, r.json, r.text)
 
-    def list(self, *, status: str | None = None, channel: str | None = None,
+    def list_schedules(self, *, status: str | None = None, channel: str | None = None,
              due_from: datetime | str | None = None, due_to: datetime | str | None = None,
              key: str | None = None, page_size: int = 100) -> Iterator[ScheduleInfo]:
         """Every schedule matching the filters (``key``: the one created with that idempotency
@@ -220,7 +220,7 @@ class AsyncClient:
         r = await self._http.request(call.method, call.path, params=call.params, json=call.json)
         return call.value(r.status_code, r.content, r.json, r.text)
 
-    async def list(self, *, status: str | None = None, channel: str | None = None,
+    async def list_schedules(self, *, status: str | None = None, channel: str | None = None,
                    due_from: datetime | str | None = None, due_to: datetime | str | None = None,
                    key: str | None = None,
                    page_size: int = 100) -> AsyncIterator[ScheduleInfo]:

@@ -8,7 +8,6 @@ Tocsin's error (:func:`tocsin.errors.error_from`, the API's own status table rea
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -110,7 +109,7 @@ def schedule(channel: str, payload: Any = UNSET, *, payload_text: str | None = N
     return Call("POST", "/v1/schedules", json=body)
 
 
-def schedule_many(items: Iterable[Mapping[str, Any]]) -> Call[builtins.list[Created]]:
+def schedule_many(items: Iterable[Mapping[str, Any]]) -> Call[list[Created]]:
     """Schedule a batch, all or nothing; each item has :meth:`schedule`'s arguments as
     keys (``{"channel": ..., "payload": ..., "delay": ...}``)."""
     return Call("POST", "/v1/schedules", json={"schedules": [
@@ -162,12 +161,12 @@ def reschedule(schedule_id: str, *, due_at: datetime | str | None = None,
         payload_base64=payload_base64, headers=headers))
 
 
-def deliveries(schedule_id: str) -> Call[builtins.list[DeliveryInfo]]:
+def deliveries(schedule_id: str) -> Call[list[DeliveryInfo]]:
     """The attempt log of one schedule, oldest first."""
     return Call("GET", _schedules(schedule_id, "deliveries"), pick="items")
 
 
-def halted_keys(tenant: str | None = None) -> Call[builtins.list[HaltedKey]]:
+def halted_keys(tenant: str | None = None) -> Call[list[HaltedKey]]:
     """The ordering keys halted by a dead schedule."""
     params = {"halted": "true", **({"tenant": tenant} if tenant else {})}
     return Call("GET", "/v1/ordering-keys", params=params, pick="items")
@@ -220,7 +219,7 @@ def status() -> Call[dict[str, Any]]:
     return Call("GET", "/v1/status")
 
 
-def paused_channels() -> Call[builtins.list[PausedInfo]]:
+def paused_channels() -> Call[list[PausedInfo]]:
     """The paused channels."""
     return Call("GET", "/v1/paused-channels", pick="items")
 
@@ -231,7 +230,7 @@ def add_channel(name: str, kind: str, config: Mapping[str, Any]) -> Call[Channel
                                               "config": dict(config)})
 
 
-def channels() -> Call[builtins.list[ChannelInfo]]:
+def channels() -> Call[list[ChannelInfo]]:
     """Every registered channel."""
     return Call("GET", "/v1/channels", pick="items")
 
@@ -293,13 +292,13 @@ def delete_recurring(recurring_id: str) -> Call[None]:
     return Call("DELETE", _recurring(recurring_id))
 
 
-def next_firings(recurring_id: str, n: int = 10) -> Call[builtins.list[FiringTime]]:
+def next_firings(recurring_id: str, n: int = 10) -> Call[list[FiringTime]]:
     """The next ``n`` firings, each ``{"local": ..., "utc": ...}``."""
     return Call("GET", _recurring(recurring_id, "next"), params={"n": n}, pick="items")
 
 
 def firings(recurring_id: str, *, after: datetime | str | None = None,
-            limit: int = 100) -> Call[builtins.list[Firing]]:
+            limit: int = 100) -> Call[list[Firing]]:
     """The firings so far: expanded (messages by status) or skipped, with the reason."""
     params: dict[str, Any] = {"limit": limit}
     if after is not None:
@@ -316,7 +315,7 @@ def add_policy(name: str, max_in_flight: int, *, rate: float | None = None,
                                                          token_lease=token_lease))
 
 
-def policies() -> Call[builtins.list[PolicyInfo]]:
+def policies() -> Call[list[PolicyInfo]]:
     """Every policy, with the tokens held now (``in_flight``)."""
     return Call("GET", "/v1/policies", pick="items")
 
@@ -356,7 +355,7 @@ def create_key(role: Literal["admin", "tenant"], *, tenant: str | None = None,
                                              "read_only": read_only, "name": name})
 
 
-def keys(*, tenant: str | None = None) -> Call[builtins.list[ApiKeyInfo]]:
+def keys(*, tenant: str | None = None) -> Call[list[ApiKeyInfo]]:
     """Every API key (never a token), or one tenant's."""
     return Call("GET", "/v1/apikeys", params={"tenant": tenant} if tenant else None,
                 pick="items")

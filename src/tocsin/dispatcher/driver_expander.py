@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import threading
 
+from tocsin.dispatcher.beat import ExpanderBeat
 from tocsin.dispatcher.core import Offset, log
 from tocsin.dispatcher.expansion import EXPANDER, ExpandTally, ExpansionCore
-from tocsin.domain.beats import ExpanderBeat
 from tocsin.errors import StoreError
 
 __all__ = ["DriverExpander"]

@@ -5,7 +5,7 @@ Offsets are ``{"until": ms}``; on the driver :meth:`ExpansionReader.latestOffset
 when some recurring schedule is next due for expansion and runs no batch until then. Each
 partition is a bucket range of recurring schedules; on the executors :meth:`read` expands each
 due one with ``now = until`` and yields one tally row. The sink adds the tallies up and beats
-``expander`` (:class:`~tocsin.domain.beats.ExpanderBeat`).
+``expander`` (:class:`~tocsin.dispatcher.beat.ExpanderBeat`).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from tocsin.dispatcher.beat import EXPANDER_BEAT_KEYS
 from tocsin.dispatcher.expansion import EXPANDER, ExpandTally, expand_due, messages_of
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runtime import worker
-from tocsin.domain.beats import EXPANDER_BEAT_KEYS
 
 __all__ = ["EXPANDER", "ExpandTally", "ExpansionDataSource", "expand_due", "messages_of"]
 

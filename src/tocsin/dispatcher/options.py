@@ -1,17 +1,33 @@
-"""The dispatcher's options, as they travel through Spark's string-valued source options."""
+"""The dispatcher's options, as they travel through Spark's string-valued source options.
+
+Each default is the setting's (:class:`~tocsin.config.Settings`, in milliseconds where the
+setting is in seconds), read from its field, never written twice; the options without a
+setting (``idle_beat_ms``, ``relay``, ``run``) have theirs here.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from tocsin.config import Settings
 from tocsin.dispatcher.breaker import BreakerPolicy
 from tocsin.dispatcher.lanes import LaneSettings
 from tocsin.domain import RetryPolicy
-from tocsin.domain.defaults import BUCKETS, MAX_ATTEMPTS, RETRY_BASE_MS, RETRY_CAP_MS, ms
+from tocsin.domain.defaults import ms
 
 __all__ = ["DispatchOptions"]
+
+
+def _setting(name: str) -> Any:
+    """The default of the setting ``name`` (as written in config.py, not the environment's)."""
+    return Settings.model_fields[name].default
+
+
+def _setting_ms(name: str) -> int:
+    """The default of the setting ``name``, in seconds, as milliseconds."""
+    return ms(_setting(name))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -19,39 +35,39 @@ class DispatchOptions:
     """Everything the reader and the writer need, picklable and flat."""
 
     store_url: str
-    buckets: int = BUCKETS
-    partitions: int = 4
-    batch_cap: int = 100_000
-    lease_ms: int = 120_000
-    retry_base_ms: int = RETRY_BASE_MS
-    retry_cap_ms: int = RETRY_CAP_MS
-    max_attempts: int = MAX_ATTEMPTS
+    buckets: int = _setting("buckets")
+    partitions: int = _setting("partitions")
+    batch_cap: int = _setting("batch_cap")
+    lease_ms: int = _setting_ms("lease_seconds")
+    retry_base_ms: int = _setting_ms("retry_base_seconds")
+    retry_cap_ms: int = _setting_ms("retry_cap_seconds")
+    max_attempts: int = _setting("max_attempts")
     idle_beat_ms: int = 5_000
     """The source beats `dispatcher-source` at least this often, even when nothing is due."""
-    horizon_ms: int = 600_000
+    horizon_ms: int = _setting_ms("recurring_horizon_seconds")
     """Recurring firings up to this far ahead are expanded into schedules."""
-    max_per_minute: int = 100_000
+    max_per_minute: int = _setting("recurring_max_per_minute")
     """A recurring schedule making more messages a minute than this is failed, not expanded."""
-    hand_over_ms: int = 2_000
+    hand_over_ms: int = _setting_ms("hand_over_seconds")
     """A task's hand-over window (:mod:`tocsin.dispatcher.handover`); 0: no window, each
     schedule goes out with the micro-batch after its due time."""
-    keep_warm_ms: int = 0
+    keep_warm_ms: int = _setting_ms("keep_warm_seconds")
     """An idle dispatcher still runs a batch this often (0: never, the default). Spark stops
     Python workers idle for a minute; a new one starts warm from Tocsin's worker daemon
     (:mod:`tocsin.spark.daemon`), and after a quiet spell a batch starts ahead of the next due
     schedule (:data:`~tocsin.dispatcher.core.WAKE_AHEAD_MS`)."""
-    send_deadline_ms: int = 30_000
+    send_deadline_ms: int = _setting_ms("send_timeout_max_seconds")
     """The operator's cap on one send (``send_timeout_max_seconds``); a lane stops waiting a
     little after it."""
-    lane_room_ms: int = 1_000
+    lane_room_ms: int = _setting_ms("lane_seconds")
     """A lane's queue holds about this much of its measured sending (:mod:`.lanes`)."""
-    lane_min_rows: int = 256
+    lane_min_rows: int = _setting("lane_min_rows")
     """The smallest room of a lane."""
-    breaker_failures: int = 5
+    breaker_failures: int = _setting("breaker_failures")
     """Failed attempts in a row that open a destination's breaker."""
-    breaker_open_ms: int = 5_000
+    breaker_open_ms: int = _setting_ms("breaker_open_seconds")
     """How long an opened breaker first holds its destination."""
-    breaker_max_open_ms: int = 300_000
+    breaker_max_open_ms: int = _setting_ms("breaker_max_open_seconds")
     """The longest a breaker holds between probes."""
     relay: int = 0
     """1 in the relay query, which covers the main query's gaps between windows."""

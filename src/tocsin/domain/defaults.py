@@ -1,8 +1,9 @@
-"""Tocsin's defaults and its one unit conversion, each defined once.
+"""The defaults the domain's values need, and Tocsin's one unit conversion.
 
-The settings (:class:`tocsin.config.Settings`) take their defaults from here, and so do the
+The settings (:class:`tocsin.config.Settings`) take these defaults from here, and so do the
 value objects that carry the same knobs (:class:`~tocsin.domain.RetryPolicy`,
-:class:`~tocsin.domain.NewSchedule`, the dispatcher's options).
+:class:`~tocsin.domain.NewSchedule`); every other default is its setting's, written in
+config.py, and the dispatcher's options read theirs from the settings' fields.
 """
 
 from __future__ import annotations

@@ -19,15 +19,14 @@ Tables live in the connection's ``search_path``: to keep a store in a schema of 
 
 from __future__ import annotations
 
-import builtins
 import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
 
 from tocsin.domain.defaults import BUCKETS
 from tocsin.errors import StoreError
+from tocsin.redact import redact_url
 from tocsin.stores.rows import CLAIM_COLUMNS, migrations, refuse_newer_schema
 from tocsin.stores.sql import POSTGRES, SqlStore
 from tocsin.stores.sql.tenants import all_relaxed
@@ -56,16 +55,6 @@ def _reason(exc: Exception) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def _redact(url: str) -> str:
-    """``url`` without its password or options, for error messages."""
-    parts = urlsplit(url)
-    if not parts.scheme.startswith("postgres"):
-        return "postgresql (conninfo)"
-    host = parts.netloc.rsplit("@", 1)[-1]
-    user = f"{parts.username}@" if parts.username else ""
-    return f"postgresql://{user}{host}{parts.path}"
-
-
 class PostgresStore(SqlStore):
     """A :class:`~tocsin.abc.Store` in a PostgreSQL database (``postgresql://`` URL).
 
@@ -79,7 +68,8 @@ class PostgresStore(SqlStore):
     def __init__(self, url: str, *, buckets: int = BUCKETS, min_size: int = 1, max_size: int = 10,
                  timeout_s: float = 10.0) -> None:
         self.url = url
-        self._where = _redact(url)
+        # error messages name the store, never its password (a conninfo string: not at all)
+        self._where = redact_url(url) if "://" in url else "postgresql (conninfo)"
         self._requested_buckets = buckets
         self._min_size, self._max_size, self._timeout_s = min_size, max_size, timeout_s
         self._pool: ConnectionPool[Any] | None = None
@@ -263,7 +253,7 @@ class PostgresStore(SqlStore):
                 copy.write_row(row)
 
     def _claim_sorted(self, conn: Any, update: str,
-                      args: Sequence[Any]) -> builtins.list[tuple[Any, ...]]:
+                      args: Sequence[Any]) -> list[tuple[Any, ...]]:
         return list(conn.execute(
             f"WITH taken AS ({update} RETURNING {CLAIM_COLUMNS}, next_ms AS sort_ms) "
             "SELECT * FROM taken ORDER BY sort_ms, id", args).fetchall())

@@ -6,7 +6,6 @@ lock, the commit level, and the two claim-path statements SQLite spells its own 
 
 from __future__ import annotations
 
-import builtins
 import fcntl
 import json
 import os
@@ -204,7 +203,7 @@ class SQLiteStore(SqlStore):
         conn.executemany(f"INSERT INTO {target} VALUES ({marks})", rows)
 
     def _claim_sorted(self, conn: Any, update: str,
-                      args: Sequence[Any]) -> builtins.list[tuple[Any, ...]]:
+                      args: Sequence[Any]) -> list[tuple[Any, ...]]:
         # RETURNING comes in no particular order (and SQLite has no UPDATE in a WITH).
         return sorted(conn.execute(f"{update} RETURNING {CLAIM_COLUMNS}, next_ms", args),
                       key=_BY_NEXT)

@@ -181,7 +181,7 @@ def schedules(request: Request, id: str = "", status: str = "", channel: str = "
         if id:
             rows = [store.get(id.strip(), tenant=scope(request))]
         else:
-            rows = store.list(status=Status(status) if status else None,
+            rows = store.list_schedules(status=Status(status) if status else None,
                               channel=channel or None, key=key.strip() or None,
                               due_from_ms=parse_instant(due_from, "due_from") if due_from else None,
                               due_to_ms=parse_instant(due_to, "due_to") if due_to else None,
@@ -215,7 +215,8 @@ def dead(request: Request) -> Response:
         principal_from_cookie(request)
     except AuthenticationError:
         return RedirectResponse("/ui/login", status_code=303)
-    rows = Deps.of(request).store.list(status=Status.DEAD, limit=500, tenant=scope(request))
+    rows = Deps.of(request).store.list_schedules(status=Status.DEAD, limit=500,
+                                                 tenant=scope(request))
     return _page(request, "dead.html", "Dead letters", "/ui/dead", rows=rows)
 
 

@@ -8,9 +8,9 @@ to read), turning every driver error into :class:`~tocsin.errors.StoreError`.
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from tocsin.stores.rows import head_of_key
 
@@ -20,8 +20,9 @@ __all__ = ["POSTGRES", "SQLITE", "STALE_PAGES", "Dialect", "SqlBase", "executema
 T = TypeVar("T")
 
 
-class Dialect(NamedTuple):
-    """What the two SQL dialects spell differently."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Dialect:
+    """What the two SQL dialects spell differently (every field named where it is built)."""
 
     mark: str
     """The driver's placeholder."""
@@ -74,13 +75,15 @@ class Dialect(NamedTuple):
         return f"IN ({', '.join('?' * len(values))})", tuple(values)
 
 
-SQLITE = Dialect("?", head_of_key("rowid"), "", "", "", "BLOB", " INDEXED BY schedules_finished",
+SQLITE = Dialect(mark="?", head=head_of_key("rowid"), skip_locked="", lock_policy="",
+                 lock_row="", blob="BLOB", by_finish=" INDEXED BY schedules_finished",
                  insert_first=True, one_writer=True)
 """SQLite: one writer at a time, so no row locks are needed. Without statistics its planner
 reads finished schedules through ``schedules_done`` (status, channel), every one of them, when
 a range of ``schedules_finished`` holds the few asked for: it is told the index."""
-POSTGRES = Dialect("%s", head_of_key("seq"), " FOR UPDATE OF s SKIP LOCKED", " FOR UPDATE OF p",
-                   " FOR UPDATE", "BYTEA", analyze="ANALYZE schedules, deliveries", arrays=True,
+POSTGRES = Dialect(mark="%s", head=head_of_key("seq"), skip_locked=" FOR UPDATE OF s SKIP LOCKED",
+                   lock_policy=" FOR UPDATE OF p", lock_row=" FOR UPDATE", blob="BYTEA",
+                   analyze="ANALYZE schedules, deliveries", arrays=True,
                    unflushed="SET LOCAL synchronous_commit = off",
                    stale="SELECT pg_relation_size(oid) / current_setting('block_size')::int "
                          "> greatest(%s, 2 * relpages) FROM pg_class "
@@ -154,14 +157,14 @@ class SqlBase:
         transaction: the bulk path."""
         raise NotImplementedError
 
-    def _rows(self, sql: str, args: Sequence[Any] = ()) -> builtins.list[tuple[Any, ...]]:
+    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of one read."""
         sql = self._dialect.q(sql)
         return self._work(lambda conn: [tuple(r) for r in conn.execute(sql, args).fetchall()],
                           write=False)
 
     def _write(self, sql: str, args: Sequence[Any] = (), *,
-               idempotent: bool = False) -> builtins.list[tuple[Any, ...]]:
+               idempotent: bool = False) -> list[tuple[Any, ...]]:
         """The rows one write statement returns (``RETURNING``), in its own transaction."""
         sql = self._dialect.q(sql)
         return self._work(lambda conn: [tuple(r) for r in conn.execute(sql, args).fetchall()],

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import json
 
 from tocsin.abc import ChannelStore
@@ -32,7 +31,7 @@ class SqlChannels(SqlBase, ChannelStore):
             raise NotFoundError("channel", name)
         return channel_from_row(rows[0])
 
-    def list_channels(self, *, tenant: str | None = None) -> builtins.list[ChannelSpec]:
+    def list_channels(self, *, tenant: str | None = None) -> list[ChannelSpec]:
         rows = self._rows(f"SELECT {CHANNEL_COLUMNS} FROM channels WHERE {tenant_is()} "
                           "ORDER BY tenant, name", (tenant, tenant))
         return [channel_from_row(r) for r in rows]

@@ -4,7 +4,6 @@ earliest first (``_claim_sorted``) and marking a batch delivered (``_mark_delive
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,7 +49,7 @@ class SqlDispatch(SqlBase, DispatchStore):
     """The :class:`~tocsin.abc.DispatchStore` role over a backend's ``_work``."""
 
     def _claim_sorted(self, conn: Any, update: str,
-                      args: Sequence[Any]) -> builtins.list[tuple[Any, ...]]:
+                      args: Sequence[Any]) -> list[tuple[Any, ...]]:
         """Run ``update`` (an UPDATE of schedules, in this dialect, without RETURNING) and
         return its rows as ``CLAIM_COLUMNS`` plus ``next_ms``, ordered by (next_ms, id)."""
         raise NotImplementedError
@@ -103,7 +102,7 @@ class SqlDispatch(SqlBase, DispatchStore):
 
         return self._work(work, idempotent=True)
 
-    def runs(self) -> builtins.list[RunInfo]:
+    def runs(self) -> list[RunInfo]:
         return [RunInfo(str(r[0]), int(r[1]), int(r[2]), None if r[3] is None else int(r[3]))
                 for r in self._rows("SELECT run, started_ms, beat_ms, ready_ms FROM runs "
                                     "ORDER BY started_ms DESC, run")]
@@ -142,10 +141,10 @@ class SqlDispatch(SqlBase, DispatchStore):
         lease_ms: int,
         limit: int,
         replay: bool = True,
-    ) -> builtins.list[ClaimedRow]:
+    ) -> list[ClaimedRow]:
         d = self._dialect
 
-        def work(conn: Any) -> builtins.list[tuple[Any, ...]]:
+        def work(conn: Any) -> list[tuple[Any, ...]]:
             # The marker first: a concurrent replay of this (epoch, range) waits on it.
             marked = not replay or conn.execute(d.q("INSERT INTO claims VALUES (?, ?, ?, ?) "
                                                     "ON CONFLICT DO NOTHING"),
@@ -271,7 +270,7 @@ class SqlDispatch(SqlBase, DispatchStore):
         return bool(self._changed("DELETE FROM channel_holds WHERE tenant = ? AND name = ? "
                                   "AND reason = ?", (tenant, name, reason), idempotent=True))
 
-    def channel_holds(self, *, tenant: str | None = None) -> builtins.list[ChannelHold]:
+    def channel_holds(self, *, tenant: str | None = None) -> list[ChannelHold]:
         where, args = ("WHERE tenant = ? ", (tenant,)) if tenant is not None else ("", ())
         return [ChannelHold(str(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), int(r[5]),
                             r[6])

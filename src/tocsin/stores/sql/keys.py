@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,7 +38,7 @@ class SqlKeys(SqlBase, KeyStore):
         rows = self._rows(f"SELECT {KEY_COLUMNS} FROM api_keys WHERE digest = ?", (digest,))
         return key_from_row(rows[0]) if rows else None
 
-    def list_keys(self, *, tenant: str | None = None) -> builtins.list[ApiKey]:
+    def list_keys(self, *, tenant: str | None = None) -> list[ApiKey]:
         rows = self._rows(f"SELECT {KEY_COLUMNS} FROM api_keys WHERE {tenant_is()} "
                           "ORDER BY created_ms, id", (tenant, tenant))
         return [key_from_row(r) for r in rows]

@@ -8,7 +8,6 @@ and concurrent PostgreSQL writers rarely wait on one row's lock.
 
 from __future__ import annotations
 
-import builtins
 import json
 import random
 from bisect import bisect_left
@@ -92,7 +91,7 @@ class SqlMetrics(SqlBase, MetricsStore):
         return int(rows[0][0])
 
     def pending_by_slot(self, *, from_ms: int, to_ms: int, slot_ms: int,
-                        tenant: str | None = None) -> builtins.list[tuple[int, int]]:
+                        tenant: str | None = None) -> list[tuple[int, int]]:
         rows = self._rows(
             "SELECT (next_ms - ?) / ?, count(*) FROM schedules WHERE status = 'PENDING' "
             f"AND next_ms >= ? AND next_ms < ? AND {tenant_is()} GROUP BY 1 ORDER BY 1",
@@ -100,7 +99,7 @@ class SqlMetrics(SqlBase, MetricsStore):
         return [(from_ms + int(r[0]) * slot_ms, int(r[1])) for r in rows]
 
     def finished_by_slot(self, *, from_ms: int, to_ms: int, slot_ms: int,
-                         tenant: str | None = None) -> builtins.list[tuple[int, Status, int]]:
+                         tenant: str | None = None) -> list[tuple[int, Status, int]]:
         rows = self._rows(  # one bounded range of the schedules_finished index
             f"SELECT ({FINISHED_AT} - ?) / ?, status, count(*) FROM "
             f"{finished_rows(self._dialect)} AND {FINISHED_AT} >= ? "

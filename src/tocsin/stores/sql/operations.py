@@ -3,7 +3,6 @@ schedules as a new attempt chain, pause and resume channels."""
 
 from __future__ import annotations
 
-import builtins
 from typing import Any
 
 from tocsin.abc import OperationsStore, PausedChannel
@@ -95,13 +94,13 @@ class SqlOperations(SqlBase, OperationsStore):
         return bool(self._changed("DELETE FROM paused_channels WHERE tenant = ? AND name = ?",
                                   (tenant, name), idempotent=True))
 
-    def paused_channels(self, *, tenant: str | None = None) -> builtins.list[PausedChannel]:
+    def paused_channels(self, *, tenant: str | None = None) -> list[PausedChannel]:
         rows = self._rows(f"SELECT tenant, name, paused_ms FROM paused_channels "
                           f"WHERE {tenant_is()} ORDER BY tenant, name", (tenant, tenant))
         return [PausedChannel(r[0], r[1], int(r[2])) for r in rows]
 
 
-def _resume_halted(conn: Any, q: Any, rows: builtins.list[tuple[str, str]]) -> None:
+def _resume_halted(conn: Any, q: Any, rows: list[tuple[str, str]]) -> None:
     """Resume the ordering keys the re-driven schedules (``(tenant, id)``) halted."""
     for tenant, schedule_id in rows:
         conn.execute(q("DELETE FROM halted_keys WHERE tenant = ? AND schedule_id = ?"),

@@ -4,7 +4,6 @@ draws on the policy (its tenant, its ``policy`` name)."""
 
 from __future__ import annotations
 
-import builtins
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -56,7 +55,7 @@ class SqlPolicies(SqlBase, PolicyStore):
             raise NotFoundError("policy", name)
         return policy_from_row(rows[0])[0]
 
-    def list_policies(self, *, tenant: str | None = None) -> builtins.list[Policy]:
+    def list_policies(self, *, tenant: str | None = None) -> list[Policy]:
         rows = self._rows(f"SELECT {POLICY_COLUMNS} FROM policies WHERE {tenant_is()} "
                           "ORDER BY tenant, name", (tenant, tenant))
         return [policy_from_row(r)[0] for r in rows]

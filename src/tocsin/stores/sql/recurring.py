@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -94,7 +93,7 @@ class SqlRecurring(SqlBase, RecurringStore):
         return recurring_from_row(rows[0])
 
     def list_recurring(self, *, tenant: str | None = None, after_id: str | None = None,
-                       limit: int = 100) -> builtins.list[Recurring]:
+                       limit: int = 100) -> list[Recurring]:
         rows = self._rows(
             f"SELECT {RECURRING_COLUMNS} FROM recurring "
             f"WHERE {tenant_is()} AND id > ? ORDER BY id LIMIT ?",
@@ -141,7 +140,7 @@ class SqlRecurring(SqlBase, RecurringStore):
         return cancelled
 
     def recurring_due(self, *, bucket_lo: int, bucket_hi: int, now_ms: int,
-                      limit: int) -> builtins.list[Recurring]:
+                      limit: int) -> list[Recurring]:
         rows = self._rows(
             f"SELECT {RECURRING_COLUMNS} FROM recurring WHERE bucket BETWEEN ? AND ? "
             "AND next_expand_ms <= ? ORDER BY next_expand_ms LIMIT ?",
@@ -188,7 +187,7 @@ class SqlRecurring(SqlBase, RecurringStore):
         return recurring_from_row(rows[0])
 
     def recurring_firings(self, recurring_id: str, *, after_ms: int = -1, limit: int = 100,
-                          tenant: str | None = None) -> builtins.list[FiringRecord]:
+                          tenant: str | None = None) -> list[FiringRecord]:
         self.get_recurring(recurring_id, tenant=tenant)
         expanded = self._rows(
             "SELECT firing_ms, status, count(*), min(due_ms) FROM schedules "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -127,7 +126,7 @@ class SqlSchedules(SqlBase, ScheduleStore):
             raise NotFoundError("schedule", schedule_id)
         return schedule_from_row(rows[0])
 
-    def list(
+    def list_schedules(
         self,
         *,
         status: Status | None = None,
@@ -168,10 +167,10 @@ class SqlSchedules(SqlBase, ScheduleStore):
         raise too_late(schedule_id, self.get(schedule_id, tenant=tenant).status, "change")
 
     def deliveries(self, schedule_id: str, *,
-                   tenant: str | None = None) -> builtins.list[Delivery]:
+                   tenant: str | None = None) -> list[Delivery]:
         d = self._dialect
 
-        def work(conn: Any) -> builtins.list[Any] | None:
+        def work(conn: Any) -> list[Any] | None:
             if tenant is not None and conn.execute(
                     d.q("SELECT 1 FROM schedules WHERE id = ? AND tenant = ?"),
                     (schedule_id, tenant)).fetchone() is None:
@@ -185,7 +184,7 @@ class SqlSchedules(SqlBase, ScheduleStore):
             raise NotFoundError("schedule", schedule_id)
         return [delivery_from_row(r) for r in rows]
 
-    def halted_keys(self, *, tenant: str | None = None) -> builtins.list[HaltedKey]:
+    def halted_keys(self, *, tenant: str | None = None) -> list[HaltedKey]:
         rows = self._rows(
             "SELECT tenant, ordering_key, schedule_id, halted_ms, reason FROM halted_keys "
             f"WHERE {tenant_is()} ORDER BY halted_ms", (tenant, tenant))

@@ -3,7 +3,6 @@ a partial index or a bounded range of one (``schedules_finished``, ``deliveries_
 
 from __future__ import annotations
 
-import builtins
 from collections import defaultdict
 from typing import Any
 
@@ -37,7 +36,7 @@ _ATTEMPTS = (f"SELECT s.tenant, s.channel, d.outcome, d.lateness_ms FROM "
              f"WHERE {tenant_is('s.tenant')}")
 
 
-def percentiles(values: builtins.list[int]) -> tuple[int, int, int, int] | None:
+def percentiles(values: list[int]) -> tuple[int, int, int, int] | None:
     """p50, p95, p99 and max of ``values`` (nearest rank), None when empty."""
     if not values:
         return None
@@ -53,7 +52,7 @@ class SqlStats(SqlBase, StatsStore):
     """The :class:`~tocsin.abc.StatsStore` role over a backend's ``_work``."""
 
     def stats(self, *, now_ms: int, window_ms: int, ahead_ms: int,
-              tenant: str | None = None) -> builtins.list[ChannelStats]:
+              tenant: str | None = None) -> list[ChannelStats]:
         since = now_ms - window_ms
         figures: dict[tuple[str, str], dict[str, Any]] = defaultdict(
             lambda: {"pending": 0, "due_soon": 0, "DELIVERED": 0, "DEAD": 0, "CANCELLED": 0,

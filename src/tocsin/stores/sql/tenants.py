@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 from typing import Any
 
 from tocsin.abc import TenantStore
@@ -30,7 +29,7 @@ class SqlTenants(SqlBase, TenantStore):
             return Tenant(name, configured=False)
         return Tenant(rows[0][0], Durability(rows[0][1]), weight=int(rows[0][2]))
 
-    def list_tenants(self) -> builtins.list[Tenant]:
+    def list_tenants(self) -> list[Tenant]:
         return [Tenant(n, Durability(v), weight=int(w)) for n, v, w in self._rows(
             "SELECT name, durability, weight FROM tenants ORDER BY name")]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tocsin.domain.beats import EXPANDER_BEAT_KEYS, EXPANDER_BEAT_VERSION, ExpanderBeat
+from tocsin.dispatcher.beat import EXPANDER_BEAT_KEYS, EXPANDER_BEAT_VERSION, ExpanderBeat
 
 
 def test_a_beat_round_trips_through_its_stored_form() -> None:
