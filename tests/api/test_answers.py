@@ -3,13 +3,19 @@ naming the field; ``/metrics`` is keyed once more than one tenant exists."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import httpx
 import pytest
 
 from tocsin.abc import Store
+from tocsin.api.errors import STORE_FAILED
 from tocsin.apikeys.tokens import issue_key
 from tocsin.config import Settings
 from tocsin.domain import Role
+from tocsin.errors import StoreError
+from tocsin.stores.sqlite import SQLiteStore
 from tocsin.testing.api_server import ApiServer
 
 UNICODE_DIGITS = ["²", "٣", "\uff11", "1²", "-²", "PT²S", "P\u0661D"]
@@ -59,3 +65,25 @@ def test_metrics_are_keyed_once_a_second_tenant_exists(api_store: Store) -> None
             assert httpx.get(f"{again.url}/metrics").status_code == status
         finally:
             again.stop()
+
+
+class _BrokenStore(SQLiteStore):
+    """A store whose reads fail with the text a database gives (a file, a host)."""
+
+    def get(self, schedule_id: str, *, tenant: str | None = None) -> Any:
+        raise StoreError(f"sqlite {self.path}: disk I/O error")
+
+    def list_channels(self, *, tenant: str | None = None) -> Any:
+        raise StoreError("connection to server at \"db.internal\" (10.1.2.3), port 5432 failed")
+
+
+def test_a_store_failure_answers_503_without_its_files_or_hosts(tmp_path: Path) -> None:
+    server = ApiServer(_BrokenStore(tmp_path / "secret-place" / "t.db", buckets=4)).start()
+    try:
+        for path in ("/v1/schedules/x", "/v1/channels"):
+            r = httpx.get(f"{server.url}{path}", headers=server.headers)
+            assert r.status_code == 503 and r.json()["error"]["type"] == "StoreError"
+            assert r.json()["error"]["message"] == STORE_FAILED
+            assert "secret-place" not in r.text and "10.1.2.3" not in r.text
+    finally:
+        server.stop()

@@ -13,6 +13,7 @@ with the same body; anything unexpected is a 500 with the same body, never a sta
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -24,6 +25,7 @@ from tocsin.errors import (
     HTTP_STATUS,
     AuthenticationError,
     QuotaExceededError,
+    StoreError,
     TocsinError,
     ValidationError,
     error_body,
@@ -31,8 +33,12 @@ from tocsin.errors import (
 )
 from tocsin.validation.schedule import reason_of
 
-__all__ = ["STATUS", "error_body", "headers_of", "install_error_handlers", "reason_of",
-           "status_of"]
+log = logging.getLogger("tocsin.api")
+STORE_FAILED = "the store failed or cannot be reached; try again (the server's log says why)"
+"""What a 503 says: the store's own text (a database file, a host) stays in the server's log."""
+
+__all__ = ["STATUS", "STORE_FAILED", "error_body", "headers_of", "install_error_handlers",
+           "reason_of", "status_of"]
 
 STATUS = HTTP_STATUS
 """The one table of statuses, shared with the client (:data:`tocsin.errors.HTTP_STATUS`)."""
@@ -64,7 +70,10 @@ def install_error_handlers(app: FastAPI) -> None:
     """Route every error through :data:`STATUS`."""
 
     @app.exception_handler(TocsinError)
-    async def tocsin_error(_: Request, exc: TocsinError) -> JSONResponse:
+    async def tocsin_error(request: Request, exc: TocsinError) -> JSONResponse:
+        if isinstance(exc, StoreError):  # its text names files and hosts: the log has it
+            log.error("store error: %s %s: %s", request.method, request.url.path, exc)
+            exc = StoreError(STORE_FAILED)
         return JSONResponse(error_body(exc), status_code=status_of(exc),
                             headers=headers_of(exc))
 
