@@ -103,3 +103,13 @@ def test_the_topics_sasl_password_is_redacted() -> None:
     shown = redact(Settings(store="x", ingest_kafka="sasl.username=u,sasl.password=p4ss")
                    .model_dump(mode="json"))
     assert shown["ingest_kafka"] == ["sasl.username=u", f"sasl.password={MASK}"]
+
+
+@pytest.mark.parametrize("name", ["..", "../x", "a b"])
+def test_tocsin_ingest_checks_its_tenant(name: str) -> None:
+    from typer.testing import CliRunner
+
+    from tocsin.cli import app
+
+    done = CliRunner().invoke(app, ["ingest", "--topic", "t", "--tenant", name])
+    assert done.exit_code == 1 and "tenant" in done.output, done.output

@@ -40,14 +40,24 @@ def dispatcher(store: StoreOpt = None, spark_master: MasterOpt = None,
 def ingest(
     topic: Annotated[str | None, typer.Option(help="The commands topic.")] = None,
     bootstrap: Annotated[str | None, typer.Option(help="Kafka brokers host:port.")] = None,
+    tenant: Annotated[str | None, typer.Option(
+        help="The one tenant the topic's commands act in (TOCSIN_INGEST_TENANT, default "
+             "default).")] = None,
     store: StoreOpt = None, spark_master: MasterOpt = None,
 ) -> None:
-    """Apply the Kafka commands topic to the store (a Spark streaming query)."""
+    """Apply the Kafka commands topic to the store (a Spark streaming query), in one tenant."""
+    from tocsin.domain import check_tenant
+    from tocsin.errors import ValidationError
     from tocsin.pipelines.ingest import run_ingest
 
     base = settings_for(store, spark_master)
-    changes = {k: v for k, v in (("ingest_topic", topic), ("ingest_bootstrap", bootstrap)) if v}
+    changes = {k: v for k, v in (("ingest_topic", topic), ("ingest_bootstrap", bootstrap),
+                                 ("ingest_tenant", tenant)) if v}
     settings = base.model_copy(update=changes)
+    try:
+        check_tenant(settings.ingest_tenant, "tenant")
+    except ValidationError as exc:
+        fail(exc)
     if not settings.ingest_topic:
         fail(ValueError("no commands topic: give --topic or set TOCSIN_INGEST_TOPIC"))
     run_ingest(settings)
