@@ -23,10 +23,10 @@ from tocsin.pipelines.archive import (
     ArchiveCheckError,
     Retention,
     _Files,
-    _filesystem,
     _publish,
     _published_run,
     _staging,
+    filesystem_of,
     run_archive,
 )
 from tocsin.stores import open_store
@@ -302,7 +302,7 @@ def test_only_the_files_of_attempts_that_succeeded_are_published(tmp_path: Path)
     """Two attempts of one task write into their own staging folders; the driver publishes
     the files of the attempt whose manifest it got, split by day and tenant into the run's
     folders, and counts their rows; a run folder that exists already is never written over."""
-    fs, base = _filesystem(str(tmp_path))
+    fs, base = filesystem_of(str(tmp_path))
     stage = _staging(base, 7)
     lost = _Files(fs, f"{stage}/attempt=1")
     lost.add("schedules", _schedules(["a", "b"], "2026-11-16", "acme"))
