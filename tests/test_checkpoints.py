@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tocsin.checkpoints import adopt_legacy_checkpoints, local_path
 from tocsin.cli import app
 from tocsin.config import CheckpointQuery, Settings
+from tocsin.spark.checkpoints import adopt_legacy_checkpoints, local_path
 
 BASES = ["hdfs://nn.internal:8020/tocsin/ck", "s3a://bucket/tocsin/ck",
          "file:///var/lib/tocsin/ck", "/var/lib/tocsin/ck", "relative/ck"]

@@ -41,7 +41,8 @@ def test_a_restart_from_another_directory_resumes(tmp_path: Path,
     store, out = file_store(tmp_path, buckets=8)
     shared = tmp_path / "shared" / "ck"
     env = dispatcher_env(tmp_path, buckets=8, master="local[2]", lease_s=15,
-                         TOCSIN_HOME=".tocsin", TOCSIN_CHECKPOINT=f"file://{shared}")
+                         TOCSIN_HOME=".tocsin", TOCSIN_CHECKPOINT=f"file://{shared}",
+                         TOCSIN_RECURRING_EXPANDER="spark")  # a query of its own, checkpointed
     hosts = [tmp_path / "host-a", tmp_path / "host-b"]
     ids: set[str] = set()
     seen: list[list[int]] = []

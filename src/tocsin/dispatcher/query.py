@@ -90,7 +90,6 @@ def run_dispatcher(settings: Settings) -> None:
     from a thread of this process from the start (:mod:`tocsin.dispatcher.runs`)."""
     from dataclasses import replace
 
-    from tocsin.checkpoints import adopt_legacy_checkpoints
     from tocsin.clock import SystemClock
     from tocsin.config import CheckpointQuery, ExpanderMode
     from tocsin.dispatcher.driver_expander import DriverExpander
@@ -98,6 +97,7 @@ def run_dispatcher(settings: Settings) -> None:
     from tocsin.dispatcher.preflight import undeliverable_channels
     from tocsin.dispatcher.progress import ProgressLog
     from tocsin.dispatcher.runs import RUN_ENV, RunBeat, new_run_id
+    from tocsin.spark.checkpoints import adopt_legacy_checkpoints
     from tocsin.stores import open_store
 
     began = time.monotonic()

@@ -190,7 +190,7 @@ def start_ingest(spark: SparkSession, settings: Settings, *,
 
 def run_ingest(settings: Settings) -> None:
     """Run the ingest query in this process until it stops (``tocsin ingest``)."""
-    from tocsin.checkpoints import adopt_legacy_checkpoints
+    from tocsin.spark.checkpoints import adopt_legacy_checkpoints
     from tocsin.spark.session import session_for
     from tocsin.stores import open_store
 

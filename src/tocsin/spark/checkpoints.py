@@ -22,7 +22,7 @@ from tocsin.config import CheckpointQuery, Settings
 
 __all__ = ["adopt_legacy_checkpoints", "local_path"]
 
-log = logging.getLogger("tocsin.checkpoints")
+log = logging.getLogger("tocsin.spark.checkpoints")
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
 """A URI's scheme (two letters at least: ``C:`` is a drive, not a scheme)."""
