@@ -49,7 +49,7 @@ _COUNTS = (*_ROWS, "by_columns", "by_model")
 _SPREAD = 4
 """Without ``--partitions``, an input of fewer splits than Spark's parallelism is spread over
 up to this many partitions per core: all of them write, and the progress bar moves."""
-_SPREAD_BYTES = 4 * 1024 * 1024
+_SPREAD_BYTES = 1024 * 1024
 """... and no more than one partition per this much input (a small file is not worth the
 Python workers that more partitions start)."""
 
