@@ -24,6 +24,7 @@ from tocsin.domain import (
     Recurring,
     Result,
     Schedule,
+    ScheduleOrder,
     Status,
     Tenant,
 )
@@ -163,9 +164,11 @@ class ScheduleStore(ABC):
         limit: int = 100,
         tenant: str | None = None,
         key: str | None = None,
+        order: ScheduleOrder = ScheduleOrder.ID,
     ) -> list[Schedule]:
-        """Schedules matching the filters, in id order, after ``after_id`` (the cursor);
-        ``key``: the schedule created with that idempotency key (one per tenant)."""
+        """Schedules matching the filters, the first ``limit`` in ``order``; in id order,
+        after ``after_id`` (the cursor; other orders take no cursor); ``key``: the schedule
+        created with that idempotency key (one per tenant)."""
 
     @abstractmethod
     def cancel(self, schedule_id: str, *, now_ms: int, tenant: str | None = None) -> Schedule:

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from tocsin.abc import ClaimedRow, Store
-from tocsin.domain import Ack, ChannelKind, ChannelSpec, NewSchedule, Outcome, Status
+from tocsin.domain import Ack, ChannelKind, ChannelSpec, NewSchedule, Outcome, ScheduleOrder, Status
 from tocsin.domain.schedule import PayloadKind
-from tocsin.errors import ConflictError, NotFoundError
+from tocsin.errors import ConflictError, NotFoundError, ValidationError
 from tocsin.stores import open_store
 
 from .conftest import BUCKETS
@@ -157,6 +157,32 @@ def test_list_filters_and_cursor(store: Store) -> None:
         cursor = page[-1].id
     assert [len(p) for p in pages] == [7, 7, 7, 7, 2]
     assert [s.id for p in pages for s in p] == [s.id for s in by_id]
+
+
+def test_list_by_due_time_or_newest_activity(store: Store) -> None:
+    """The dashboard's sorts: tonight's pending above a minute ago's deliveries (due time,
+    latest first), or what happened last first (delivered, else claimed, else created)."""
+    [(delivered, _)] = store.create([new(NOW - 60_000)], now_ms=NOW - 120_000)
+    [(tonight, _)] = store.create([new(NOW + 8 * 3600_000)], now_ms=NOW - 90_000)
+    [(older, _)] = store.create([new(NOW - 3600_000)], now_ms=NOW - 7200_000)
+    [row] = [r for r in store.claim(epoch=store.next_epoch(), bucket_lo=0,
+                                    bucket_hi=BUCKETS - 1, until_ms=NOW - 60_000, now_ms=NOW,
+                                    lease_ms=60_000, limit=10) if r.id == delivered.id]
+    store.acknowledge(epoch=row.epoch, now_ms=NOW, acks=[Ack(
+        schedule_id=delivered.id, delivery_id=f"{delivered.id}-1", attempt=1,
+        outcome=Outcome.DELIVERED, error=None, started_ms=NOW, ended_ms=NOW,
+        due_ms=delivered.due_ms, status=Status.DELIVERED)])
+    ids = {delivered.id: "delivered", tonight.id: "tonight", older.id: "older"}
+
+    def listed(order: ScheduleOrder) -> list[str]:
+        return [ids[s.id] for s in store.list_schedules(order=order) if s.id in ids]
+
+    assert listed(ScheduleOrder.DUE) == ["tonight", "delivered", "older"]
+    # the claim took "older" too (due before it): claimed at NOW, after "tonight" was created
+    assert listed(ScheduleOrder.ACTIVITY) == ["delivered", "older", "tonight"]
+    assert listed(ScheduleOrder.ID) == ["older", "delivered", "tonight"]  # by creation
+    with pytest.raises(ValidationError, match="id order"):
+        store.list_schedules(after_id=older.id, order=ScheduleOrder.DUE)
 
 
 # -- cancel ----------------------------------------------------------------------------------

@@ -87,6 +87,25 @@ def test_each_page_loads_and_secrets_stay_redacted(server: ApiServer) -> None:
     assert "hook" in channels and "s3cret" not in channels
 
 
+def test_the_schedule_list_is_by_due_time_latest_first_and_the_sort_is_selectable(
+        server: ApiServer) -> None:
+    now = time.time_ns() // 1_000_000
+    made = [s for s, _ in server.store.create(
+        [NewSchedule(channel="out", payload=b"{}", due_ms=now + due, tenant="sorting")
+         for due in (3_600_000, 86_400_000, 60_000)], now_ms=now)]
+    ui = _browser(server, server.admin_key)
+
+    def shown(**params: str) -> list[str]:
+        page = ui.get("/ui/schedules", params={"tenant": "sorting", **params}).text
+        return sorted((s.id for s in made if s.id in page), key=page.index)
+
+    tomorrow, in_an_hour, in_a_minute = made[1].id, made[0].id, made[2].id
+    assert shown() == [tomorrow, in_an_hour, in_a_minute]  # due time, latest first
+    assert shown(sort="id") == sorted(s.id for s in made)  # id (creation) order
+    assert 'value="activity"' in ui.get("/ui/schedules").text
+    assert "not a valid" in ui.get("/ui/schedules", params={"sort": "nonsense"}).text
+
+
 def test_redrive_and_pause_need_the_csrf_token(server: ApiServer) -> None:
     sid = _dead(server.store)
     ui = _browser(server, server.admin_key)

@@ -19,7 +19,7 @@ from tocsin.domain.recurring import (
     firing_schedule_id,
 )
 from tocsin.domain.retry import RetryPolicy
-from tocsin.domain.schedule import NewSchedule, PayloadKind, Schedule, Status
+from tocsin.domain.schedule import NewSchedule, PayloadKind, Schedule, ScheduleOrder, Status
 from tocsin.domain.selection import MAX_BULK, BulkResult, Selection
 from tocsin.domain.tenant import DEFAULT_TENANT, TENANT_NAME, Durability, Tenant, check_tenant
 
@@ -51,6 +51,7 @@ __all__ = [
     "RetryPolicy",
     "Role",
     "Schedule",
+    "ScheduleOrder",
     "Selection",
     "SkipReason",
     "SkippedFiring",

@@ -11,7 +11,7 @@ from typing import Any
 
 from tocsin.domain.defaults import KEY_RETENTION_MS
 
-__all__ = ["NewSchedule", "PayloadKind", "Schedule", "Status"]
+__all__ = ["NewSchedule", "PayloadKind", "Schedule", "ScheduleOrder", "Status"]
 
 
 class Status(StrEnum):
@@ -43,6 +43,19 @@ class PayloadKind(StrEnum):
     """UTF-8 text."""
     BINARY = "binary"
     """Opaque bytes; JSON envelopes carry them base64-encoded."""
+
+
+class ScheduleOrder(StrEnum):
+    """How a list of schedules is sorted."""
+
+    ID = "id"
+    """Creation order (ids sort by creation time), the oldest first: the API's pages, which
+    go on after the last id seen."""
+    DUE = "due"
+    """Due time, the latest first: tonight's pending schedules above a minute ago's
+    deliveries."""
+    ACTIVITY = "activity"
+    """Newest activity first: when it was delivered, else last claimed, else created."""
 
 
 def payload_value(kind: PayloadKind, payload: bytes) -> dict[str, Any]:

@@ -33,13 +33,17 @@ from tocsin.api.ui.session import (
     start_session,
 )
 from tocsin.api.views import iso
-from tocsin.domain import Status, check_tenant
+from tocsin.domain import ScheduleOrder, Status, check_tenant
 from tocsin.errors import AuthenticationError, TocsinError, ValidationError
 from tocsin.validation.parsing import parse_instant
 
-__all__ = ["install_ui"]
+__all__ = ["SORTS", "install_ui"]
 
 _here = resources.files("tocsin.api.ui")
+SORTS = [(ScheduleOrder.DUE.value, "due time, latest first"),
+         (ScheduleOrder.ACTIVITY.value, "newest activity first"),
+         (ScheduleOrder.ID.value, "oldest created first")]
+"""The schedule list's sorts, the default first."""
 templates = Jinja2Templates(directory=str(_here / "templates"))
 templates.env.filters["iso"] = lambda ms: iso(ms) or ""
 templates.env.filters["segment"] = lambda value: quote(str(value), safe="")
@@ -190,27 +194,29 @@ def overview_fragment(request: Request) -> Response:
 @pages.get("/schedules")
 def schedules(request: Request, id: str = "", status: str = "", channel: str = "",
               tenant: str = "", due_from: str = "", due_to: str = "",
-              key: str = "") -> Response:
+              key: str = "", sort: str = ScheduleOrder.DUE.value) -> Response:
     store, rows, error = Deps.of(request).store, [], None
     try:
         principal_from_cookie(request)
         if id:
             rows = [store.get(id.strip(), tenant=scope(request))]
         else:
-            rows = store.list_schedules(status=Status(status) if status else None,
-                              channel=channel or None, key=key.strip() or None,
-                              due_from_ms=parse_instant(due_from, "due_from") if due_from else None,
-                              due_to_ms=parse_instant(due_to, "due_to") if due_to else None,
-                              limit=200, tenant=(tenant or None) if scope(request) is None
-                              else scope(request))
+            rows = store.list_schedules(
+                status=Status(status) if status else None, channel=channel or None,
+                key=key.strip() or None,
+                due_from_ms=parse_instant(due_from, "due_from") if due_from else None,
+                due_to_ms=parse_instant(due_to, "due_to") if due_to else None,
+                limit=200, tenant=(tenant or None) if scope(request) is None else scope(request),
+                order=ScheduleOrder(sort))
     except AuthenticationError:
         return RedirectResponse("/ui/login", status_code=303)
     except (TocsinError, ValueError) as exc:
         error = str(exc)
     return _page(request, "schedules.html", "Schedules", "/ui/schedules", rows=rows,
                  error=error, q={"id": id, "key": key, "status": status, "channel": channel,
-                                 "tenant": tenant, "due_from": due_from, "due_to": due_to},
-                 statuses=[s.value for s in Status])
+                                 "tenant": tenant, "due_from": due_from, "due_to": due_to,
+                                 "sort": sort},
+                 statuses=[s.value for s in Status], sorts=SORTS)
 
 
 @pages.get("/schedules/{schedule_id}")
