@@ -40,8 +40,8 @@ def test_a_store_that_fails_is_retried_in_manual_time() -> None:
     import time as real
 
     from tocsin.clock import ManualClock
-    from tocsin.dispatcher.core import retrying
     from tocsin.errors import StoreError
+    from tocsin.stores.retry import retrying
 
     clock, calls = ManualClock(0), []
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import NamedTuple, TypeVar
 
 from tocsin.abc import ClaimedRow, Store
-from tocsin.clock import Clock, SystemClock
+from tocsin.clock import Clock
 from tocsin.dispatcher.beat import DISPATCHER, SOURCE, batch_counts, beat_info
 from tocsin.dispatcher.channel_cache import ChannelCache
 from tocsin.dispatcher.deliver import Tally
@@ -31,9 +31,10 @@ from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runs import RUN_BEAT_MS, RUN_STALE_MS
 from tocsin.domain import Ack, ChannelSpec
 from tocsin.errors import NotFoundError, StoreError
+from tocsin.stores.retry import retrying
 
 __all__ = ["CLAIM_MARKER_KEEP_MS", "WAKE_AHEAD_MS", "WORKER_IDLE_MS", "BucketSpan",
-           "DispatchCore", "Offset", "bucket_ranges", "channel_spec", "log", "retrying"]
+           "DispatchCore", "Offset", "bucket_ranges", "channel_spec", "log"]
 
 T = TypeVar("T")
 Offset = dict[str, int]
@@ -41,9 +42,6 @@ Offset = dict[str, int]
 first batch runs even when nothing is due (``"warm": 1``): it starts the workers and opens the
 channels, and ``/readyz`` waits for it."""
 log = logging.getLogger("tocsin.dispatcher")
-STORE_RETRY_S = 90.0
-"""How long a claim or an acknowledgement keeps retrying a store that does not answer (a
-database restart, a fail-over) before the task fails and Spark takes over."""
 CLAIM_MARKER_KEEP_MS = 24 * 3600 * 1000
 """Replay markers are kept a day: far longer than any replay or lease."""
 CLAIM_MARKER_PRUNE_MS = 300_000
@@ -56,28 +54,6 @@ WAKE_AHEAD_MS = 5_000
 something falls due within this much more than a window: its tasks start the workers, and the
 schedule is handed over at its instant by warm ones (instead of a batch every 30 s to keep
 them: a second of JVM and Python CPU each, and a gigabyte of idle workers)."""
-
-
-def retrying(work: Callable[[], T], *, what: str, clock: Clock | None = None,
-             budget_s: float = STORE_RETRY_S) -> T:
-    """``work()``, retried with back-off (0.1 s doubling to 5 s) while the store raises
-    :class:`~tocsin.errors.StoreError`, for up to ``budget_s`` of ``clock``'s time (the system
-    clock by default; a manual clock's waits are jumps). Every store write the dispatcher
-    makes is safe to repeat: claims replay by epoch, acknowledgements are fenced."""
-    clock = clock or SystemClock()
-    deadline = clock.now_ms() + int(budget_s * 1000)
-    pause_ms = 100
-    while True:
-        try:
-            return work()
-        except StoreError as exc:
-            now = clock.now_ms()
-            if now + pause_ms > deadline:
-                raise
-            log.warning("%s: store unavailable, retrying in %.1fs: %s", what, pause_ms / 1000,
-                        exc)
-            clock.sleep_until(now + pause_ms)
-            pause_ms = min(pause_ms * 2, 5_000)
 
 
 def bucket_ranges(buckets: int, parts: int) -> list[tuple[int, int]]:

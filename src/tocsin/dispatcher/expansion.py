@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from tocsin.abc import Store
 from tocsin.clock import Clock, iso_ms
 from tocsin.dispatcher.beat import EXPANDER_BEAT_KEYS, ExpanderBeat
-from tocsin.dispatcher.core import Offset, bucket_ranges, log, retrying
+from tocsin.dispatcher.core import Offset, bucket_ranges, log
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.domain import Expansion, NewSchedule, Recurring, expand
 from tocsin.errors import StoreError, TocsinError
+from tocsin.stores.retry import retrying
 
 __all__ = ["CHUNK", "EXPANDER", "ExpandTally", "ExpansionCore", "expand_due", "messages_of"]
 

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from typing import TypeGuard
 
 from tocsin.abc import Store
-from tocsin.dispatcher.core import retrying
 from tocsin.domain import NewSchedule, Schedule
 from tocsin.errors import ConflictError, StoreError, TocsinError
+from tocsin.stores.retry import retrying
 from tocsin.stores.sql import bulk
 from tocsin.stores.sql.bulk import Change
 from tocsin.stores.sql.schedules import SqlSchedules
