@@ -142,7 +142,7 @@ class ReadyLog:
     every :data:`SLOW_S`."""
 
     FAST_S = 0.25
-    SLOW_S = 2.0
+    SLOW_S = 5.0
 
     def __init__(self, deps: Deps, *, started: float) -> None:
         self._deps, self._started = deps, started

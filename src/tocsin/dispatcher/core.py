@@ -113,10 +113,11 @@ class DispatchCore:
         ``dispatcher-source`` when idle."""
         opts, now = self.options, self.clock.now_ms()
         try:
-            if self._last_beat_ms is None or now - self._last_beat_ms > opts.idle_beat_ms:
-                self.store.beat(SOURCE, now_ms=now)
-                self._last_beat_ms = now
-            self.watch_runs(now)
+            if not opts.relay:  # the main query's source beats and watches runs, not both
+                if self._last_beat_ms is None or now - self._last_beat_ms > opts.idle_beat_ms:
+                    self.store.beat(SOURCE, now_ms=now)
+                    self._last_beat_ms = now
+                self.watch_runs(now)
             due = self.store.next_due_ms(now_ms=now, lease_ms=opts.lease_ms)
             if self._first_batch:  # the warm-up batch runs even when nothing is due
                 self._first_batch = False

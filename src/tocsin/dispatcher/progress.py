@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
@@ -18,9 +19,15 @@ log = logging.getLogger("tocsin.dispatcher")
 
 
 class ProgressLog(StreamingQueryListener):
-    """Sums each query's batches and logs them at a sane rate."""
+    """Sums each query's batches and logs them at a sane rate, and each query's first batch
+    with its steps; calls ``on_first_batch(name)`` after a query's first batch and
+    ``on_terminated`` when a query stops."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_terminated: Callable[[], None] | None = None,
+                 on_first_batch: Callable[[str], None] | None = None) -> None:
+        self._on_terminated = on_terminated
+        self._on_first_batch = on_first_batch
+        self._seen: set[str] = set()
         self._rows: dict[str, int] = defaultdict(int)
         self._batches: dict[str, int] = defaultdict(int)
         self._slowest: dict[str, int] = defaultdict(int)
@@ -31,6 +38,12 @@ class ProgressLog(StreamingQueryListener):
 
     def onQueryProgress(self, event: Any) -> None:
         p = event.progress
+        if p.name not in self._seen:  # where a start's seconds go: the first batch's steps
+            self._seen.add(p.name)
+            log.info("first batch", extra={"query": p.name, "ms": int(p.batchDuration),
+                                           "steps_ms": dict(p.durationMs)})
+            if self._on_first_batch is not None:
+                self._on_first_batch(p.name)
         self._rows[p.name] += int(p.numInputRows)
         self._batches[p.name] += 1
         self._slowest[p.name] = max(self._slowest[p.name], int(p.batchDuration))
@@ -48,6 +61,8 @@ class ProgressLog(StreamingQueryListener):
                                              "error": str(event.exception).splitlines()[0]})
         else:
             log.info("query stopped", extra={"query_id": str(event.id)})
+        if self._on_terminated is not None:
+            self._on_terminated()
 
     def _flush(self) -> None:
         for name, rows in sorted(self._rows.items()):

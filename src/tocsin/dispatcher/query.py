@@ -114,7 +114,10 @@ def run_dispatcher(settings: Settings) -> None:
     spark = session_for(settings, app_name="tocsin",
                         master=master_for(settings.spark_master, settings.partitions))
     log.info("spark session up", extra={"after_s": round(time.monotonic() - began, 1)})
-    spark.streams.addListener(ProgressLog())
+    terminated, warm = threading.Event(), threading.Event()
+    spark.streams.addListener(ProgressLog(
+        on_terminated=terminated.set,
+        on_first_batch=lambda name: warm.set() if name == QUERY_NAME else None))
     options = replace(DispatchOptions.from_settings(settings), run=run)
     adopt_legacy_checkpoints(settings)
     queries = [
@@ -130,10 +133,7 @@ def run_dispatcher(settings: Settings) -> None:
     else:
         expander = DriverExpander(ExpansionCore(store, options=options, clock=SystemClock()),
                                   trigger_s=settings.trigger_seconds).start()
-    if settings.relay and options.hand_over_ms > 0:
-        queries.append(start_relay(
-            spark, options, checkpoint=settings.checkpoint_for(CheckpointQuery.RELAY),
-            trigger_seconds=settings.trigger_seconds))
+    relay = settings.relay and options.hand_over_ms > 0
     if settings.ingest_topic:  # the Kafka commands topic (docs/pipelines.md)
         from tocsin.pipelines.ingest import start_ingest
 
@@ -145,7 +145,14 @@ def run_dispatcher(settings: Settings) -> None:
     log.info("dispatcher queries started; warming up", extra={
         "queries": [q.name for q in queries], "after_s": round(time.monotonic() - began, 1)})
     try:
-        spark.streams.awaitAnyTermination()
+        # The relay starts after the dispatcher's warm-up batch, not beside it: it covers the
+        # gaps between batches, and its start (a Python process for its source, its planners,
+        # its workers) competed with the warm-up for the cores, delaying ready by seconds.
+        if relay and _await_warm(queries, warm, terminated):
+            queries.append(start_relay(
+                spark, options, checkpoint=settings.checkpoint_for(CheckpointQuery.RELAY),
+                trigger_seconds=settings.trigger_seconds))
+        _await_any_termination(queries, terminated)
     finally:
         stop_archive.set()
         if expander is not None:
@@ -154,3 +161,24 @@ def run_dispatcher(settings: Settings) -> None:
             query.stop()
         spark.stop()
         beat.stop()
+
+
+def _await_warm(queries: list[StreamingQuery], warm: threading.Event,
+                terminated: threading.Event) -> bool:
+    """Wait for the dispatcher's first batch; False when a query stopped first."""
+    while not warm.wait(1.0):
+        if terminated.is_set() or not all(q.isActive for q in queries):
+            return False
+    return True
+
+
+def _await_any_termination(queries: list[StreamingQuery], terminated: threading.Event) -> None:
+    """Return when a query stops; raise its exception when it failed. Spark's own
+    ``awaitAnyTermination`` waits in a loop that wakes every 10 ms (on a py4j thread of the
+    JVM): half a percent of a core of an idle dispatcher, for nothing. Here the listener's
+    ``onQueryTerminated`` wakes us, and every few seconds a look at the queries backs it up."""
+    while not terminated.wait(5.0) and all(q.isActive for q in queries):
+        pass
+    for query in queries:
+        if not query.isActive and (failure := query.exception()) is not None:
+            raise failure

@@ -39,7 +39,11 @@ def spark_session(master: str = "local[*]", *, app_name: str = "tocsin",
     at ``log_level`` through Tocsin's log4j2 file from the JVM's first line (a level set
     after the session starts would come too late for its start-up warnings), its JVMs
     started with ``java_options`` (the ``spark_java_options`` setting)."""
+    from tocsin.spark.cds import archive_options
+
     java = spark_java_options(log_level, java_options)
+    # the driver only: an executor's JVM (another class path) would not match the archive
+    driver_java = f"{java} {archive_options()}".strip()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -62,7 +66,7 @@ def spark_session(master: str = "local[*]", *, app_name: str = "tocsin",
         .config("spark.sql.streaming.noDataProgressEventInterval", "60000")
         .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.extraJavaOptions", java)
+        .config("spark.driver.extraJavaOptions", driver_java)
         .config("spark.executor.extraJavaOptions", java)
     )
     for key, value in (extra or {}).items():
