@@ -172,7 +172,7 @@ class Settings(BaseSettings):
         "messages to batch them (linger.ms, queue.buffering.max.ms)."
     )
     lane_seconds: float = Field(
-        1.0, gt=0, description="Bulkheads: a destination's lane in a dispatcher process "
+        0.25, gt=0, description="Bulkheads: a destination's lane in a dispatcher process "
         "holds about this many seconds of its own sending (by its measured rate, at least "
         "lane_min_rows); while it is full, claims pass over the destination."
     )
