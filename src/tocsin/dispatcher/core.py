@@ -33,7 +33,7 @@ from tocsin.domain import Ack, ChannelSpec
 from tocsin.errors import NotFoundError, StoreError
 from tocsin.stores.retry import retrying
 
-__all__ = ["CLAIM_MARKER_KEEP_MS", "WAKE_AHEAD_MS", "WORKER_IDLE_MS", "BucketSpan",
+__all__ = ["CLAIM_MARKER_KEEP_MS", "CLAIM_ROWS", "WAKE_AHEAD_MS", "WORKER_IDLE_MS", "BucketSpan",
            "DispatchCore", "Offset", "bucket_ranges", "channel_spec", "log"]
 
 T = TypeVar("T")
@@ -46,6 +46,12 @@ CLAIM_MARKER_KEEP_MS = 24 * 3600 * 1000
 """Replay markers are kept a day: far longer than any replay or lease."""
 CLAIM_MARKER_PRUNE_MS = 300_000
 """Replay markers are pruned at most this often."""
+CLAIM_ROWS = 2_000
+"""Most rows one claim takes when a hand-over window follows (the micro-batch's and each of
+the window's): a claim holds the store's writer for its length, and a schedule of another
+destination due meanwhile waits for it, so a backlog goes out in claims of this size, each
+followed by a look at the destinations' holds (:mod:`tocsin.dispatcher.lanes`). A 100 000-row
+burst claimed whole by the micro-batch left another tenant's schedules seconds late."""
 WORKER_IDLE_MS = 60_000
 """Spark stops a pool of Python workers idle for this long (``PythonWorkerFactory``,
 hard-coded)."""
@@ -183,11 +189,14 @@ class DispatchCore:
                 for p in range(len(bucket_ranges(self.store.buckets, self.options.partitions)))]
 
     def span(self, partition: int, *, epoch: int = 0, until_ms: int = 0) -> BucketSpan:
-        """Partition ``partition``'s bucket range with its share of the batch cap (a hand-over
-        window of that task claims with the same range and share)."""
+        """Partition ``partition``'s bucket range with its share of the batch cap, at most
+        :data:`CLAIM_ROWS` when a hand-over window follows (it claims the rest)."""
         ranges = bucket_ranges(self.store.buckets, self.options.partitions)
         lo, hi = ranges[partition]
-        return BucketSpan(epoch, lo, hi, until_ms, math.ceil(self.options.batch_cap / len(ranges)))
+        limit = math.ceil(self.options.batch_cap / len(ranges))
+        if self.options.hand_over_ms > 0:
+            limit = min(limit, CLAIM_ROWS)
+        return BucketSpan(epoch, lo, hi, until_ms, limit)
 
     def claim(self, span: BucketSpan) -> list[ClaimedRow]:
         """Claim one range's due rows for its epoch (a replay returns the same rows)."""

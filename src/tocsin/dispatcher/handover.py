@@ -32,11 +32,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tocsin.abc import ClaimedRow
-from tocsin.dispatcher.core import DispatchCore, log
+from tocsin.dispatcher.core import CLAIM_ROWS, DispatchCore, log
 from tocsin.dispatcher.deliver import Tally
 from tocsin.errors import StoreError
 
-__all__ = ["CLAIM_ROWS", "KEY_RUN_BUDGET_MS", "POLL_MS", "RACE_PAUSE_MS", "hold", "key_runs",
+__all__ = ["KEY_RUN_BUDGET_MS", "POLL_MS", "RACE_PAUSE_MS", "hold", "key_runs",
            "relay_zone", "released_only", "window_end"]
 
 POLL_MS = 100
@@ -47,11 +47,6 @@ RACE_PAUSE_MS = 5
 policy without a free token), doubling with each such claim in a row up to :data:`POLL_MS`."""
 KEY_RUN_BUDGET_MS = 1_000
 """Without a window, how long a task keeps claiming the next heads of its keys."""
-CLAIM_ROWS = 2_000
-"""Most rows one claim of a window takes (within the task's share of the batch cap): a claim
-holds the store's writer for its length, and a schedule of another destination due meanwhile
-waits for it, so a backlog goes out in claims of this size, each followed by the
-destinations' holds being looked at again (:mod:`tocsin.dispatcher.lanes`)."""
 
 
 def window_end(now_ms: int, window_ms: int, *, shift_ms: int = 0) -> int:
@@ -94,7 +89,7 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
     tally, claimed = Tally(), 0
     store, clock, opts = core.store, core.clock, core.options
     span = core.span(partition)
-    limit = min(span.limit, CLAIM_ROWS)
+    limit = min(span.limit, CLAIM_ROWS)  # also without a window (wait=False)
     epoch: int | None = None
     misses = 0
     while (now := clock.now_ms()) < end_ms:
