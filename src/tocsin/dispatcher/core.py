@@ -26,7 +26,7 @@ from tocsin.clock import Clock
 from tocsin.dispatcher.beat import DISPATCHER, SOURCE, batch_counts, beat_info
 from tocsin.dispatcher.channel_cache import ChannelCache
 from tocsin.dispatcher.deliver import Tally
-from tocsin.dispatcher.lanes import Lanes
+from tocsin.dispatcher.lanes import CLAIM_ROWS, Lanes
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runs import RUN_BEAT_MS, RUN_STALE_MS
 from tocsin.domain import Ack, ChannelSpec
@@ -46,12 +46,6 @@ CLAIM_MARKER_KEEP_MS = 24 * 3600 * 1000
 """Replay markers are kept a day: far longer than any replay or lease."""
 CLAIM_MARKER_PRUNE_MS = 300_000
 """Replay markers are pruned at most this often."""
-CLAIM_ROWS = 2_000
-"""Most rows one claim takes when a hand-over window follows (the micro-batch's and each of
-the window's): a claim holds the store's writer for its length, and a schedule of another
-destination due meanwhile waits for it, so a backlog goes out in claims of this size, each
-followed by a look at the destinations' holds (:mod:`tocsin.dispatcher.lanes`). A 100 000-row
-burst claimed whole by the micro-batch left another tenant's schedules seconds late."""
 WORKER_IDLE_MS = 60_000
 """Spark stops a pool of Python workers idle for this long (``PythonWorkerFactory``,
 hard-coded)."""

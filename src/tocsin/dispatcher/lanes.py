@@ -59,7 +59,7 @@ from tocsin.errors import StoreError
 if TYPE_CHECKING:
     from tocsin.dispatcher.core import DispatchCore
 
-__all__ = ["BUSY", "OPEN", "LaneInfo", "LaneSettings", "Lanes"]
+__all__ = ["BUSY", "CLAIM_ROWS", "OPEN", "LaneInfo", "LaneSettings", "Lanes"]
 
 log = logging.getLogger("tocsin.dispatcher.lanes")
 
@@ -71,6 +71,14 @@ HOLD_MS = 10_000
 """A busy hold lasts this long unless renewed (a process that stops leaves it to expire)."""
 SEND_GRACE_S = 2.0
 """How long past the send deadline a lane still waits for a channel's answer."""
+CLAIM_ROWS = 1_000
+"""Most rows one claim takes when a hand-over window follows (the micro-batch's and each of
+the window's): a claim holds the store's writer for its length, and a schedule of another
+destination due meanwhile waits for it, so a backlog goes out in claims of this size, each
+followed by a look at the destinations' holds (:mod:`tocsin.dispatcher.lanes`). A 100 000-row
+burst claimed whole by the micro-batch left another tenant's schedules seconds late. A lane
+sends chunks of this size and holds its destination at two of them (one sending, one
+queued), so a backlog's claims and its sends go on side by side."""
 IDLE_S = 60.0
 """A lane thread with nothing to do for this long ends (the next work starts another)."""
 
@@ -85,7 +93,7 @@ class LaneSettings:
     """The smallest room."""
     max_rows: int = 100_000
     """The largest room."""
-    chunk_rows: int = 5_000
+    chunk_rows: int = 500
     """Most rows handed to the channel in one send."""
     send_deadline_s: float = 30.0
     """The operator's cap on one send."""
@@ -119,6 +127,7 @@ class _Lane:
         self.rate = 0.0
         """Rows a second this lane has been sending (a moving average)."""
         self.busy_since: int | None = None
+        self.room_lock = threading.Lock()
         self.thread: threading.Thread | None = None
         self.sender: concurrent.futures.ThreadPoolExecutor | None = None
 
@@ -228,20 +237,26 @@ class _Lane:
                 log.warning("lane %s/%s: could not end the hold: %s", *self.key, exc)
 
     def mind_room(self, now_ms: int) -> None:
-        """Hold the destination while the queue is full; end the hold when half empty."""
-        queued, room = len(self.queue), self.room
+        """Hold the destination while the lane is full (queued and being sent: a lane takes
+        its whole queue into one send at once, so the queue alone is mostly empty); end the
+        hold when it is half empty."""
         store, (tenant, name) = self.lanes.core.store, self.key
-        try:
-            if queued >= room and (self.busy_since is None or
-                                   now_ms - self.busy_since > HOLD_MS // 2):
-                store.hold_channel(ChannelHold(tenant, name, BUSY, now_ms, now_ms + HOLD_MS,
-                                               0, None))
-                self.busy_since = now_ms
-            elif self.busy_since is not None and queued <= room // 2:
-                store.unhold_channel(tenant, name, reason=BUSY)
-                self.busy_since = None
-        except StoreError as exc:  # a hold is an optimisation: the queue's age bound holds
-            log.warning("lane %s/%s: could not update its hold: %s", tenant, name, exc)
+        room = self.room
+        # one decision at a time (the task's thread and the lane's both call this): a hold
+        # written after the lane had emptied would otherwise stand with nothing to end it
+        with self.room_lock:
+            queued = len(self.queue) + self.sending
+            try:
+                if queued >= room and (self.busy_since is None or
+                                       now_ms - self.busy_since > HOLD_MS // 2):
+                    store.hold_channel(ChannelHold(tenant, name, BUSY, now_ms,
+                                                   now_ms + HOLD_MS, 0, None))
+                    self.busy_since = now_ms
+                elif self.busy_since is not None and queued <= room // 2:
+                    store.unhold_channel(tenant, name, reason=BUSY)
+                    self.busy_since = None
+            except StoreError as exc:  # an optimisation: the queue's age bound holds anyway
+                log.warning("lane %s/%s: could not update its hold: %s", tenant, name, exc)
 
     def run(self) -> None:
         """The lane's thread: send what comes until idle for :data:`IDLE_S`."""
@@ -250,6 +265,8 @@ class _Lane:
         while not lanes.stopping:
             now = clock.now_ms()
             self.probe_due(now)
+            if self.busy_since is not None and not self.queue and not self.sending:
+                self.mind_room(now)  # emptied since the hold was written: end it
             with lanes.lock:
                 chunk, stale = self.take(now)
                 if not chunk and not stale:

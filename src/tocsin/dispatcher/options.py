@@ -13,7 +13,7 @@ from typing import Any
 
 from tocsin.config import Settings
 from tocsin.dispatcher.breaker import BreakerPolicy
-from tocsin.dispatcher.lanes import LaneSettings
+from tocsin.dispatcher.lanes import CLAIM_ROWS, LaneSettings
 from tocsin.domain import RetryPolicy
 from tocsin.domain.defaults import ms
 
@@ -115,7 +115,7 @@ class DispatchOptions:
         """The lane settings these options describe."""
         return LaneSettings(
             room_s=self.lane_room_ms / 1000, min_rows=self.lane_min_rows,
-            max_rows=max(self.lane_min_rows, self.batch_cap),
+            max_rows=max(self.lane_min_rows, 2 * CLAIM_ROWS), chunk_rows=CLAIM_ROWS,
             send_deadline_s=self.send_deadline_ms / 1000, max_wait_ms=self.lease_ms // 2,
             breaker=BreakerPolicy(failures=self.breaker_failures, open_ms=self.breaker_open_ms,
                                   max_open_ms=self.breaker_max_open_ms))
