@@ -14,7 +14,7 @@ if [ "${1:-}" = "--dev" ]; then
     command -v rabbitmq-server >/dev/null 2>&1 || [ -x /usr/sbin/rabbitmq-server ] || apt_pkgs+=(rabbitmq-server)
     # the benchmarks' webhook receiver (bench/webhook_clients.py)
     command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_pkgs+=(nginx)
-    # headless Chromium: the dashboard tests (tests/ui/test_browser.py) and the report test
+    # headless Chromium: the dashboard tests (tests/api/ui/test_browser.py) and the report test
     # (tests/pipelines/test_report.py)
     command -v chromium >/dev/null 2>&1 || apt_pkgs+=(chromium chromium-driver)
 fi
