@@ -53,9 +53,9 @@ if [ -n "$apt_pid" ] && ! wait "$apt_pid"; then
     echo "bootstrap: apt-get install ${apt_pkgs[*]} failed" >&2
     exit 1
 fi
-# The Spark driver's classes archived once (tocsin.spark.cds): every later JVM starts in about
+# The Spark driver's classes archived once (tocsin.dispatcher.cds): every later JVM starts in about
 # half the CPU. Not fatal: without it Spark starts as before.
 if ! .venv/bin/python -c 'import sys; from tocsin.spark.cds import archive_path; sys.exit(not archive_path().is_file())'; then
-    SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}" .venv/bin/python -m tocsin.spark.cds \
+    SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}" .venv/bin/python -m tocsin.dispatcher.cds \
         || echo "bootstrap: no Spark class archive (Spark starts without it)" >&2
 fi
