@@ -53,7 +53,7 @@ from tocsin.abc import ChannelHold, ClaimedRow
 from tocsin.dispatcher.breaker import Breaker, BreakerPolicy, BreakerState
 from tocsin.dispatcher.channel_cache import SPEC_TTL_MS
 from tocsin.dispatcher.deliver import Tally, envelope_of, send, verdicts
-from tocsin.domain import Outcome, Result
+from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
 from tocsin.errors import StoreError
 
 if TYPE_CHECKING:
@@ -195,12 +195,15 @@ class _Lane:
             self._opened(ended)
         return tally
 
-    def _guarded_send(self, spec: object, name: str, envelopes: list) -> list[Result]:  # type: ignore[type-arg]
+    def _guarded_send(self, spec: ChannelSpec | None, name: str,
+                      envelopes: list[Envelope]) -> list[Result]:
+        """:func:`~tocsin.dispatcher.deliver.send` on the lane's sender thread, waited for
+        until the send deadline (and :data:`SEND_GRACE_S`) at most."""
         core = self.lanes.core
         if self.sender is None:
             self.sender = concurrent.futures.ThreadPoolExecutor(
                 1, thread_name_prefix=f"tocsin-send-{name}")
-        future = self.sender.submit(send, core.channels, spec, name, envelopes)  # type: ignore[arg-type]
+        future = self.sender.submit(send, core.channels, spec, name, envelopes)
         try:
             return future.result(timeout=self.lanes.settings.send_deadline_s + SEND_GRACE_S)
         except concurrent.futures.TimeoutError:
