@@ -116,6 +116,9 @@ class ChannelHold(NamedTuple):
     failures: int
     """Consecutive failed attempts that opened the breaker (0 for ``busy``)."""
     last_error: str | None
+    holder: str = ""
+    """Who holds it: ``""`` for an open breaker (one per destination); a dispatcher process
+    for a full lane (each process its own row, ended by that process alone)."""
 
 
 class FiringRecord(NamedTuple):
@@ -294,11 +297,13 @@ class DispatchStore(ABC):
     @abstractmethod
     def hold_channel(self, hold: ChannelHold) -> None:
         """Pass over ``hold.tenant``'s channel ``hold.name`` in claims until ``hold.until_ms``
-        (replacing any hold it had)."""
+        (replacing the hold ``hold.holder`` had)."""
 
     @abstractmethod
-    def unhold_channel(self, tenant: str, name: str, *, reason: str | None = None) -> bool:
-        """End the channel's hold (only one of ``reason``, when given); False when none."""
+    def unhold_channel(self, tenant: str, name: str, *, reason: str | None = None,
+                       holder: str | None = None) -> bool:
+        """End the channel's holds (only those of ``reason`` and ``holder``, when given);
+        False when there was none."""
 
     @abstractmethod
     def channel_holds(self, *, tenant: str | None = None) -> list[ChannelHold]:

@@ -221,3 +221,21 @@ def test_a_claimed_row_round_trips_through_arrow_by_name() -> None:
     assert SPARK_SCHEMA.split(", ")[0] == "id string"
     assert from_arrow(to_arrow(rows)) == rows
     assert from_arrow(to_arrow([])) == []
+
+
+def test_each_process_ends_only_its_own_busy_hold(rig: Rig) -> None:
+    from tocsin.abc import ChannelHold
+
+    store, now = rig.store, rig.clock.now_ms()
+    for holder in ("host:1", "host:2"):
+        store.hold_channel(ChannelHold("default", "up", BUSY, now, now + 10_000, 0, None, holder))
+    up = rig.add("up", 1)
+    assert rig.claim() == [], "held while either process holds it"
+    store.unhold_channel("default", "up", reason=BUSY, holder="host:1")
+    assert [h.holder for h in store.channel_holds()] == ["host:2"]
+    assert rig.claim() == []
+    store.hold_channel(ChannelHold("default", "up", OPEN, now, now + 5_000, 5, "timeout"))
+    store.unhold_channel("default", "up", reason=BUSY, holder="host:2")
+    assert [(h.reason, h.holder) for h in store.channel_holds()] == [(OPEN, "")]
+    store.expire_holds(now_ms=now + 5_000)
+    assert [r.id for r in rig.claim()] == up

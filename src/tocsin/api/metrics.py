@@ -84,8 +84,9 @@ class StoreCollector(Collector):
         held = GaugeMetricFamily("tocsin_channel_held", "Destinations the dispatcher passes "
                                  "over now: reason open (breaker) or busy (lane full).",
                                  labels=["tenant", "channel", "reason"])
-        for hold in store.channel_holds():
-            held.add_metric([hold.tenant, hold.name, hold.reason], 1)
+        for tenant, name, reason in sorted({(h.tenant, h.name, h.reason)
+                                            for h in store.channel_holds()}):
+            held.add_metric([tenant, name, reason], 1)
         yield held
         flight = GaugeMetricFamily("tocsin_in_flight", "Schedules handed to a dispatcher and "
                                    "not yet acknowledged.", labels=["tenant", "channel"])

@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from tocsin.abc import ChannelHold
 from tocsin.api.auth import scope
 from tocsin.api.deps import Deps
 from tocsin.api.views import iso
@@ -17,7 +18,7 @@ from tocsin.dispatcher.expansion import EXPANDER
 from tocsin.domain.defaults import ms
 from tocsin.errors import StoreError
 
-__all__ = ["router", "summary"]
+__all__ = ["held_by_channel", "router", "summary"]
 
 router = APIRouter(tags=["operations"])
 HOUR_MS = 3_600_000
@@ -32,6 +33,17 @@ def _component(deps: Deps, *names: str, window_ms: int) -> dict[str, Any]:
     age = deps.clock.now_ms() - at
     return {"healthy": age <= window_ms, "last_beat": iso(at), "age_s": round(age / 1000, 1),
             **({"last_batch_ms": info["batch_ms"]} if "batch_ms" in info else {})}
+
+
+def held_by_channel(holds: list[ChannelHold]) -> dict[tuple[str, str], ChannelHold]:
+    """One hold per destination: an open breaker over a full lane, else the latest."""
+    out: dict[tuple[str, str], ChannelHold] = {}
+    for h in holds:
+        seen = out.get((h.tenant, h.name))
+        if seen is None or (h.reason == "open") > (seen.reason == "open") or (
+                h.reason == seen.reason and h.until_ms > seen.until_ms):
+            out[(h.tenant, h.name)] = h
+    return out
 
 
 def summary(deps: Deps, tenant: str | None) -> dict[str, Any]:
@@ -57,7 +69,7 @@ def summary(deps: Deps, tenant: str | None) -> dict[str, Any]:
         "held_channels": [{"tenant": h.tenant, "name": h.name, "reason": h.reason,
                            "since": iso(h.since_ms), "until": iso(h.until_ms),
                            "failures": h.failures, "last_error": h.last_error}
-                          for h in store.channel_holds(tenant=tenant)],
+                          for h in held_by_channel(store.channel_holds(tenant=tenant)).values()],
         "in_flight": sum(store.claimed_by_channel(tenant=tenant).values()),
     }
 

@@ -42,6 +42,8 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
+import os
+import socket
 import threading
 import time
 from collections import deque
@@ -67,6 +69,10 @@ BUSY = "busy"
 """A hold's reason: a lane of the destination is full."""
 OPEN = "open"
 """A hold's reason: the destination's breaker is open."""
+HOLDER = f"{socket.gethostname()}:{os.getpid()}"
+"""This process, as the holder of its lanes' busy holds: four tasks' processes may each hold a
+burst's destination, and one whose lane emptied ends only its own hold (one shared row was
+ended by the first to empty, and the burst was never held for long)."""
 HOLD_MS = 10_000
 """A busy hold lasts this long unless renewed (a process that stops leaves it to expire)."""
 SEND_GRACE_S = 2.0
@@ -253,10 +259,10 @@ class _Lane:
                 if queued >= room and (self.busy_since is None or
                                        now_ms - self.busy_since > HOLD_MS // 2):
                     store.hold_channel(ChannelHold(tenant, name, BUSY, now_ms,
-                                                   now_ms + HOLD_MS, 0, None))
+                                                   now_ms + HOLD_MS, 0, None, HOLDER))
                     self.busy_since = now_ms
                 elif self.busy_since is not None and queued <= room // 2:
-                    store.unhold_channel(tenant, name, reason=BUSY)
+                    store.unhold_channel(tenant, name, reason=BUSY, holder=HOLDER)
                     self.busy_since = None
             except StoreError as exc:  # an optimisation: the queue's age bound holds anyway
                 log.warning("lane %s/%s: could not update its hold: %s", tenant, name, exc)
@@ -447,4 +453,4 @@ class Lanes:
             self.hand_back(self._lanes[key], rows)
         for tenant, name in held:
             with contextlib.suppress(StoreError):  # it expires anyway
-                self.core.store.unhold_channel(tenant, name, reason=BUSY)
+                self.core.store.unhold_channel(tenant, name, reason=BUSY, holder=HOLDER)

@@ -16,7 +16,7 @@ from fastapi.templating import Jinja2Templates
 
 from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
-from tocsin.api.status import summary
+from tocsin.api.status import held_by_channel, summary
 from tocsin.api.ui.figures import (
     deliveries_by_outcome,
     finished_last_hour,
@@ -252,7 +252,7 @@ def channels(request: Request) -> Response:
         return RedirectResponse("/ui/login", status_code=303)
     store = Deps.of(request).store
     paused = {(p.tenant, p.name): p for p in store.paused_channels(tenant=scope(request))}
-    held = {(h.tenant, h.name): h for h in store.channel_holds(tenant=scope(request))}
+    held = held_by_channel(store.channel_holds(tenant=scope(request)))
     rows = [channel_out(c) for c in store.list_channels(tenant=scope(request))]
     return _page(request, "channels.html", "Channels", "/ui/channels", rows=rows, paused=paused,
                  held=held, in_flight=store.claimed_by_channel(tenant=scope(request)),

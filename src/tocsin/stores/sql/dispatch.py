@@ -30,7 +30,7 @@ __all__ = ["SqlDispatch"]
 _RETRY = ("UPDATE schedules SET status = 'PENDING', attempts = attempts + 1, next_ms = ?, "
           "last_error = ?, claim_epoch = NULL, claimed_ms = NULL "
           "WHERE id = ? AND claim_epoch = ? AND status = 'CLAIMED'")
-_HOLD_COLUMNS = "tenant, name, reason, since_ms, until_ms, failures, last_error"
+_HOLD_COLUMNS = "tenant, name, reason, since_ms, until_ms, failures, last_error, holder"
 _DEAD = ("UPDATE schedules SET status = 'DEAD', attempts = attempts + 1, last_error = ? "
          "WHERE id = ? AND claim_epoch = ? AND status = 'CLAIMED' "
          "RETURNING tenant, payload, payload_kind, headers, ordering_key")
@@ -255,27 +255,27 @@ class SqlDispatch(SqlBase, DispatchStore):
         return self._work(work, idempotent=True)
 
     def hold_channel(self, hold: ChannelHold) -> None:
-        self._changed("INSERT INTO channel_holds VALUES (?, ?, ?, ?, ?, ?, ?) "
-                      "ON CONFLICT (tenant, name) DO UPDATE SET reason = excluded.reason, "
+        self._changed(f"INSERT INTO channel_holds ({_HOLD_COLUMNS}) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                      "ON CONFLICT (tenant, name, holder) DO UPDATE SET reason = excluded.reason, "
                       "since_ms = excluded.since_ms, until_ms = excluded.until_ms, "
-                      "failures = excluded.failures, last_error = excluded.last_error "
-                      # a full lane never shortens an open breaker's hold
-                      "WHERE channel_holds.reason <> 'open' OR excluded.reason = 'open'",
+                      "failures = excluded.failures, last_error = excluded.last_error",
                       tuple(hold), idempotent=True)
 
-    def unhold_channel(self, tenant: str, name: str, *, reason: str | None = None) -> bool:
-        if reason is None:
-            return bool(self._changed("DELETE FROM channel_holds WHERE tenant = ? AND name = ?",
-                                      (tenant, name), idempotent=True))
-        return bool(self._changed("DELETE FROM channel_holds WHERE tenant = ? AND name = ? "
-                                  "AND reason = ?", (tenant, name, reason), idempotent=True))
+    def unhold_channel(self, tenant: str, name: str, *, reason: str | None = None,
+                       holder: str | None = None) -> bool:
+        return bool(self._changed(
+            "DELETE FROM channel_holds WHERE tenant = ? AND name = ? "
+            "AND (CAST(? AS TEXT) IS NULL OR reason = ?) "
+            "AND (CAST(? AS TEXT) IS NULL OR holder = ?)",
+            (tenant, name, reason, reason, holder, holder), idempotent=True))
 
     def channel_holds(self, *, tenant: str | None = None) -> list[ChannelHold]:
         where, args = ("WHERE tenant = ? ", (tenant,)) if tenant is not None else ("", ())
         return [ChannelHold(str(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), int(r[5]),
-                            r[6])
+                            r[6], str(r[7]))
                 for r in self._rows(f"SELECT {_HOLD_COLUMNS} FROM channel_holds {where}"
-                                    "ORDER BY tenant, name", args)]
+                                    "ORDER BY tenant, name, holder", args)]
 
     def claimed_by_channel(self, *, tenant: str | None = None) -> dict[tuple[str, str], int]:
         rows = self._rows("SELECT tenant, channel, count(*) FROM schedules "
