@@ -46,6 +46,7 @@ from tocsin.channels.policy import DestinationPolicy, current_policy
 from tocsin.channels.signing import bad_header, retry_after_ms, secret_error, signature_headers
 from tocsin.clock import Clock, SystemClock
 from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
+from tocsin.domain.headers import EXPANDER_HEADERS, stored_headers
 from tocsin.errors import ValidationError
 
 __all__ = ["WebhookChannel", "WebhookConfig", "outcome_of"]
@@ -151,8 +152,11 @@ class WebhookChannel(Channel):
             return Result(env.delivery_id, Outcome.RETRY, "paused by the receiver's Retry-After",
                           self._paused_until_ms - now_ms)
         headers: dict[str, tuple[str, str]] = {}
-        for layer in (self.config.headers, env.headers):
+        for layer in (self.config.headers, stored_headers(env.headers)):
             for name, value in layer.items():
+                if name.lower() in EXPANDER_HEADERS:  # Tocsin's own, from the expander
+                    headers[name.lower()] = (name, value)
+                    continue
                 if (why := bad_header(name, value)) is not None:
                     return Result(env.delivery_id, Outcome.REJECTED,
                                   f"invalid request: header {name!r} {why}")

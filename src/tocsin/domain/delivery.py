@@ -10,7 +10,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from tocsin.clock import iso_ms
-from tocsin.domain.headers import TOCSIN_PREFIX
+from tocsin.domain.headers import stored_headers
 from tocsin.domain.schedule import PayloadKind, Status, payload_value
 
 __all__ = ["LATENESS_BOUNDS_MS", "Ack", "Delivery", "Envelope", "Outcome", "Result"]
@@ -60,7 +60,7 @@ class Envelope(NamedTuple):
         the body; a schedule's ``Tocsin-*`` header (stored before the edge refused them) is
         dropped, so none shadows Tocsin's in any case."""
         return {
-            **{k: v for k, v in self.headers.items() if not k.lower().startswith(TOCSIN_PREFIX)},
+            **stored_headers(self.headers),
             "Tocsin-Schedule-Id": self.schedule_id,
             "Tocsin-Delivery-Id": self.delivery_id,
             "Tocsin-Attempt": str(self.attempt),

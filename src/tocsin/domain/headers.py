@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-__all__ = ["RESERVED_HEADERS", "TOCSIN_PREFIX", "header_problem", "headers_problem"]
+__all__ = ["EXPANDER_HEADERS", "RESERVED_HEADERS", "TOCSIN_PREFIX", "header_problem",
+           "headers_problem", "stored_headers"]
 
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 TOCSIN_PREFIX = "tocsin-"
@@ -29,6 +30,19 @@ RESERVED_HEADERS = frozenset({
 })
 """Names no schedule or channel may set (lower case): HTTP framing and routing, hop-by-hop
 headers, and the signature headers Tocsin writes."""
+
+
+EXPANDER_HEADERS = frozenset({"tocsin-recurring-id", "tocsin-firing-at", "tocsin-firing-index"})
+"""The ``Tocsin-*`` headers Tocsin itself stores on a recurring rule's messages (the expander):
+sent as they are, never refused at a send."""
+
+
+def stored_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """A stored schedule's headers as they are sent: its ``Tocsin-*`` headers dropped (one
+    stored before the edge refused them must not shadow a delivery's own), but for the
+    expander's :data:`EXPANDER_HEADERS`."""
+    return {k: v for k, v in headers.items()
+            if not k.lower().startswith(TOCSIN_PREFIX) or k.lower() in EXPANDER_HEADERS}
 
 
 def header_problem(name: str, value: str) -> str | None:
