@@ -57,6 +57,10 @@ def test_a_restart_from_another_directory_resumes(tmp_path: Path,
             # every query of this run has committed a batch past those before it
             wait_until(lambda: len(_batches(shared / "dispatcher")) > sum(map(len, seen)),
                        timeout_s=60, what=f"run {n} commits")
+            # the relay starts after the warm-up batch: on a busy machine, some seconds later
+            wait_until(lambda: all((shared / q / "metadata").is_file()
+                                   for q in ("expander", "relay")),
+                       timeout_s=120, what=f"run {n}'s relay and expander queries")
         finally:
             kill_tree(proc, sig=15)
         seen.append(_batches(shared / "dispatcher"))
