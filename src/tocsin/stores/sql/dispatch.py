@@ -4,6 +4,7 @@ earliest first (``_claim_sorted``) and marking a batch delivered (``_mark_delive
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,15 @@ from tocsin.stores.rows import (
     insert_values,
 )
 from tocsin.stores.sql.base import Dialect, SqlBase, executemany, tenant_is
+from tocsin.stores.sql.fair import (
+    ALWAYS_MS,
+    DESTINATIONS,
+    ROUNDS,
+    Destination,
+    by_destination,
+    shares,
+    weights,
+)
 from tocsin.stores.sql.metrics import FENCED, add_counts, delivery_counts
 from tocsin.stores.sql.operations import NOT_PAUSED
 from tocsin.stores.sql.policies import claim_throttled, return_tokens, throttled_next_ms
@@ -119,11 +129,9 @@ class SqlDispatch(SqlBase, DispatchStore):
             ).fetchone()
             pending = row[0]
             if row[2] and pending is not None:  # the plain min() unless something is paused
-                found = conn.execute(
-                    "SELECT s.next_ms FROM schedules s WHERE s.status = 'PENDING' "
-                    f"AND s.policy IS NULL AND {NOT_PAUSED} ORDER BY s.next_ms LIMIT 1"
-                ).fetchone()
-                pending = found[0] if found else None
+                # by destination: a held burst's rows are passed over, not read
+                found = conn.execute(d.q(DESTINATIONS), (ALWAYS_MS,)).fetchone()
+                pending = found[2] if found else None
             return pending, row[1], throttled_next_ms(conn, d, now_ms=now_ms)
 
         pending, claimed, throttled = self._work(work, write=False)
@@ -160,11 +168,8 @@ class SqlDispatch(SqlBase, DispatchStore):
                 f"AND s.bucket BETWEEN ? AND ? ORDER BY s.claimed_ms LIMIT ?{d.skip_locked})"),
                 (epoch, now_ms, now_ms - lease_ms, bucket_lo, bucket_hi, limit))
             if len(rows) < limit:
-                rows += self._claim_sorted(conn, d.q(
-                    "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
-                    f"WHERE id IN (SELECT s.id FROM schedules s WHERE {_claimable(d)} "
-                    f"ORDER BY s.next_ms LIMIT ?{d.skip_locked})"),
-                    (epoch, now_ms, bucket_lo, bucket_hi, until_ms, limit - len(rows)))
+                rows += self._claim_fair(conn, epoch=epoch, span=(bucket_lo, bucket_hi, until_ms),
+                                         now_ms=now_ms, room=limit - len(rows))
             if len(rows) < limit:
                 rows += claim_throttled(conn, d, epoch=epoch, bucket_lo=bucket_lo,
                                         bucket_hi=bucket_hi, until_ms=until_ms, now_ms=now_ms,
@@ -173,6 +178,35 @@ class SqlDispatch(SqlBase, DispatchStore):
 
         # Repeating a claim is a replay: it returns what the first run claimed.
         return [claimed_from_row(r) for r in self._work(work, idempotent=replay)]
+
+    def _claim_fair(self, conn: Any, *, epoch: int, span: tuple[int, int, int], now_ms: int,
+                    room: int) -> list[tuple[Any, ...]]:
+        """Claim up to ``room`` due rows of a bucket range (``span``: its first and last
+        bucket, and the time due by), destination by destination, each its fair share
+        (:mod:`~tocsin.stores.sql.fair`); a share a destination cannot fill goes, in the next
+        round, to those that filled theirs. Rows as :meth:`_claim_sorted`'s, over all."""
+        d = self._dialect
+        active: list[Destination] = [(str(t), str(c)) for t, c, _ in conn.execute(
+            d.q(DESTINATIONS), (span[2],)).fetchall()]
+        weight = weights(conn, d, sorted({tenant for tenant, _ in active}))
+        candidate = (f"SELECT s.id FROM schedules s WHERE {_claimable(d)} AND s.tenant = ? "
+                     f"AND s.channel = ? ORDER BY s.next_ms LIMIT ?{d.skip_locked}")
+        rows: list[tuple[Any, ...]] = []
+        for _ in range(ROUNDS):
+            share = shares(active, weight, room)
+            taken: Counter[Destination] = Counter()
+            for sql, args in by_destination(share, candidate, span):
+                got = self._claim_sorted(conn, d.q(
+                    "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
+                    f"WHERE id IN ({sql})"), (epoch, now_ms, *args))
+                taken.update((str(r[1]), str(r[2])) for r in got)
+                rows += got
+            room -= sum(taken.values())
+            active = [dest for dest in active if dest in share and taken[dest] >= share[dest]]
+            if room <= 0 or not active:
+                break
+        rows.sort(key=lambda r: (r[-1], r[0]))
+        return rows
 
     def next_claimable_ms(self, *, bucket_lo: int, bucket_hi: int, until_ms: int, now_ms: int,
                           lease_ms: int) -> int | None:
@@ -185,11 +219,17 @@ class SqlDispatch(SqlBase, DispatchStore):
                 (now_ms - lease_ms, bucket_lo, bucket_hi)).fetchone()
             if reclaim:
                 return now_ms
-            row = conn.execute(d.q(
-                f"SELECT s.next_ms FROM schedules s WHERE {_claimable(d)} "
-                "ORDER BY s.next_ms LIMIT 1"),
-                (bucket_lo, bucket_hi, until_ms)).fetchone()
-            due = None if row is None else int(row[0])
+            due = None
+            active = {(str(t), str(c)): 1 for t, c, _ in conn.execute(
+                d.q(DESTINATIONS), (until_ms,)).fetchall()}
+            candidate = (f"SELECT s.next_ms FROM schedules s WHERE {_claimable(d)} "
+                         "AND s.tenant = ? AND s.channel = ? ORDER BY s.next_ms LIMIT ?")
+            for sql, args in by_destination(active, candidate, (bucket_lo, bucket_hi, until_ms),
+                                            column="next_ms"):
+                row = conn.execute(d.q(f"SELECT min(next_ms) FROM ({sql}) AS m"),
+                                   args).fetchone()
+                if row[0] is not None:
+                    due = int(row[0]) if due is None else min(due, int(row[0]))
             if due is None or due > now_ms:
                 throttled = throttled_next_ms(conn, d, now_ms=now_ms)
                 if throttled is not None and throttled <= until_ms:
