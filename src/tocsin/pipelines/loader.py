@@ -22,9 +22,9 @@ from tocsin.domain.headers import headers_problem
 from tocsin.errors import ConflictError
 from tocsin.pipelines.columns import PlainColumns, plain_columns
 from tocsin.pipelines.rows import (
-    DERIVED_KEY_PREFIX,
     RowShape,
     SourceFormat,
+    derived_key,
     json_value,
     row_digest,
 )
@@ -189,6 +189,8 @@ class Loader:
             due_ms = c.due_ms[index]
         named = c.tenant[index]
         if key is None:
+            if due_ms is None and (due_ms := check.due_ms(due_at, delay)) is None:
+                return None  # the model refuses the due time
             # The row's way derives a key from the row as it reads it: its fields given, after
             # the mapping, JSON text read, the tenant not yet set.
             row = {"channel": c.channel[index], "ordering_key": c.ordering_key[index],
@@ -198,7 +200,7 @@ class Loader:
             if text is None:
                 row["payload"] = payload
             digest = row_digest(source, row)
-            key = DERIVED_KEY_PREFIX + digest[:40]
+            key = derived_key(digest, due_ms, now_ms=None if delay is None else self.job.now_ms)
         value = check.plain(
             channel=c.channel[index], key=key, ordering_key=c.ordering_key[index],
             policy=c.policy[index], named=named or shape.tenant, due_at=due_at,
@@ -227,8 +229,10 @@ class Loader:
             return value
         # The derived key digests the whole row: it is the request's digest too (a different
         # request cannot have it), so the check need not make another.
-        return replace(value, key=DERIVED_KEY_PREFIX + digest[:40], request_digest=digest,
-                       overwrite_pending=False)
+        given_delay = row.get("delay") is not None
+        return replace(value, key=derived_key(digest, value.due_ms,
+                                              now_ms=job.now_ms if given_delay else None),
+                       request_digest=digest, overwrite_pending=False)
 
     def _write(self, chunk: Sequence[tuple[NewSchedule, int, str]], checked: Checked) -> None:
         """Write a chunk in one transaction; a row whose key another request holds is

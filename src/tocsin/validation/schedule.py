@@ -303,7 +303,7 @@ class ScheduleCheck:
                 return None
             delay = float(delay)
         if due_ms is None:
-            due_ms = self._due_ms(due_at, delay)
+            due_ms = self.due_ms(due_at, delay)
         if due_ms is None:
             return None
         try:
@@ -323,9 +323,15 @@ class ScheduleCheck:
             due_ms=due_ms, tenant=tenant, key=key, ordering_key=ordering_key,
             key_retention_ms=self._retention_ms, request_digest=digest, policy=policy)
 
-    def _due_ms(self, due_at: str | None, delay: float | str | None) -> int | None:
+    def due_ms(self, due_at: str | None, delay: float | str | None) -> int | None:
         """:func:`~tocsin.validation.parsing.due_of`, once for each value (an import's rows often
-        share one delay); None when it refuses or neither is given."""
+        share one delay); None when it refuses or neither is given (or a whole number of
+        seconds is beyond a float's exact integers, which :meth:`plain` leaves to the
+        model)."""
+        if type(delay) is int:
+            if not -_EXACT <= delay <= _EXACT:
+                return None
+            delay = float(delay)
         given = (due_at, delay)
         if given not in self._due:
             try:
