@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 __all__ = ["REJECT_FIELDS", "Checked", "ImportJob", "Loader", "Tally"]
 
+_HEADERS_KEPT = 1_000
+"""Distinct headers whose check a loader keeps."""
 REJECT_FIELDS = ("source", "row", "field", "reason", "errors")
 """A rejects record: the row's file, the row, its first problem, and every problem (JSON)."""
 
@@ -100,6 +102,23 @@ class Loader:
     def __init__(self, job: ImportJob, store: Store) -> None:
         self.job = job
         self.store = store
+        # Whether headers are plain, by their items: an import's rows mostly share a few.
+        self._headers: dict[tuple[tuple[Any, Any], ...], bool] = {}
+
+    def _plain_headers(self, headers: Any) -> bool:
+        """:func:`_plain_headers`, once for each distinct value."""
+        if type(headers) is not dict:
+            return False
+        try:
+            seen = tuple(headers.items())
+            plain = self._headers.get(seen)
+        except TypeError:  # an unhashable value: not plain anyway
+            return False
+        if plain is None:
+            if len(self._headers) >= _HEADERS_KEPT:
+                self._headers.clear()
+            plain = self._headers[seen] = _plain_headers(headers)
+        return plain
 
     def load(self, rows: Sequence[tuple[Any, str]]) -> Tally:
         """Check and write ``rows`` (each the raw row and its file's URI)."""
@@ -182,7 +201,7 @@ class Loader:
                     headers = json_value(headers)
                 except ValueError:
                     return None
-            if not _plain_headers(headers):
+            if not self._plain_headers(headers):
                 return None
         key, due_at, due_ms, digest = c.key[index], c.due_at[index], None, None
         if c.due_ms is not None:

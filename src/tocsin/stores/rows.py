@@ -87,6 +87,11 @@ and these run once per row on the ingest and acknowledgement paths."""
 _PENDING = Status.PENDING.value
 
 
+_HEADERS_JSON = json.JSONEncoder(separators=(",", ":")).encode
+"""``json.dumps(headers, separators=(",", ":"))`` with one encoder made once (``dumps`` makes
+one for every call when given separators: ~3 us of an import row's ~30 with headers)."""
+
+
 def insert_values(item: NewSchedule, *, buckets: int, now_ms: int) -> tuple[Any, ...]:
     """The INSERT values (in ``INSERT_COLUMNS`` order) of a new PENDING schedule."""
     schedule_id = item.id or new_schedule_id(now_ms)
@@ -94,7 +99,7 @@ def insert_values(item: NewSchedule, *, buckets: int, now_ms: int) -> tuple[Any,
     # spread like any others (each range's claim takes its part of the policy's earliest).
     return (
         schedule_id, item.tenant, item.channel, item.payload, _KIND_TEXT[item.payload_kind],
-        json.dumps(item.headers, separators=(",", ":")) if item.headers else "{}",
+        _HEADERS_JSON(item.headers) if item.headers else "{}",
         item.due_ms, item.due_ms,
         bucket_of(item.ordering_key or schedule_id, buckets),
         _PENDING, 0, now_ms, item.key,
