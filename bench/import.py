@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -56,7 +57,7 @@ from tocsin.config import Settings
 from tocsin.domain import ChannelKind, ChannelSpec
 from tocsin.pipelines.bulk_import import run_import
 from tocsin.stores import open_store
-from tocsin.testing.postgres import create_schema, throwaway_server
+from tocsin.testing.postgres import create_schema, drop_schema, throwaway_server
 
 RESULTS = Path(__file__).parent / "results"
 TARGETS = {"postgres": 50_000, "sqlite": 40_000}
@@ -138,6 +139,12 @@ def _stored(url: str) -> int:
         store.close()
 
 
+def _drop(kind: str, server_url: str | None, url: str) -> None:
+    """Drop a PostgreSQL store's schema once measured (a shared server keeps no bench rows)."""
+    if kind == "postgres" and server_url:
+        drop_schema(server_url, url)
+
+
 def run_shape(spark: Any, kind: str, server_url: str | None, shape: str, data: Path,
               warm: Path, home: Path, partitions: int | None) -> dict[str, Any]:
     """Import ``data`` (of ``shape``) into a fresh store of ``kind``; the summary as a dict."""
@@ -149,6 +156,7 @@ def run_shape(spark: Any, kind: str, server_url: str | None, shape: str, data: P
                          rejects=str(home / f"{kind}-{shape}-rejects"))
     result = summary.to_dict()
     result["stored"] = _stored(url)
+    _drop(kind, server_url, url)
     print(f"{kind} {shape}: {result}", file=sys.stderr, flush=True)
     return result
 
@@ -170,7 +178,9 @@ def run_growth(spark: Any, kind: str, server_url: str | None, rows: int, step: i
         rates.append(summary.rows_per_s)
         print(f"{kind} growth {start + step:,} rows: {summary.rows_per_s:,.0f} rows/s",
               file=sys.stderr, flush=True)
-    return {"rows": rows, "step": step, "rates": rates, "stored": _stored(url),
+    stored = _stored(url)
+    _drop(kind, server_url, url)
+    return {"rows": rows, "step": step, "rates": rates, "stored": stored,
             "growth_ratio": round(rates[-1] / rates[0], 3)}
 
 
@@ -246,6 +256,7 @@ def main() -> None:
         out["load_after"] = os.getloadavg()
         out["target_rows_per_s_per_shape"] = TARGET_PER_SHAPE
     spark.stop()
+    shutil.rmtree(home, ignore_errors=True)
     write_results(out, args.out)
 
 
