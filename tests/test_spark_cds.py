@@ -23,6 +23,7 @@ def test_an_archive_is_mapped_quietly_unless_turned_off(tmp_path: Path,
     options = cds.archive_options()
     assert f"-XX:SharedArchiveFile={archive}" in options
     assert "-Xshare:auto" in options and "-Xlog:cds=off" in options  # a mismatch: no warning
+    assert cds.IN_PLACE in options  # mapped where it was written for, not relocated
     monkeypatch.setenv("TOCSIN_SPARK_CDS", "0")
     assert cds.archive_options() == ""
 
@@ -31,3 +32,13 @@ def test_the_archive_is_named_after_pyspark_in_this_environment() -> None:
     path = cds.archive_path()
     assert path.name.startswith("spark-") and path.suffix == ".jsa"
     assert "share" in path.parts
+
+
+def test_this_jvm_takes_the_in_place_mapping() -> None:
+    """The JVM starts with the option, and maps its own archive at the address it was written
+    for (a relocated archive is resident and private in every process)."""
+    import subprocess
+
+    out = subprocess.run(["java", *cds.IN_PLACE.split(), "-Xlog:cds=info", "-version"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "always map archive(s) at an alternative address" not in out

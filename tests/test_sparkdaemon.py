@@ -43,3 +43,30 @@ def test_workers_import_the_installed_pyspark(spark: SparkSession) -> None:
     files = spark.sparkContext.parallelize(range(2), 2).map(origin).collect()
     assert files, "no worker answered"
     assert all(".zip" not in f and f.endswith("pyspark/__init__.py") for f in files), files
+
+
+def test_every_python_process_of_a_session_reads_the_installed_pyspark(tmp_path: Path) -> None:
+    """The planners and the query processes Spark starts (not its task workers, which the
+    daemon serves) have the session's ``sitecustomize`` drop Spark's zips and jar, and still
+    run a ``sitecustomize`` further down the path."""
+    import os
+    import subprocess
+
+    import pyspark
+
+    from tocsin.spark.session import SITE
+
+    home = Path(pyspark.__file__).parent
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text("import os\nos.environ['OTHER_SITE'] = 'ran'\n")
+    jar = str(home / "jars" / "spark-core_2.13-4.3.0.jar")
+    path = os.pathsep.join([*_spark_zips(home), jar, str(SITE), str(other)])
+    probe = ("import os, sys, pyspark; print(pyspark.__file__); print(os.environ['OTHER_SITE']);"
+             " print(any(p.endswith(('.zip', '.jar')) and 'spark' in p for p in sys.path))")
+    out = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PYTHONPATH": path},
+                         capture_output=True, text=True, check=True)
+    origin, chained, spark_paths = out.stdout.split()
+    assert origin == pyspark.__file__ and ".zip" not in origin
+    assert (chained, spark_paths) == ("ran", "False")
+    assert not out.stderr

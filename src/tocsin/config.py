@@ -43,7 +43,8 @@ class CheckpointQuery(StrEnum):
     DISPATCHER = "dispatcher"
     """Due schedules to their channels (``tocsin dispatcher``, ``tocsin up``)."""
     RELAY = "relay"
-    """Hand-overs in the dispatcher's gaps between windows (``relay`` setting)."""
+    """Hand-overs in the dispatcher's gaps between windows, as a Spark query (the test kit's:
+    ``tocsin dispatcher``'s relay is a thread of its driver, with no checkpoint)."""
     EXPANDER = "expander"
     """Recurring rules into schedules."""
     INGEST = "ingest"
@@ -147,8 +148,8 @@ class Settings(BaseSettings):
         "thread of the dispatcher process) or spark (the tocsin-expander query, on executors)."
     )
     relay: bool = Field(
-        True, description="Run the relay query, which hands over in the main query's gaps "
-        "between windows (one more Spark task slot)."
+        True, description="Run the relay, a thread of the dispatcher process that hands over "
+        "in the main query's gaps between windows."
     )
     batch_cap: int = Field(100_000, ge=1, description="Most schedules claimed in one micro-batch.")
     lease_seconds: float = Field(
@@ -192,7 +193,7 @@ class Settings(BaseSettings):
     )
     checkpoint: str = Field(
         "", description="Where the Spark queries keep their checkpoints, one folder each under "
-        "it (dispatcher, relay, expander, ingest): a path or a URI (file:///..., hdfs://..., "
+        "it (dispatcher, expander, ingest): a path or a URI (file:///..., hdfs://..., "
         "s3a://...), kept as given. Empty = home/checkpoint."
     )
 

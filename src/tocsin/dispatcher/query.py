@@ -63,17 +63,13 @@ def start_dispatcher(spark: SparkSession, options: DispatchOptions, *, checkpoin
 
 def start_relay(spark: SparkSession, options: DispatchOptions, *, checkpoint: str | Path,
                 trigger_seconds: float = 1.0, name: str = RELAY_NAME) -> StreamingQuery:
-    """Start the relay: one task over every bucket whose hand-over windows are shifted half a
-    window, handing over in the main query's gaps between batches
-    (:mod:`tocsin.dispatcher.handover`)."""
-    import math
-    from dataclasses import replace
+    """Start the relay as a Spark query (the test kit's; ``tocsin dispatcher`` runs it in a
+    thread of its driver, :mod:`tocsin.dispatcher.driver_relay`): one task over every bucket
+    whose hand-over windows are shifted half a window, handing over in the main query's gaps
+    between batches (:mod:`tocsin.dispatcher.handover`)."""
+    from tocsin.dispatcher.driver_relay import relay_options
 
-    # No keep-warm batches of its own: Spark keeps or stops idle Python workers by the last
-    # activity of their pool, which the main query's keep-warm batches share.
-    relay = replace(options, relay=1, partitions=1, keep_warm_ms=0,
-                    batch_cap=math.ceil(options.batch_cap / options.partitions))
-    return _start(spark, "tocsin-relay", relay, checkpoint=checkpoint,
+    return _start(spark, "tocsin-relay", relay_options(options), checkpoint=checkpoint,
                   trigger_seconds=trigger_seconds, name=name)
 
 
@@ -85,14 +81,16 @@ def start_expander(spark: SparkSession, options: DispatchOptions, *, checkpoint:
 
 
 def run_dispatcher(settings: Settings) -> None:
-    """Run the dispatcher, the recurring expansion and, when ``ingest_topic`` is set, the
-    Kafka ingestion in this process until one stops (``tocsin dispatcher``). The run beats
-    from a thread of this process from the start (:mod:`tocsin.dispatcher.runs`)."""
+    """Run the dispatcher, the recurring expansion, the relay and, when ``ingest_topic`` is
+    set, the Kafka ingestion in this process until one stops (``tocsin dispatcher``). The run
+    beats from a thread of this process from the start (:mod:`tocsin.dispatcher.runs`)."""
     from dataclasses import replace
 
     from tocsin.clock import SystemClock
     from tocsin.config import CheckpointQuery, ExpanderMode
+    from tocsin.dispatcher.core import DispatchCore
     from tocsin.dispatcher.driver_expander import DriverExpander
+    from tocsin.dispatcher.driver_relay import DriverRelay, relay_options
     from tocsin.dispatcher.expansion import ExpansionCore
     from tocsin.dispatcher.preflight import undeliverable_channels
     from tocsin.dispatcher.progress import ProgressLog
@@ -133,7 +131,7 @@ def run_dispatcher(settings: Settings) -> None:
     else:
         expander = DriverExpander(ExpansionCore(store, options=options, clock=SystemClock()),
                                   trigger_s=settings.trigger_seconds).start()
-    relay = settings.relay and options.hand_over_ms > 0
+    relay: DriverRelay | None = None
     if settings.ingest_topic:  # the Kafka commands topic (docs/pipelines.md)
         from tocsin.pipelines.ingest import start_ingest
 
@@ -146,17 +144,19 @@ def run_dispatcher(settings: Settings) -> None:
         "queries": [q.name for q in queries], "after_s": round(time.monotonic() - began, 1)})
     try:
         # The relay starts after the dispatcher's warm-up batch, not beside it: it covers the
-        # gaps between batches, and its start (a Python process for its source, its planners,
-        # its workers) competed with the warm-up for the cores, delaying ready by seconds.
-        if relay and _await_warm(queries, warm, terminated):
-            queries.append(start_relay(
-                spark, options, checkpoint=settings.checkpoint_for(CheckpointQuery.RELAY),
-                trigger_seconds=settings.trigger_seconds))
+        # gaps between batches, and opening the channels competed with the warm-up.
+        if (settings.relay and options.hand_over_ms > 0
+                and _await_warm(queries, warm, terminated)):
+            relay = DriverRelay(DispatchCore(store, options=relay_options(options),
+                                             clock=SystemClock(), threaded=True),
+                                trigger_s=settings.trigger_seconds).start()
         _await_any_termination(queries, terminated)
     finally:
         stop_archive.set()
         if expander is not None:
             expander.stop()
+        if relay is not None:
+            relay.stop()
         for query in queries:
             query.stop()
         spark.stop()

@@ -60,8 +60,13 @@ def preload(modules: tuple[str, ...] = PRELOAD) -> list[str]:
 
 
 if __name__ == "__main__":
+    import gc
+
     sys.path[:] = prefer_installed_pyspark(sys.path)
     preload()
+    # What was imported stays out of the collector's sight in the forks: a collection there
+    # would touch (and so copy) every page the daemon shares with them.
+    gc.freeze()
     from pyspark.daemon import manager
 
     manager()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tocsin.config import Settings
@@ -17,7 +18,12 @@ from tocsin.logs import SPARK_JAVA_OPTIONS, SparkLogLevel, spark_java_options
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["master_for", "session_for", "spark_session"]
+__all__ = ["SITE", "master_for", "session_for", "spark_session"]
+
+SITE = Path(__file__).parent / "site"
+"""The directory put on the ``PYTHONPATH`` of every Python process a session starts: its
+``sitecustomize`` has them read PySpark installed and compiled, not from Spark's zips
+(:mod:`tocsin.spark.site.sitecustomize`)."""
 
 
 def master_for(master: str, partitions: int) -> str:
@@ -47,6 +53,7 @@ def spark_session(master: str = "local[*]", *, app_name: str = "tocsin",
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    _add_python_path(str(SITE))
     try:
         from pyspark.sql import SparkSession
     except ImportError as exc:  # pragma: no cover - pyspark is a core dependency
@@ -74,6 +81,14 @@ def spark_session(master: str = "local[*]", *, app_name: str = "tocsin",
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level.value)
     return spark
+
+
+def _add_python_path(path: str) -> None:
+    """Append ``path`` to this process's ``PYTHONPATH``, which the JVM the session starts
+    inherits and passes on to every Python process it starts (after Spark's own zips)."""
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if path not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([*paths, path])
 
 
 def session_for(settings: Settings, *, app_name: str, master: str | None = None) -> SparkSession:
