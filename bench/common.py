@@ -197,16 +197,16 @@ class CpuMeter:
             used["outside"] = max(0.0, machine - sum(used.values()) - self._overhead_s)
             return used
 
-    def rss_mb(self) -> float:
-        """Resident memory of the whole tree now (each process's RSS, summed: pages shared
-        between processes count once per process)."""
-        return round(sum(p.rss_kb for p in tree_sample().values()) / 1024, 1)
+    def rss_mb(self, root: int | None = None) -> float:
+        """Resident memory of the whole tree now, or of the tree under ``root`` (each
+        process's RSS, summed: pages shared between processes count once per process)."""
+        return round(sum(p.rss_kb for p in tree_sample(root).values()) / 1024, 1)
 
-    def pss_mb(self) -> float:
-        """Proportional resident memory of the whole tree now (a page shared by n processes
-        counts 1/n in each): what the tree takes from the machine."""
+    def pss_mb(self, root: int | None = None) -> float:
+        """Proportional resident memory of the whole tree now, or of the tree under ``root``
+        (a page shared by n processes counts 1/n in each): what it takes from the machine."""
         total = 0
-        for pid in tree_sample():
+        for pid in tree_sample(root):
             try:
                 for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
                     if line.startswith("Pss:"):
@@ -250,13 +250,15 @@ def wait_for_quiet(below_pct: float, max_wait_s: float, log: Callable[[str], Non
             last_log = waited
 
 
-def measure_idle(seconds: float) -> dict[str, Any]:
-    """CPU used by this process tree over ``seconds`` of doing nothing, as % of one core."""
+def measure_idle(seconds: float, *, root: int | None = None) -> dict[str, Any]:
+    """CPU used by this process tree over ``seconds`` of doing nothing, as % of one core, and
+    the resident memory of the tree under ``root`` (default: this process's, itself included)
+    at the end."""
     meter = CpuMeter(interval_s=1.0)
     try:
         time.sleep(seconds)
         used = cpu_between({}, meter.read())
-        rss, pss = meter.rss_mb(), meter.pss_mb()
+        rss, pss = meter.rss_mb(root), meter.pss_mb(root)
     finally:
         meter.close()
     return {
@@ -266,7 +268,7 @@ def measure_idle(seconds: float) -> dict[str, Any]:
         "outside_cpu_pct_of_one_core": round(100 * used.get("outside", 0.0) / seconds, 1),
         "rss_mb": rss,
         "pss_mb": pss,
-        "processes": len(tree_sample()),
+        "processes": len(tree_sample(root)),
     }
 
 

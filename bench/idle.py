@@ -1,8 +1,9 @@
 """What an idle ``tocsin up`` costs, by setting: CPU and resident memory of its whole process
-tree (API, Spark driver and JVM, Python workers) over ``--seconds`` with nothing due, after
-``--settle`` seconds from ready (70 s by default: Spark stops Python workers idle for a
-minute), and how long it took to be ready, for the default settings first and then each
-variant of the settings that shape idle work (keep-warm batches, the relay query, hand-over
+tree (API, Spark driver and JVM, Python workers; the memory without this benchmark's own
+process, ~60 MB, which the first figures of 2026-11-26 counted) over ``--seconds`` with nothing
+due, after ``--settle`` seconds from ready (70 s by default: Spark stops Python workers idle
+for a minute), and how long it took to be ready, for the default settings first and then each
+variant of the settings that shape idle work (keep-warm batches, the relay, hand-over
 windows).
 
     bench/run idle [--seconds 60] [--settle 70] [--variants default,keep-warm,no-relay]
@@ -46,7 +47,8 @@ def run(name: str, env: dict[str, str], seconds: float, settle: float) -> dict[s
     try:
         ready_s = up.start()
         time.sleep(settle)
-        idle = measure_idle(seconds)
+        assert up.proc is not None
+        idle = measure_idle(seconds, root=up.proc.pid)  # tocsin up's tree, not this process
     finally:
         up.stop()
     idle["ready_s"] = round(ready_s, 1)

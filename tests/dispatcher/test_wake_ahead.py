@@ -33,3 +33,23 @@ def test_a_quiet_spell_starts_the_batch_ahead_of_the_due_schedule(rig: Rig) -> N
     assert core.next_offset(woke) == woke  # warm again: a batch only within a window
     rig.clock.set(quiet + WAKE_AHEAD_MS)
     assert core.next_offset(woke) != woke
+
+
+def test_the_warm_up_batch_is_one_task_over_every_bucket(rig: Rig) -> None:
+    """It starts one reader and one writer, not one per partition, on the path to ready; a
+    schedule already due in any bucket is claimed by it."""
+    from dataclasses import replace
+
+    core = rig.core
+    core.options = replace(core.options, partitions=4)
+    ids = {rig.schedule(T0 - 10) for _ in range(20)}  # spread over the buckets
+    start = {"until": 0, "epoch": 0}
+    warm = core.next_offset(start)
+    assert warm.get("warm") == 1
+    [span] = core.parts(start, warm)
+    assert (span.lo, span.hi) == (0, rig.store.buckets - 1)
+    assert {row.id for row in core.claim(span)} == ids
+    rig.clock.advance(1)
+    rig.schedule(T0 + 1)
+    later = core.next_offset(warm)
+    assert len(core.parts(warm, later)) == 4  # then the partitions, as configured

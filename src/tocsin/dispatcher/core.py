@@ -176,9 +176,15 @@ class DispatchCore:
                             spec.name, exc)
 
     def parts(self, start: Offset, end: Offset) -> list[BucketSpan]:
-        """The batch ``(start, end]`` split into bucket ranges, each with its share of the cap."""
+        """The batch ``(start, end]`` split into bucket ranges, each with its share of the cap;
+        the warm-up batch is one range over every bucket, with one range's share: one task
+        starts one reader and one writer instead of one per partition, on the path to ready
+        (the next batch's tasks start theirs from the warm daemon, a window ahead)."""
         if start == end:
             return []
+        if end.get("warm"):
+            first = self.span(0, epoch=end["epoch"], until_ms=end["until"])
+            return [first._replace(lo=0, hi=self.store.buckets - 1)]
         return [self.span(p, epoch=end["epoch"], until_ms=end["until"])
                 for p in range(len(bucket_ranges(self.store.buckets, self.options.partitions)))]
 

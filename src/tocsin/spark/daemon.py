@@ -26,7 +26,7 @@ __all__ = ["PRELOAD", "prefer_installed_pyspark", "preload"]
 
 _SPARK_ZIPS = ("pyspark.zip", "py4j-")
 PRELOAD = ("pyspark.worker", "pyarrow", "tocsin.dispatcher.source", "tocsin.dispatcher.sink",
-           "tocsin.dispatcher.expander")
+           "tocsin.dispatcher.expander", "tocsin.stores.sqlite")
 """Modules the daemon imports before it forks workers. None of them starts a thread that
 holds a lock across the fork: jemalloc's background thread is fork-aware, and OpenBLAS's
 pool (numpy's) is kept to the calling thread (``OPENBLAS_NUM_THREADS=1``)."""
