@@ -314,6 +314,11 @@ class DispatchStore(ABC):
         """CLAIMED schedules (handed to a dispatcher, not yet acknowledged) by (tenant,
         channel)."""
 
+    def refresh_statistics(self, *, when_stale: bool = False) -> bool:
+        """Refresh the planner's statistics of the schedules (``when_stale``: only when the
+        table has outgrown the ones it has); whether it did. Nothing to do by default."""
+        return False
+
     @abstractmethod
     def expire_holds(self, *, now_ms: int) -> int:
         """End the holds whose ``until_ms`` has passed (a breaker due for its probe, a lane

@@ -32,16 +32,20 @@ VICTIM_N = 300
 VICTIM_SPREAD_MS = 6_000
 NEIGHBOUR_N = 60
 BOUND_MS = 1_000
-"""A generous bound on the victim's median lateness, for a test on a machine that may be busy
-(before bulkheads the same runs were 4.5 s late at the median beside a slow endpoint, and
-delivered 29 of 2 000 beside a slow-loris one); ``bench/run isolation`` measures the real
-figures, p99 among them, on a quiet machine."""
+"""A generous bound on how much later than alone the victim is at the median beside a
+neighbour, for a test on a machine that may be busy (before bulkheads the same runs were
+4.5 s late at the median beside a slow endpoint, and delivered 29 of 2 000 beside a slow-loris
+one); the victim alone is measured first, in the same module, so a loaded machine's lateness is
+not blamed on the neighbour. ``bench/run isolation`` measures the real figures, p99 among them,
+on a quiet machine."""
 
 
 @dataclass
 class Live:
     store: Store
     victim: Receiver
+    alone_p50_ms: float = 0.0
+    """The victim's median lateness with no neighbour, measured first on the same machine."""
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -66,7 +70,10 @@ def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
                           log=home / "dispatcher.log")]
     try:
         wait_until(lambda: api_ready(f"http://127.0.0.1:{port}"), timeout_s=300, what="/readyz")
-        yield Live(store, receiver_server)
+        live = Live(store, receiver_server)
+        _, alone = _victim_and(live, None, 0, neighbour_spread_ms=0)
+        live.alone_p50_ms = statistics.median(alone)
+        yield live
     finally:
         for proc in procs:
             kill_tree(proc)
@@ -74,21 +81,27 @@ def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
 
 
-def _victim_and(live: Live, neighbour: ChannelSpec, neighbour_n: int, *,
+def _victim_and(live: Live, neighbour: ChannelSpec | None, neighbour_n: int, *,
                 neighbour_spread_ms: int) -> tuple[list[str], list[int]]:
-    """Register the neighbour's channel and a victim webhook; schedule both; wait for every
-    victim schedule; the victim's ids and lateness (ms) of each delivery."""
+    """Register the neighbour's channel (if any) and a victim webhook; schedule both; wait for
+    every victim schedule; the victim's ids and lateness (ms) of each delivery."""
     store, clock = live.store, SystemClock()
     tag = uuid.uuid4().hex[:8]
     live.victim.reset()
     victim = ChannelSpec(name=f"v-{tag}", kind=ChannelKind.WEBHOOK, tenant="victim",
                          config={"url": f"{live.victim.url}/{tag}"})
     store.put_channel(victim)
-    store.put_channel(neighbour)
     start = clock.now_ms() + 2_000
-    store.create([NewSchedule(channel=neighbour.name, tenant=neighbour.tenant, payload=b"{}",
-                              due_ms=start + i * neighbour_spread_ms // max(neighbour_n, 1))
-                  for i in range(neighbour_n)], now_ms=clock.now_ms())
+    if neighbour is not None:
+        store.put_channel(neighbour)
+        for first in range(0, neighbour_n, 10_000):  # in requests of 10 000, as a client would
+            store.create([NewSchedule(channel=neighbour.name, tenant=neighbour.tenant,
+                                      payload=b"{}", due_ms=start + i * neighbour_spread_ms
+                                      // max(neighbour_n, 1))
+                          for i in range(first, min(first + 10_000, neighbour_n))],
+                         now_ms=clock.now_ms())
+        # a burst takes seconds to create: the victim's stream starts after it, not already late
+        start = max(start, clock.now_ms() + 1_000)
     made = store.create([NewSchedule(channel=victim.name, tenant="victim", payload=b"{}",
                                      due_ms=start + 200 + i * VICTIM_SPREAD_MS // VICTIM_N)
                          for i in range(VICTIM_N)], now_ms=clock.now_ms())
@@ -117,8 +130,10 @@ def _check(live: Live, ids: list[str], lateness: list[int], what: str,
                == {Status.DELIVERED}, timeout_s=30, what="every victim schedule DELIVERED")
     p50 = statistics.median(lateness)
     p99 = sorted(lateness)[int(0.99 * (len(lateness) - 1))]
-    say(f"{what}: victim lateness p50 {p50:.0f} ms, p99 {p99} ms, max {max(lateness)} ms")
-    assert p50 < BOUND_MS, f"{what}: the victim's median lateness was {p50} ms"
+    say(f"{what}: victim lateness p50 {p50:.0f} ms, p99 {p99} ms, max {max(lateness)} ms "
+        f"(alone, on this machine before: p50 {live.alone_p50_ms:.0f} ms)")
+    assert p50 < live.alone_p50_ms + BOUND_MS, (
+        f"{what}: the victim's median lateness was {p50} ms, {live.alone_p50_ms:.0f} ms alone")
 
 
 def test_a_slow_endpoint_holds_back_no_other_tenant(live: Live, say: Callable[[str], None]) -> None:
@@ -155,10 +170,6 @@ def test_a_broker_that_never_answers_holds_back_no_other_tenant(
         _check(live, ids, lateness, "silent RabbitMQ neighbour", say)
 
 
-@pytest.mark.xfail(reason="issue 25, still open: the claim takes due schedules earliest first, "
-                          "so a large held burst still delays another tenant's claims by seconds "
-                          "(PostgreSQL p50 2 s); a fair claim per destination is the next step",
-                   strict=False)
 def test_a_burst_of_a_hundred_thousand_holds_back_no_other_tenant(
         live: Live, tmp_path: Path, say: Callable[[str], None]) -> None:
     neighbour = ChannelSpec(name=f"bulk-{uuid.uuid4().hex[:6]}", kind=ChannelKind.FILE,

@@ -100,3 +100,15 @@ def test_shares_add_up_and_follow_the_weights(destinations: list[tuple[str, str]
         for t in tenants:  # within the rounding, each tenant its weight's part
             exact = room * weight.get(t, 1) / total
             assert abs(per[t] - exact) <= len(destinations) + 1
+
+
+def test_statistics_are_refreshed_once_a_burst_outgrows_them(store: Store,
+                                                              store_url: str) -> None:
+    """PostgreSQL plans the claim by its statistics; a burst that doubles the table gets them
+    refreshed at the dispatcher's next look (SQLite needs none)."""
+    postgres = store_url.startswith("postgresql")
+    assert store.refresh_statistics(when_stale=True) is False, "an empty table is never stale"
+    for _ in range(3):
+        store.create([new(NOW, tenant="big") for _ in range(10_000)], now_ms=NOW - 2_000)
+    assert store.refresh_statistics(when_stale=True) is postgres
+    assert store.refresh_statistics(when_stale=True) is False, "fresh ones are not redone"

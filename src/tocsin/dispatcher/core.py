@@ -155,6 +155,11 @@ class DispatchCore:
             log.warning("dispatcher: released %d claims of dispatcher runs that stopped beating",
                         released)
         self.store.expire_holds(now_ms=now)  # breakers due a probe, lanes of stopped processes
+        # A burst that doubled the table leaves PostgreSQL planning the claim for the table it
+        # was (a due-time index scan past every row of the burst for each trickle's claim)
+        # until autovacuum looks, up to a minute later.
+        if self.store.refresh_statistics(when_stale=True):
+            log.info("dispatcher: refreshed the store's statistics (the schedules grew)")
 
     def warm(self) -> None:
         """Open every registered channel once in this process (the first batch does it, so the

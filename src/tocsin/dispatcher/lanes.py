@@ -434,9 +434,12 @@ class Lanes:
     def info(self) -> list[LaneInfo]:
         """Every lane as it stands."""
         with self.lock:
-            return [LaneInfo(tenant=k[0], channel=k[1], queued=len(lane.queue),
-                             sending=lane.sending, room=lane.room, breaker=lane.breaker.state)
-                    for k, lane in sorted(self._lanes.items())]
+            lanes = sorted(self._lanes.items())
+            counts = [(len(lane.queue), lane.sending) for _, lane in lanes]
+        # the room reads the tenant's weight, from the store at times: not under the lock
+        return [LaneInfo(tenant=k[0], channel=k[1], queued=queued, sending=sending,
+                         room=lane.room, breaker=lane.breaker.state)
+                for (k, lane), (queued, sending) in zip(lanes, counts, strict=True)]
 
     def close(self) -> None:
         """Stop the lane threads, hand back what they had queued, and end this process's busy

@@ -20,7 +20,7 @@ from tocsin.stores.rows import (
     earliest,
     insert_values,
 )
-from tocsin.stores.sql.base import Dialect, SqlBase, executemany, tenant_is
+from tocsin.stores.sql.base import Dialect, SqlBase, executemany, refresh_statistics, tenant_is
 from tocsin.stores.sql.fair import (
     ALWAYS_MS,
     DESTINATIONS,
@@ -53,6 +53,13 @@ def _claimable(d: Dialect) -> str:
     The claim and the hand-over window's peek share it, so the peek names what the claim takes."""
     return ("s.status = 'PENDING' AND s.policy IS NULL AND +s.bucket BETWEEN ? AND ? "
             f"AND s.next_ms <= ? AND {d.head} AND {NOT_PAUSED}")
+
+
+_BY_DESTINATION = "s.tenant, s.channel, s.next_ms"
+"""One destination's candidates in time order, spelled as ``schedules_dest``'s columns: by
+``next_ms`` alone, PostgreSQL without statistics (a table that just took a burst) walked the
+due-time index and filtered out every other destination's rows — 100 000 per claim of a
+trickle beside a burst, seconds of claims under load."""
 
 
 class SqlDispatch(SqlBase, DispatchStore):
@@ -190,7 +197,7 @@ class SqlDispatch(SqlBase, DispatchStore):
             d.q(DESTINATIONS), (span[2],)).fetchall()]
         weight = weights(conn, d, sorted({tenant for tenant, _ in active}))
         candidate = (f"SELECT s.id FROM schedules s WHERE {_claimable(d)} AND s.tenant = ? "
-                     f"AND s.channel = ? ORDER BY s.next_ms LIMIT ?{d.skip_locked}")
+                     f"AND s.channel = ? ORDER BY {_BY_DESTINATION} LIMIT ?{d.skip_locked}")
         rows: list[tuple[Any, ...]] = []
         for _ in range(ROUNDS):
             share = shares(active, weight, room)
@@ -223,7 +230,7 @@ class SqlDispatch(SqlBase, DispatchStore):
             active = {(str(t), str(c)): 1 for t, c, _ in conn.execute(
                 d.q(DESTINATIONS), (until_ms,)).fetchall()}
             candidate = (f"SELECT s.next_ms FROM schedules s WHERE {_claimable(d)} "
-                         "AND s.tenant = ? AND s.channel = ? ORDER BY s.next_ms LIMIT ?")
+                         f"AND s.tenant = ? AND s.channel = ? ORDER BY {_BY_DESTINATION} LIMIT ?")
             for sql, args in by_destination(active, candidate, (bucket_lo, bucket_hi, until_ms),
                                             column="next_ms"):
                 row = conn.execute(d.q(f"SELECT min(next_ms) FROM ({sql}) AS m"),
@@ -293,6 +300,9 @@ class SqlDispatch(SqlBase, DispatchStore):
             return released
 
         return self._work(work, idempotent=True)
+
+    def refresh_statistics(self, *, when_stale: bool = False) -> bool:
+        return refresh_statistics(self, when_stale=when_stale)
 
     def hold_channel(self, hold: ChannelHold) -> None:
         self._changed(f"INSERT INTO channel_holds ({_HOLD_COLUMNS}) "
