@@ -35,6 +35,7 @@ from tocsin.testing.receiver import Receiver
 from tocsin.testing.tarpit import Tarpit
 
 RESULTS = REPO / "bench" / "results" / "isolation.json"
+"""SQLite's run (the embedded default); PostgreSQL's goes beside it, ``isolation-postgres.json``."""
 LEAD_MS = 3_000
 
 
@@ -186,7 +187,8 @@ def main(argv: list[str] | None = None) -> None:
         results["volume_drain_ratio"] = round(
             runs["volume"]["neighbour"]["deliveries_per_s"]
             / runs["volume_alone"]["neighbour"]["deliveries_per_s"], 2)
-    write_results(results, RESULTS)
+    write_results(results, RESULTS if args.store == "sqlite"
+                  else RESULTS.with_name("isolation-postgres.json"))
     print(json.dumps({k: v for k, v in results.items() if k.startswith(("victim", "volume"))}))
 
 
