@@ -205,7 +205,7 @@ class PostgresStore(SqlStore):
         return None
 
     def _work(self, fn: Callable[[Any], T], *, write: bool = True,
-              idempotent: bool = False) -> T:
+              idempotent: bool = False, urgent: bool = False) -> T:
         return self._run(fn, write=write, idempotent=idempotent)
 
     def _migrate(self) -> None:

@@ -140,10 +140,11 @@ class SqlBase:
     buckets: int
 
     def _work(self, fn: Callable[[Any], T], *, write: bool = True,
-              idempotent: bool = False) -> T:
+              idempotent: bool = False, urgent: bool = False) -> T:
         """Run ``fn(conn)`` in one write transaction (``write``) or on a reading connection.
         ``idempotent``: ``fn`` is safe to run twice (a backend may retry it after a lost
-        connection)."""
+        connection). ``urgent``: a write someone's due schedule waits for (a claim), which
+        a backend with one writer at a time lets go first."""
         raise NotImplementedError
 
     def _tenant_work(self, fn: Callable[[Any], T], *, tenants: frozenset[str]) -> T:

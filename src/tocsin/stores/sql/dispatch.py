@@ -184,7 +184,7 @@ class SqlDispatch(SqlBase, DispatchStore):
             return rows
 
         # Repeating a claim is a replay: it returns what the first run claimed.
-        return [claimed_from_row(r) for r in self._work(work, idempotent=replay)]
+        return [claimed_from_row(r) for r in self._work(work, idempotent=replay, urgent=True)]
 
     def _claim_fair(self, conn: Any, *, epoch: int, span: tuple[int, int, int], now_ms: int,
                     room: int) -> list[tuple[Any, ...]]:
