@@ -55,6 +55,10 @@ def _claimable(d: Dialect) -> str:
             f"AND s.next_ms <= ? AND {d.head} AND {NOT_PAUSED}")
 
 
+URGENT_ACK_ROWS = 64
+"""An acknowledgement of at most this many verdicts is an urgent write (see
+:meth:`~tocsin.stores.sql.base.SqlBase._work`): beside a burst whose lanes acknowledge 1 000
+rows at a time, a trickle's lane waited behind them before it could send its next schedule."""
 _BY_DESTINATION = "s.tenant, s.channel, s.next_ms"
 """One destination's candidates in time order, spelled as ``schedules_dest``'s columns: by
 ``next_ms`` alone, PostgreSQL without statistics (a table that just took a burst) walked the
@@ -282,7 +286,9 @@ class SqlDispatch(SqlBase, DispatchStore):
             add_counts(conn, d, counts)  # in this transaction: counted exactly when applied
             return applied
 
-        return self._work(work)
+        # A lane sends its next chunk once this one is acknowledged: a trickle's small
+        # acknowledgement goes before a burst's (shortest first), as a claim does.
+        return self._work(work, urgent=len(acks) <= URGENT_ACK_ROWS)
 
     def unclaim(self, *, epoch: int, ids: Sequence[str]) -> int:
         if not ids:
