@@ -66,6 +66,15 @@ due-time index and filtered out every other destination's rows — 100 000 per c
 trickle beside a burst, seconds of claims under load."""
 
 
+def _destination_candidates(d: Dialect, column: str, *, lock: bool) -> str:
+    """``column`` of one destination's claimable candidates ``s``, earliest first, up to a
+    limit: :func:`_claimable`'s three arguments, then tenant, channel and the limit (the
+    claim's rows ``lock``-ed as the claim takes them, the peek's read)."""
+    return (f"SELECT s.{column} FROM schedules s WHERE {_claimable(d)} AND s.tenant = ? "
+            f"AND s.channel = ? ORDER BY {_BY_DESTINATION} LIMIT ?"
+            f"{d.skip_locked if lock else ''}")
+
+
 class SqlDispatch(SqlBase, DispatchStore):
     """The :class:`~tocsin.abc.DispatchStore` role over a backend's ``_work``."""
 
@@ -200,8 +209,7 @@ class SqlDispatch(SqlBase, DispatchStore):
         active: list[Destination] = [(str(t), str(c)) for t, c, _ in conn.execute(
             d.q(DESTINATIONS), (span[2],)).fetchall()]
         weight = weights(conn, d, sorted({tenant for tenant, _ in active}))
-        candidate = (f"SELECT s.id FROM schedules s WHERE {_claimable(d)} AND s.tenant = ? "
-                     f"AND s.channel = ? ORDER BY {_BY_DESTINATION} LIMIT ?{d.skip_locked}")
+        candidate = _destination_candidates(d, "id", lock=True)
         rows: list[tuple[Any, ...]] = []
         for _ in range(ROUNDS):
             share = shares(active, weight, room)
@@ -233,8 +241,7 @@ class SqlDispatch(SqlBase, DispatchStore):
             due = None
             active = {(str(t), str(c)): 1 for t, c, _ in conn.execute(
                 d.q(DESTINATIONS), (until_ms,)).fetchall()}
-            candidate = (f"SELECT s.next_ms FROM schedules s WHERE {_claimable(d)} "
-                         f"AND s.tenant = ? AND s.channel = ? ORDER BY {_BY_DESTINATION} LIMIT ?")
+            candidate = _destination_candidates(d, "next_ms", lock=False)
             for sql, args in by_destination(active, candidate, (bucket_lo, bucket_hi, until_ms),
                                             column="next_ms"):
                 row = conn.execute(d.q(f"SELECT min(next_ms) FROM ({sql}) AS m"),

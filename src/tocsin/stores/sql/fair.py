@@ -7,6 +7,7 @@ destinations, and what one does not use goes to those that had more (see docs/se
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import cycle, islice
 from typing import Any
 
 from tocsin.stores.sql.base import Dialect
@@ -77,13 +78,8 @@ def shares(destinations: Sequence[Destination], weight: Mapping[str, int],
         part = room * weight.get(tenant, 1) // total
         for dest in dests:
             share[dest] = part // len(dests)
-    left = room - sum(share.values())
-    while left > 0:
-        for dest in destinations:
-            if left == 0:
-                break
-            share[dest] += 1
-            left -= 1
+    for dest in islice(cycle(destinations), room - sum(share.values())):
+        share[dest] += 1
     return {dest: n for dest, n in share.items() if n > 0}
 
 
