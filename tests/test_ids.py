@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ulid import ULID
 
-from tocsin.ids import bucket_of, delivery_id, new_schedule_id
+from tocsin.ids import bucket_of, delivery_id, new_schedule_id, new_schedule_ids
 
 
 def test_schedule_ids_are_ulids_that_sort_by_time() -> None:
@@ -12,6 +12,21 @@ def test_schedule_ids_are_ulids_that_sort_by_time() -> None:
     assert len(first) == 26 and first < second
     assert ULID.from_str(first).milliseconds == 1_700_000_000_000
     assert len({new_schedule_id(5) for _ in range(10_000)}) == 10_000
+
+
+def test_ids_made_together_are_the_same_ulids() -> None:
+    """Ids made many at once: ULIDs of that instant, each with its own random part, that
+    decode to the bits they are written from."""
+    ids = new_schedule_ids(1_700_000_000_123, 10_000)
+    assert len(set(ids)) == 10_000
+    assert all(len(i) == 26 and ULID.from_str(i).milliseconds == 1_700_000_000_123
+               for i in ids)
+    assert new_schedule_ids(1_700_000_000_123, 1)[0][:10] == ids[0][:10]
+    assert new_schedule_ids(5, 0) == []
+    for ident in ids[:100]:
+        value = int.from_bytes(ULID.from_str(ident).bytes)
+        assert new_schedule_id(value >> 80)[:10] == ident[:10]
+        assert str(ULID.from_int(value)) == ident
 
 
 def test_buckets_are_murmur3_mod_b_and_stable() -> None:

@@ -260,6 +260,16 @@ class PostgresStore(SqlStore):
             for row in rows:
                 copy.write_row(row)
 
+    def _insert_new(self, conn: Any, target: str, rows: Sequence[Sequence[Any]]) -> bool:
+        import psycopg
+
+        try:
+            with conn.transaction():  # a savepoint: a held key undoes this COPY alone
+                self._insert_many(conn, target, rows)
+        except psycopg.errors.UniqueViolation:
+            return False
+        return True
+
     def _claim_sorted(self, conn: Any, update: str,
                       args: Sequence[Any]) -> list[tuple[Any, ...]]:
         return list(conn.execute(

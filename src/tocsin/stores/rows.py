@@ -92,9 +92,11 @@ _HEADERS_JSON = json.JSONEncoder(separators=(",", ":")).encode
 one for every call when given separators: ~3 us of an import row's ~30 with headers)."""
 
 
-def insert_values(item: NewSchedule, *, buckets: int, now_ms: int) -> tuple[Any, ...]:
-    """The INSERT values (in ``INSERT_COLUMNS`` order) of a new PENDING schedule."""
-    schedule_id = item.id or new_schedule_id(now_ms)
+def insert_values(item: NewSchedule, *, buckets: int, now_ms: int,
+                  new_id: str | None = None) -> tuple[Any, ...]:
+    """The INSERT values (in ``INSERT_COLUMNS`` order) of a new PENDING schedule; its id is
+    the item's own, else ``new_id`` (made by the caller), else a new one."""
+    schedule_id = item.id or new_id or new_schedule_id(now_ms)
     # A key's schedules share a bucket, so one task hands them over in order; a policy's are
     # spread like any others (each range's claim takes its part of the policy's earliest).
     return (

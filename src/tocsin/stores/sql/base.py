@@ -158,6 +158,11 @@ class SqlBase:
         transaction: the bulk path."""
         raise NotImplementedError
 
+    def _insert_new(self, conn: Any, target: str, rows: Sequence[Sequence[Any]]) -> bool:
+        """:meth:`_insert_many` of rows none of whose keys is held; False, having inserted
+        none (and the transaction still usable), when one of them is."""
+        raise NotImplementedError
+
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of one read."""
         sql = self._dialect.q(sql)
