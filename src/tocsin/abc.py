@@ -218,6 +218,11 @@ class DispatchStore(ABC):
     ``k`` is its policy, else its ordering key, else its id (see
     :func:`~tocsin.stores.rows.insert_values`)."""
 
+    one_writer: bool = False
+    """Whether the store takes one writing transaction at a time (SQLite): the dispatcher then
+    hands over from one task per batch (:meth:`~tocsin.dispatcher.core.DispatchCore.window_span`),
+    as claims from more would only queue for the writer."""
+
     @abstractmethod
     def next_epoch(self, *, run: str | None = None, now_ms: int = 0) -> int:
         """A new epoch, greater than every epoch this store has handed out; recorded as taken

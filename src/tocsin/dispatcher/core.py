@@ -203,6 +203,18 @@ class DispatchCore:
             limit = min(limit, CLAIM_ROWS)
         return BucketSpan(epoch, lo, hi, until_ms, limit)
 
+    def window_span(self, partition: int) -> BucketSpan | None:
+        """The buckets task ``partition``'s hand-over window holds: its own range, or, on a
+        store with one writer (:attr:`~tocsin.abc.DispatchStore.one_writer`), every bucket for
+        the first task and none for the others. On SQLite, windows in four worker processes
+        only queued for the writer, and each re-read the pages the others had just changed:
+        a 100 000-row drain by four processes went at 9 900/s and 76 us of CPU a row, by one
+        at 17 100/s and 56 us."""
+        span = self.span(partition)
+        if not self.store.one_writer or self.options.partitions == 1:
+            return span
+        return span._replace(lo=0, hi=self.store.buckets - 1) if partition == 0 else None
+
     def claim(self, span: BucketSpan) -> list[ClaimedRow]:
         """Claim one range's due rows for its epoch (a replay returns the same rows)."""
         return retrying(lambda: self.store.claim(

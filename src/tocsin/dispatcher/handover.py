@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tocsin.abc import ClaimedRow
-from tocsin.dispatcher.core import CLAIM_ROWS, DispatchCore, log
+from tocsin.dispatcher.core import CLAIM_ROWS, BucketSpan, DispatchCore, log
 from tocsin.dispatcher.deliver import Tally
 from tocsin.errors import StoreError
 
@@ -83,12 +83,13 @@ def key_runs(core: DispatchCore, partition: int, rows: Sequence[ClaimedRow], *,
 
 
 def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
-         relay: bool = False) -> tuple[Tally, int]:
-    """Keep ``partition``'s range until ``end_ms``, handing each schedule over at its due time
-    (``relay``: only inside :func:`relay_zone`). The window's tally and how many it claimed."""
+         relay: bool = False, span: BucketSpan | None = None) -> tuple[Tally, int]:
+    """Keep ``partition``'s range (or ``span``'s buckets) until ``end_ms``, handing each
+    schedule over at its due time (``relay``: only inside :func:`relay_zone`). The window's
+    tally and how many it claimed."""
     tally, claimed = Tally(), 0
     store, clock, opts = core.store, core.clock, core.options
-    span = core.span(partition)
+    span = span or core.span(partition)
     limit = min(span.limit, CLAIM_ROWS)  # also without a window (wait=False)
     epoch: int | None = None
     misses = 0

@@ -61,7 +61,7 @@ from tocsin.errors import StoreError
 if TYPE_CHECKING:
     from tocsin.dispatcher.core import DispatchCore
 
-__all__ = ["BUSY", "CLAIM_ROWS", "OPEN", "LaneInfo", "LaneSettings", "Lanes"]
+__all__ = ["BUSY", "CLAIM_ROWS", "OPEN", "LaneInfo", "LaneSettings", "Lanes", "holder"]
 
 log = logging.getLogger("tocsin.dispatcher.lanes")
 
@@ -69,10 +69,15 @@ BUSY = "busy"
 """A hold's reason: a lane of the destination is full."""
 OPEN = "open"
 """A hold's reason: the destination's breaker is open."""
-HOLDER = f"{socket.gethostname()}:{os.getpid()}"
-"""This process, as the holder of its lanes' busy holds: four tasks' processes may each hold a
-burst's destination, and one whose lane emptied ends only its own hold (one shared row was
-ended by the first to empty, and the burst was never held for long)."""
+def holder() -> str:
+    """This process, as the holder of its lanes' busy holds: four tasks' processes may each hold
+    a burst's destination, and one whose lane emptied ends only its own hold (one shared row was
+    ended by the first to empty, and the burst was never held for long). Asked each time, not
+    kept at import: the worker daemon imports this module once and forks every worker, and a
+    name kept then was the daemon's, the same in every worker."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 HOLD_MS = 10_000
 """A busy hold lasts this long unless renewed (a process that stops leaves it to expire)."""
 SEND_GRACE_S = 2.0
@@ -259,10 +264,10 @@ class _Lane:
                 if queued >= room and (self.busy_since is None or
                                        now_ms - self.busy_since > HOLD_MS // 2):
                     store.hold_channel(ChannelHold(tenant, name, BUSY, now_ms,
-                                                   now_ms + HOLD_MS, 0, None, HOLDER))
+                                                   now_ms + HOLD_MS, 0, None, holder()))
                     self.busy_since = now_ms
                 elif self.busy_since is not None and queued <= room // 2:
-                    store.unhold_channel(tenant, name, reason=BUSY, holder=HOLDER)
+                    store.unhold_channel(tenant, name, reason=BUSY, holder=holder())
                     self.busy_since = None
             except StoreError as exc:  # an optimisation: the queue's age bound holds anyway
                 log.warning("lane %s/%s: could not update its hold: %s", tenant, name, exc)
@@ -456,4 +461,4 @@ class Lanes:
             self.hand_back(self._lanes[key], rows)
         for tenant, name in held:
             with contextlib.suppress(StoreError):  # it expires anyway
-                self.core.store.unhold_channel(tenant, name, reason=BUSY, holder=HOLDER)
+                self.core.store.unhold_channel(tenant, name, reason=BUSY, holder=holder())

@@ -76,8 +76,11 @@ class DeliveryStreamWriter(DataSourceStreamArrowWriter):
         context, window = TaskContext.get(), self.options.hand_over_ms
         if context is not None and window > 0 and not _warming(core):
             shift = window // 2 if self.options.relay else 0
-            tally.add(hold(core, context.partitionId(), relay=bool(self.options.relay),
-                           end_ms=window_end(core.clock.now_ms(), window, shift_ms=shift))[0])
+            span = core.window_span(context.partitionId())
+            if span is not None:  # on one writer, the batch's other tasks hold no window
+                tally.add(hold(core, context.partitionId(), relay=bool(self.options.relay),
+                               span=span,
+                               end_ms=window_end(core.clock.now_ms(), window, shift_ms=shift))[0])
         elif context is not None:  # no window: a key's due run still goes out here
             tally.add(key_runs(core, context.partitionId(), rows, started_ms=started)[0])
         tally.add(core.collect())

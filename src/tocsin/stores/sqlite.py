@@ -42,6 +42,7 @@ class SQLiteStore(SqlStore):
     """A :class:`~tocsin.abc.Store` in one SQLite file (``:memory:`` for a per-process fake)."""
 
     _dialect = SQLITE
+    one_writer = True
 
     def __init__(self, path: str | Path, *, buckets: int = BUCKETS) -> None:
         path = str(path)
