@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tocsin.abc import Store
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Schedule
+from tocsin.domain.defaults import KEY_RETENTION_MS
 from tocsin.errors import ConflictError
+from tocsin.stores.rows import insert_values, item_of, pending_of, with_id
 from tocsin.stores.sql import bulk
 from tocsin.stores.sql.base import SQLITE, refresh_statistics
 from tocsin.stores.sql.schedules import SqlSchedules
@@ -50,19 +54,32 @@ def test_create_keyed(store: Store) -> None:
     assert store.get(first[0][0].id).payload == b'{"n": 0}'  # the refused request changed nothing
 
 
-def test_store_keyed_answers_as_create_keyed(store: Store) -> None:
-    """The import's create answers only created (True), repeated (False) or the conflict,
-    the same answers create_keyed gives, and stores the same."""
+def _pending(store: SqlSchedules, items: list[NewSchedule]) -> list[bool | ConflictError]:
+    return bulk.store_pending(store, [pending_of(item) for item in items], now_ms=NOW,
+                              key_retention_ms=KEY_RETENTION_MS)
+
+
+def test_store_pending_answers_as_create_keyed(store: Store) -> None:
+    """The import's create (of rows made without a schedule each) answers only created
+    (True), repeated (False) or the conflict, the same answers create_keyed gives, and
+    stores the same rows as insert_values writes."""
     assert isinstance(store, SqlSchedules)
     store.put_channel(ChannelSpec(name="out", kind=ChannelKind.RECORDING))
-    assert bulk.store_keyed(store, [_item("a"), _item("b")], now_ms=NOW) == [True, True]
-    answers = bulk.store_keyed(store, [_item("b"), _item("c"), _item("c"), _item("a", n=1),
-                                       _item("d", n=1), _item("d", n=2)], now_ms=NOW)
+    first = [_item("a"), _item("b"), _item("a", tenant="t2")]
+    assert _pending(store, first) == [True, True, True]
+    for item in first:
+        stored = store.get(bulk.schedule_id_for_key(store, tenant=item.tenant, key=str(item.key)))
+        assert (with_id(pending_of(item), stored.id, buckets=store.buckets, now_ms=NOW)
+                == insert_values(item, buckets=store.buckets, now_ms=NOW, new_id=stored.id))
+        assert item_of(pending_of(item), key_retention_ms=KEY_RETENTION_MS) == replace(
+            item, request_digest=item.fingerprint())
+    answers = _pending(store, [_item("b"), _item("c"), _item("c"), _item("a", n=1),
+                               _item("d", n=1), _item("d", n=2)])
     assert [a if isinstance(a, bool) else type(a) for a in answers] == [
         False, True, False, ConflictError, True, ConflictError]
     held = bulk.schedule_id_for_key(store, tenant="default", key="d")
     assert store.get(held).payload == b'{"n": 1}'
-    assert store.counts()["PENDING"] == 4
+    assert store.counts()["PENDING"] == 5
 
 
 def test_a_bulk_load_keeps_the_planner_statistics_current(store: Store) -> None:

@@ -28,7 +28,8 @@ from tocsin.pipelines.rows import (
     json_value,
     row_digest,
 )
-from tocsin.pipelines.writes import store_many
+from tocsin.pipelines.writes import store_pending
+from tocsin.stores.rows import headers_json, pending_of, pending_values
 from tocsin.validation.schedule import NOT_GIVEN, Problem, ScheduleCheck, registered
 from tocsin.validation.text import TEXT_ESCAPE
 
@@ -87,12 +88,13 @@ class Tally:
 
 @dataclass(slots=True)
 class Checked:
-    """Checked rows: the schedules to write (each with its row's index and source), and the
-    tally of rejects so far."""
+    """Checked rows: the schedules to write as the store's rows
+    (:func:`~tocsin.stores.rows.pending_values`), each with its row's index and source, and
+    the tally of rejects so far."""
 
     raw_of: Callable[[int], Any]
     """The raw row at an index (for a reject record)."""
-    good: list[tuple[NewSchedule, int, str]] = field(default_factory=list)
+    good: list[tuple[tuple[Any, ...], int, str]] = field(default_factory=list)
     tally: Tally = field(default_factory=Tally)
 
 
@@ -102,23 +104,25 @@ class Loader:
     def __init__(self, job: ImportJob, store: Store) -> None:
         self.job = job
         self.store = store
-        # Whether headers are plain, by their items: an import's rows mostly share a few.
-        self._headers: dict[tuple[tuple[Any, Any], ...], bool] = {}
+        # Plain headers as stored (None: not plain), by their items: an import's rows mostly
+        # share a few.
+        self._headers: dict[tuple[tuple[Any, Any], ...], str | None] = {}
 
-    def _plain_headers(self, headers: Any) -> bool:
-        """:func:`_plain_headers`, once for each distinct value."""
+    def _stored_headers(self, headers: Any) -> str | None:
+        """Headers read from a row as stored (:func:`~tocsin.stores.rows.headers_json`) when
+        they are plain (:func:`_plain_headers`), else None; once for each distinct value."""
         if type(headers) is not dict:
-            return False
+            return None
         try:
             seen = tuple(headers.items())
-            plain = self._headers.get(seen)
+            if seen in self._headers:
+                return self._headers[seen]
         except TypeError:  # an unhashable value: not plain anyway
-            return False
-        if plain is None:
-            if len(self._headers) >= _HEADERS_KEPT:
-                self._headers.clear()
-            plain = self._headers[seen] = _plain_headers(headers)
-        return plain
+            return None
+        if len(self._headers) >= _HEADERS_KEPT:
+            self._headers.clear()
+        stored = self._headers[seen] = headers_json(headers) if _plain_headers(headers) else None
+        return stored
 
     def load(self, rows: Sequence[tuple[Any, str]]) -> Tally:
         """Check and write ``rows`` (each the raw row and its file's URI)."""
@@ -153,22 +157,26 @@ class Loader:
         job, checked = self.job, Checked(raw_of=raw_of)
         check = ScheduleCheck(job.settings, now_ms=job.now_ms,
                               known=partial(registered, self.store))
+        good, tally = checked.good, checked.tally
         sources: dict[str, str] = {}
+        plain = self._plain if columns is not None else None
         for index in range(count):
             uri = uri_of(index)
             if (source := sources.get(uri)) is None:
                 source = sources[uri] = job.source_of(uri)
-            value = (self._plain(check, columns, index, source) if columns is not None
-                     else None)
+            value = None
+            if plain is not None and columns is not None and columns.plain[index]:
+                value = plain(check, columns, index, source)
             if value is None:
-                value = self._row(check, raw_of(index), index, source)
+                item = self._row(check, raw_of(index), index, source)
+                value = item if item is None or isinstance(item, list) else pending_of(item)
             else:
-                checked.tally.by_columns += 1
+                tally.by_columns += 1
             if isinstance(value, list):
-                self._reject(checked.tally, raw_of(index), source, value)
+                self._reject(tally, raw_of(index), source, value)
             elif value is not None:
-                checked.good.append((value, index, source))
-        checked.tally.by_model += check.modelled
+                good.append((value, index, source))
+        tally.by_model += check.modelled
         return checked
 
     def _write_all(self, checked: Checked) -> Tally:
@@ -178,11 +186,10 @@ class Loader:
         return checked.tally
 
     def _plain(self, check: ScheduleCheck, c: PlainColumns, index: int,
-               source: str) -> NewSchedule | list[Problem] | None:
-        """Row ``index`` of a batch's plain rows as a schedule, or its problem (a channel or
-        policy not registered, a key given to another request); None: the row's way."""
-        if not c.plain[index]:
-            return None
+               source: str) -> tuple[Any, ...] | list[Problem] | None:
+        """Plain row ``index`` of a batch as the store's row
+        (:func:`~tocsin.stores.rows.pending_values`), or its problem (a channel or policy
+        not registered, a key given to another request); None: the row's way."""
         shape = self.job.shape
         given = c.delay[index]
         delay = shape.delay(given) if type(given) is str else given
@@ -194,40 +201,50 @@ class Loader:
                     payload = json_value(payload)
                 except ValueError:
                     return None
-        headers = c.headers[index]
+        headers, stored_headers = c.headers[index], "{}"
         if headers is not None:
             if not c.headers_read:
                 try:
                     headers = json_value(headers)
                 except ValueError:
                     return None
-            if not self._plain_headers(headers):
+            if (stored := self._stored_headers(headers)) is None:
                 return None
+            stored_headers = stored
         key, due_at, due_ms, digest = c.key[index], c.due_at[index], None, None
         if c.due_ms is not None:
             due_ms = c.due_ms[index]
         named = c.tenant[index]
-        if key is None:
+        channel, ordering_key, policy = c.channel[index], c.ordering_key[index], c.policy[index]
+        derived = key is None
+        if derived:
             if due_ms is None and (due_ms := check.due_ms(due_at, delay)) is None:
                 return None  # the model refuses the due time
             # The row's way derives a key from the row as it reads it: its fields given, after
             # the mapping, JSON text read, the tenant not yet set.
-            row = {"channel": c.channel[index], "ordering_key": c.ordering_key[index],
-                   "policy": c.policy[index], "tenant": named, "due_at": due_at,
-                   "delay": delay, "headers": headers, "payload_text": text}
+            row = {"channel": channel, "ordering_key": ordering_key, "policy": policy,
+                   "tenant": named, "due_at": due_at, "delay": delay, "headers": headers,
+                   "payload_text": text}
             row = {name: field for name, field in row.items() if field is not None}
             if text is None:
                 row["payload"] = payload
             digest = row_digest(source, row)
             key = derived_key(digest, due_ms, now_ms=None if delay is None else self.job.now_ms)
-        value = check.plain(
-            channel=c.channel[index], key=key, ordering_key=c.ordering_key[index],
-            policy=c.policy[index], named=named or shape.tenant, due_at=due_at,
-            delay=delay, headers=headers or {}, payload=payload, payload_text=text,
-            due_ms=due_ms, request_digest=digest)
-        if value is None:
+        parts = check.plain_parts(
+            channel=channel, key=key, ordering_key=ordering_key, policy=policy,
+            named=named or shape.tenant, due_at=due_at, delay=delay, headers=headers or {},
+            payload=payload, payload_text=text, due_ms=due_ms, request_digest=digest)
+        if parts is None:
             return None
-        return check.accept(value, index=index, derived=digest is not None)
+        kind, data, due_ms, tenant, digest = parts
+        problems = check.refusal(channel=channel, policy=policy, tenant=tenant, index=index,
+                                 key=None if derived else key, digest=digest)
+        if problems is not None:
+            return problems
+        return pending_values(
+            tenant=tenant, channel=channel, payload=data, payload_kind=kind.value,
+            headers=stored_headers, due_ms=due_ms, key=key, fingerprint=digest,
+            ordering_key=ordering_key, policy=policy)
 
     def _row(self, check: ScheduleCheck, raw: Any, index: int,
              source: str) -> NewSchedule | list[Problem] | None:
@@ -253,12 +270,14 @@ class Loader:
                                               now_ms=job.now_ms if given_delay else None),
                        request_digest=digest, overwrite_pending=False)
 
-    def _write(self, chunk: Sequence[tuple[NewSchedule, int, str]], checked: Checked) -> None:
+    def _write(self, chunk: Sequence[tuple[tuple[Any, ...], int, str]],
+               checked: Checked) -> None:
         """Write a chunk in one transaction; a row whose key another request holds is
         rejected on ``key``, the others are written."""
         tally = checked.tally
-        results = store_many(self.store, [c[0] for c in chunk],
-                             now_ms=self.job.clock.now_ms())
+        results = store_pending(self.store, [c[0] for c in chunk],
+                                now_ms=self.job.clock.now_ms(),
+                                key_retention_ms=self.job.settings.key_retention_ms)
         for (_, index, source), result in zip(chunk, results, strict=True):
             if isinstance(result, ConflictError):
                 self._reject(tally, checked.raw_of(index), source,

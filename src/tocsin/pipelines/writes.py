@@ -5,17 +5,18 @@ and ``reschedule``; and a schedule by key."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 from tocsin.abc import Store
 from tocsin.domain import NewSchedule, Schedule
 from tocsin.errors import ConflictError, StoreError, TocsinError
 from tocsin.stores.retry import retrying
+from tocsin.stores.rows import item_of
 from tocsin.stores.sql import bulk
 from tocsin.stores.sql.bulk import Change
 from tocsin.stores.sql.schedules import SqlSchedules
 
-__all__ = ["Change", "change_many", "create_many", "schedule_id_for_key", "store_many"]
+__all__ = ["Change", "change_many", "create_many", "schedule_id_for_key", "store_pending"]
 
 
 def create_many(store: Store, items: Sequence[NewSchedule], *,
@@ -39,15 +40,19 @@ def create_many(store: Store, items: Sequence[NewSchedule], *,
     return [one for item in items for one in create_many(store, [item], now_ms=now_ms)]
 
 
-def store_many(store: Store, items: Sequence[NewSchedule], *,
-               now_ms: int) -> list[bool | ConflictError]:
-    """:func:`create_many` answering only whether each item was created (True) or its key
-    already held the same request (False), or the conflict."""
-    if _bulk(store, items):
+def store_pending(store: Store, rows: Sequence[Sequence[Any]], *, now_ms: int,
+                  key_retention_ms: int) -> list[bool | ConflictError]:
+    """Store rows made by :func:`~tocsin.stores.rows.pending_values` (an import's, each
+    keyed), given their items' ``key_retention_ms``, in one transaction where it can: for
+    each, whether it was created (True) or its key already held the same request (False),
+    or the :class:`~tocsin.errors.ConflictError` of a key held by another request."""
+    if isinstance(store, SqlSchedules):
         try:
-            return bulk.store_keyed(store, items, now_ms=now_ms)
+            return bulk.store_pending(store, rows, now_ms=now_ms,
+                                      key_retention_ms=key_retention_ms)
         except StoreError:
-            pass  # as in create_many
+            pass  # a concurrent insert of one of the keys (or an outage): create decides
+    items = [item_of(row, key_retention_ms=key_retention_ms) for row in rows]
     return [one if isinstance(one, ConflictError) else one[1]
             for one in create_many(store, items, now_ms=now_ms)]
 

@@ -39,14 +39,19 @@ __all__ = [
     "delivery_values",
     "earliest",
     "head_of_key",
+    "headers_json",
     "insert_values",
+    "item_of",
     "key_decision",
     "list_filters",
     "migrations",
+    "pending_of",
+    "pending_values",
     "refuse_newer_schema",
     "schedule_from_row",
     "schedule_from_values",
     "status_counts",
+    "with_id",
 ]
 
 SCHEDULE_COLUMNS = (
@@ -108,6 +113,50 @@ def insert_values(item: NewSchedule, *, buckets: int, now_ms: int,
         item.fingerprint() if item.key is not None else None, item.ordering_key, item.policy,
         item.recurring_id, item.firing_ms,
     )
+
+
+def pending_values(*, tenant: str, channel: str, payload: bytes, payload_kind: str,
+                   headers: str, due_ms: int, key: str | None, fingerprint: str | None,
+                   ordering_key: str | None, policy: str | None) -> tuple[Any, ...]:
+    """The INSERT values of a new PENDING schedule, as :func:`insert_values` writes them,
+    but its id, bucket and creation time (None), which :func:`with_id` fills in as it is
+    written; ``headers`` as JSON text (:func:`headers_json`). An import builds these
+    straight from its columns, without a :class:`NewSchedule` each (2.5 us a row)."""
+    return (None, tenant, channel, payload, payload_kind, headers, due_ms, due_ms, None,
+            _PENDING, 0, None, key, fingerprint, ordering_key, policy, None, None)
+
+
+def pending_of(item: NewSchedule) -> tuple[Any, ...]:
+    """:func:`pending_values` of ``item`` (neither recurring nor given an id)."""
+    return pending_values(
+        tenant=item.tenant, channel=item.channel, payload=item.payload,
+        payload_kind=_KIND_TEXT[item.payload_kind], headers=headers_json(item.headers),
+        due_ms=item.due_ms, key=item.key,
+        fingerprint=item.fingerprint() if item.key is not None else None,
+        ordering_key=item.ordering_key, policy=item.policy)
+
+
+def with_id(pending: Sequence[Any], schedule_id: str, *, buckets: int,
+            now_ms: int) -> tuple[Any, ...]:
+    """:func:`pending_values` ``pending`` as the INSERT values of schedule ``schedule_id``
+    created at ``now_ms``."""
+    return (schedule_id, *pending[1:8], bucket_of(pending[14] or schedule_id, buckets),
+            pending[9], pending[10], now_ms, *pending[12:])
+
+
+def item_of(pending: Sequence[Any], *, key_retention_ms: int) -> NewSchedule:
+    """The item :func:`pending_of` made ``pending`` from (as :meth:`NewSchedule.fingerprint`
+    and the store see it)."""
+    return NewSchedule(
+        channel=pending[2], payload=pending[3], payload_kind=PayloadKind(pending[4]),
+        headers=json.loads(pending[5]), due_ms=pending[6], tenant=pending[1], key=pending[12],
+        ordering_key=pending[14], key_retention_ms=key_retention_ms,
+        request_digest=pending[13], policy=pending[15])
+
+
+def headers_json(headers: dict[str, str]) -> str:
+    """Headers as stored: JSON text, ``{}`` for none."""
+    return _HEADERS_JSON(headers) if headers else "{}"
 
 
 def schedule_from_values(v: Sequence[Any], item: NewSchedule) -> Schedule:

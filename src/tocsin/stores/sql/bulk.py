@@ -24,7 +24,7 @@ the answer the single call gives.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from tocsin.domain import NewSchedule, PayloadKind, Schedule, Status
@@ -34,9 +34,11 @@ from tocsin.stores.rows import (
     INSERT_COLUMNS,
     SCHEDULE_COLUMNS,
     insert_values,
+    item_of,
     key_decision,
     schedule_from_row,
     schedule_from_values,
+    with_id,
 )
 from tocsin.stores.sql.base import SqlBase, executemany, refresh_statistics, tenant_is
 from tocsin.stores.sql.schedules import (
@@ -49,7 +51,7 @@ from tocsin.stores.sql.schedules import (
     too_late,
 )
 
-__all__ = ["Change", "change_many", "create_keyed", "schedule_id_for_key", "store_keyed"]
+__all__ = ["Change", "change_many", "create_keyed", "schedule_id_for_key", "store_pending"]
 
 _KEYS = 2_000
 """Keys looked up per statement."""
@@ -57,6 +59,14 @@ _LARGE = 500
 """A create of this many items looks whether the planner's statistics need refreshing."""
 _KEY = SCHEDULE_COLUMNS.replace(" ", "").split(",").index("key")
 """The position of ``key`` in a row of :data:`SCHEDULE_COLUMNS`."""
+_KEY_AT, _ORDERING_AT = (INSERT_COLUMNS.replace(" ", "").split(",").index(name)
+                         for name in ("key", "ordering_key"))
+"""The positions of ``key`` and ``ordering_key`` in INSERT values."""
+
+
+def _tenant_key(values: Sequence[Any]) -> tuple[str, str]:
+    """INSERT values' tenant and key."""
+    return values[1], values[_KEY_AT]
 
 
 class Change(NamedTuple):
@@ -128,12 +138,25 @@ def create_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *,
             for index, (item, answer) in enumerate(zip(items, out, strict=True))]
 
 
-def store_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *,
-                now_ms: int) -> list[bool | ConflictError]:
-    """:func:`create_keyed` answering only whether each item was created (True) or its key
-    already held the same request (False), or the conflict: an import needs no schedule back,
-    and making one costs a few microseconds a row."""
-    out, _ = _store_keyed(store, items, now_ms=now_ms)
+def store_pending(store: SqlSchedules, rows: Sequence[Sequence[Any]], *, now_ms: int,
+                  key_retention_ms: int) -> list[bool | ConflictError]:
+    """:func:`create_keyed` of rows made by :func:`~tocsin.stores.rows.pending_values`
+    (each keyed), given their items' ``key_retention_ms``: an import's rows, built from its
+    columns. Each gets its id and creation time here. Only whether each was created (True)
+    or its key already held the same request (False), or the conflict: an import needs no
+    schedule back, and making one costs a few microseconds a row."""
+    if any(row[_KEY_AT] is None for row in rows):
+        raise ValueError("store_pending takes only rows with an idempotency key")
+    buckets = store.buckets
+    values = [with_id(row, new_id, buckets=buckets, now_ms=now_ms)
+              for row, new_id in zip(rows, new_schedule_ids(now_ms, len(rows)), strict=True)]
+    out = _store_values(store, values, now_ms=now_ms, item_at=lambda index: item_of(
+        rows[index], key_retention_ms=key_retention_ms))
+    return _created(out)
+
+
+def _created(out: Sequence[tuple[Schedule, bool] | ConflictError | None],
+             ) -> list[bool | ConflictError]:
     return [True if answer is None else answer if isinstance(answer, ConflictError)
             else answer[1] for answer in out]
 
@@ -144,27 +167,38 @@ def _store_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *, now_ms: i
     """Store the items; each one's answer (None: created now) and row."""
     if any(item.key is None or item.overwrite_pending for item in items):
         raise ValueError("create_keyed takes only items with an idempotency key")
-    buckets, d = store.buckets, store._dialect
+    buckets = store.buckets
     # Each item's row, made before the transaction: the write lock is held for the store's
     # work alone (on SQLite, the other writers of an import wait for it).
     values = [insert_values(item, buckets=buckets, now_ms=now_ms, new_id=new_id)
               for item, new_id in zip(items, new_schedule_ids(now_ms, len(items)), strict=True)]
+    return _store_values(store, values, now_ms=now_ms, item_at=items.__getitem__), values
+
+
+def _store_values(store: SqlSchedules, values: Sequence[tuple[Any, ...]], *, now_ms: int,
+                  item_at: Callable[[int], NewSchedule],
+                  ) -> list[tuple[Schedule, bool] | ConflictError | None]:
+    """Store the rows ``values`` (INSERT values, each keyed, none with task-key semantics);
+    each one's answer (None: created now). ``item_at``: the item of a row, asked only for a
+    row whose key is held or repeated."""
+    if not values:
+        return []
+    d = store._dialect
     # In the order of their keys, so that each page of the key index is read and changed
     # once per chunk (an import's derived keys are random: in the items' order each lands
     # on any page, and a page read for one key is gone before the next key on it).
     # Not when any has an ordering key: the insert order is its enqueue order.
-    if any(item.ordering_key is not None for item in items):
-        in_order = values
+    if any(v[_ORDERING_AT] is not None for v in values):
+        in_order: Sequence[tuple[Any, ...]] = values
     else:
-        in_order = [values[i] for i in sorted(range(len(items)),
-                                              key=lambda i: (items[i].tenant, str(items[i].key)))]
+        in_order = sorted(values, key=_tenant_key)
 
     def stored_rows(conn: Any, indexes: Sequence[int]) -> dict[tuple[str, str], tuple[Any, ...]]:
         """The stored rows (and fingerprints) holding the keys of these items."""
         stored: dict[tuple[str, str], tuple[Any, ...]] = {}
         by_tenant: dict[str, list[str]] = {}
         for index in indexes:
-            by_tenant.setdefault(items[index].tenant, []).append(str(items[index].key))
+            by_tenant.setdefault(values[index][1], []).append(values[index][_KEY_AT])
         for tenant, keys in by_tenant.items():
             for start in range(0, len(keys), _KEYS):
                 member, args = d.member(keys[start:start + _KEYS])
@@ -186,19 +220,19 @@ def _store_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *, now_ms: i
 
     def work(conn: Any) -> list[tuple[Schedule, bool] | ConflictError | None]:
         # None: stored now (its schedule is made after the transaction).
-        out: list[tuple[Schedule, bool] | ConflictError | None] = [None] * len(items)
-        held: Sequence[int] = range(len(items))
+        out: list[tuple[Schedule, bool] | ConflictError | None] = [None] * len(values)
+        held: Sequence[int] = range(len(values))
         fresh: list[tuple[Any, ...]] = []
         slow: list[int] = []
         if d.insert_first:
             # Every item whose key is free goes in; a key held (by a schedule stored before,
             # or by an earlier item) is then answered as the lookup below answers it.
             if executemany(conn, d.q(f"{INSERT} ON CONFLICT (tenant, key) WHERE key IS NOT "
-                                     "NULL DO NOTHING"), in_order) == len(items):
+                                     "NULL DO NOTHING"), in_order) == len(values):
                 return out
             stored_ids = inserted(conn)
             held = [index for index in held if values[index][0] not in stored_ids]
-        elif not stored_rows(conn, [0, len(items) - 1]) and store._insert_new(
+        elif not stored_rows(conn, [0, len(values) - 1]) and store._insert_new(
                 conn, f"schedules ({INSERT_COLUMNS})", in_order):
             # Neither the first nor the last key is held (a re-run holds them all): the COPY
             # went in whole, with no lookup of every key (PostgreSQL: 3 us a row of the
@@ -207,13 +241,13 @@ def _store_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *, now_ms: i
         stored = stored_rows(conn, held)
         seen: set[tuple[str, str]] = set()
         for index in held:
-            item = items[index]
-            ident = (item.tenant, str(item.key))
+            ident = (values[index][1], values[index][_KEY_AT])
             row = stored.get(ident)
             if row is not None:
                 existing = schedule_from_row(row[:-1])
                 try:
-                    key_decision(item, existing, row[-1], now_ms=now_ms)  # a repeat, or raises
+                    key_decision(item_at(index), existing, row[-1],
+                                 now_ms=now_ms)  # a repeat, or raises
                 except ConflictError as conflict:
                     out[index] = conflict
                 else:
@@ -225,16 +259,16 @@ def _store_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *, now_ms: i
                 fresh.append(values[index])
         if fresh:
             if in_order is not values:
-                fresh.sort(key=lambda row: (row[1], row[12]))  # (tenant, key)
+                fresh.sort(key=_tenant_key)
             store._insert_many(conn, f"schedules ({INSERT_COLUMNS})", fresh)
         for index in slow:
             try:
-                out[index] = store._create_keyed(conn, items[index], values[index], now_ms)
+                out[index] = store._create_keyed(conn, item_at(index), values[index], now_ms)
             except ConflictError as conflict:  # raised before any failing statement
                 out[index] = conflict
         return out
 
-    out = store._tenant_work(work, tenants=frozenset(item.tenant for item in items))
-    if len(items) >= _LARGE:
+    out = store._tenant_work(work, tenants=frozenset(v[1] for v in values))
+    if len(values) >= _LARGE:
         refresh_statistics(store, when_stale=True)  # the next lookup of keys needs them
-    return out, values
+    return out
