@@ -239,3 +239,40 @@ def test_each_process_ends_only_its_own_busy_hold(rig: Rig) -> None:
     assert [(h.reason, h.holder) for h in store.channel_holds()] == [(OPEN, "")]
     store.expire_holds(now_ms=now + 5_000)
     assert [r.id for r in rig.claim()] == up
+
+
+def test_a_lane_sends_on_while_its_acknowledgement_waits(backend_url: str) -> None:
+    """The store's writer is busy (an acknowledgement blocks): the lane sends its next
+    chunks meanwhile, at most AHEAD_CHUNKS chunks ahead, and the rows read CLAIMED until
+    their verdicts are written."""
+    from tocsin.dispatcher.lanes import AHEAD_CHUNKS
+
+    rig = next(rigs := _rig(backend_url, threaded=True, chunk_rows=2))
+    try:
+        release, calls = threading.Event(), []
+        acknowledge = rig.store.acknowledge
+
+        def slow_acknowledge(**kw: object) -> int:
+            calls.append(len(kw["acks"]))  # type: ignore[arg-type]
+            release.wait(10)
+            return acknowledge(**kw)  # type: ignore[arg-type]
+
+        rig.store.acknowledge = slow_acknowledge  # type: ignore[method-assign]
+        first = rig.add("up", 2)
+        rig.core.deliver(rig.claim())
+        wait_until(lambda: calls == [2], timeout_s=5, what="the first acknowledgement")
+        rig.clock.advance(10)
+        more = rig.add("up", 8)
+        rig.core.deliver(rig.claim())
+        ahead = AHEAD_CHUNKS * 2
+        wait_until(lambda: len(rig.destinations.got.get("up", [])) == ahead, timeout_s=5,
+                   what="the next chunk sent while the first one's acknowledgement waits")
+        assert rig.status(first + more) == [Status.CLAIMED] * 10
+        release.wait(0.3)  # no further chunk goes out while AHEAD_CHUNKS wait
+        assert len(rig.destinations.got["up"]) == ahead
+        release.set()
+        wait_until(lambda: rig.status(first + more) == [Status.DELIVERED] * 10, timeout_s=10,
+                   what="every verdict written")
+        assert sorted(rig.destinations.got["up"]) == sorted(first + more)
+    finally:
+        next(rigs, None)

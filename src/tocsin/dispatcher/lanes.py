@@ -2,15 +2,21 @@
 
 A *destination* is one channel of one tenant. In each dispatcher process every destination
 with work has a lane: a queue of claimed schedules, its own thread that hands them to the
-channel a chunk at a time, judges each answer and acknowledges it under its epoch, and a
-circuit breaker (:mod:`tocsin.dispatcher.breaker`)::
+channel a chunk at a time and judges each answer, a second thread that acknowledges the
+verdicts under their epochs, and a circuit breaker (:mod:`tocsin.dispatcher.breaker`)::
 
-    task (claim at the due instant) ──submit──▶ lane A: queue ─▶ send ─▶ verdict ─▶ acknowledge
-                                     └────────▶ lane B: queue ─▶ send ─▶ ...   (its own thread)
+    task (claim at the due instant) ──submit──▶ lane A: queue ─▶ send ─▶ verdict ─▶ acknowledger
+                                     └────────▶ lane B: queue ─▶ send ─▶ ...   (threads of its own)
 
 A task hands its claimed rows to the lanes and goes straight back to its window: what a slow
 destination has in flight holds neither the task, nor the batch, nor the next batch, nor any
-other destination. Rows in a lane stay CLAIMED under the epoch that claimed them, so the rules
+other destination. A lane's sends do not wait for its acknowledgements either: the verdicts
+go to the lane's acknowledger, which writes those that have gathered in one transaction
+while the lane sends its next chunk (beside a burst, the store's writer is busy, and a
+trickle's next schedule waited for its last one's acknowledgement). A lane runs at most
+:data:`AHEAD_CHUNKS` chunks ahead of its acknowledgements.
+
+Rows in a lane stay CLAIMED under the epoch that claimed them until acknowledged, so the rules
 are those of any claim: a cancel after the claim answers 409; a verdict is fenced by the epoch;
 a crash leaves them to the lease, or to a dead run's release, and they go out again under the
 same delivery id.
@@ -20,7 +26,9 @@ Bounds, so nothing waits in a lane for long:
 * **Deadline.** Every send ends within ``send_timeout_max_seconds`` (each channel caps its own
   timeouts, :mod:`tocsin.channels.limits`); a lane stops waiting for a send a little after that
   (answers RETRY for it, drops the channel, builds a new one) as the last guard.
-* **Room.** A lane takes about ``lane_seconds`` of its own measured sending (at least
+* **Room.** A lane's holds and their ends are written by its acknowledger, never by the task
+  that submits (a write waits for the store's writer, and the task's next claim would wait
+  with it). A lane takes about ``lane_seconds`` of its own measured sending (at least
   ``lane_min_rows``). When its queue is full it *holds* its destination in the store (reason
   ``busy``): claims pass over the destination's schedules, which wait PENDING, so the claims of
   every other destination go on at their due instants (the fair share: a burst of one destination
@@ -49,19 +57,20 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from tocsin.abc import ChannelHold, ClaimedRow
 from tocsin.dispatcher.breaker import Breaker, BreakerPolicy, BreakerState
 from tocsin.dispatcher.channel_cache import SPEC_TTL_MS
 from tocsin.dispatcher.deliver import Tally, envelope_of, send, verdicts
-from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
+from tocsin.domain import Ack, ChannelSpec, Envelope, Outcome, Result
 from tocsin.errors import StoreError
 
 if TYPE_CHECKING:
     from tocsin.dispatcher.core import DispatchCore
 
-__all__ = ["BUSY", "CLAIM_ROWS", "OPEN", "LaneInfo", "LaneSettings", "Lanes", "holder"]
+__all__ = ["AHEAD_CHUNKS", "BUSY", "CLAIM_ROWS", "OPEN", "LaneInfo", "LaneSettings", "Lanes",
+           "holder"]
 
 log = logging.getLogger("tocsin.dispatcher.lanes")
 
@@ -91,7 +100,20 @@ burst claimed whole by the micro-batch left another tenant's schedules seconds l
 sends chunks of this size and holds its destination at two of them (one sending, one
 queued), so a backlog's claims and its sends go on side by side."""
 IDLE_S = 60.0
-"""A lane thread with nothing to do for this long ends (the next work starts another)."""
+"""A lane's threads with nothing to do for this long end (the next work starts others)."""
+AHEAD_CHUNKS = 2
+"""A lane sends while fewer than this many chunks' rows wait for their acknowledgement: the
+acknowledger writes one while the next is sent, and a burst's lane never runs far ahead of
+what the store has recorded."""
+
+
+class _Sent(NamedTuple):
+    """A chunk sent and judged, waiting for its acknowledgement."""
+
+    rows: list[ClaimedRow]
+    by_epoch: dict[int, list[Ack]]
+    tally: Tally
+    started_ms: int
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -141,6 +163,14 @@ class _Lane:
         self.room_lock = threading.Lock()
         self.thread: threading.Thread | None = None
         self.sender: concurrent.futures.ThreadPoolExecutor | None = None
+        self.sent: deque[_Sent] = deque()
+        """Chunks sent and judged, for the acknowledger."""
+        self.acker: threading.Thread | None = None
+        self.acked = threading.Condition(lanes.lock)
+        """Wakes the acknowledger: a chunk to acknowledge, or :attr:`check_room`."""
+        self.check_room = False
+        """The task queued rows: the acknowledger looks at the lane's room."""
+        self.last_ack_ms = 0
 
     @property
     def room(self) -> int:
@@ -172,15 +202,22 @@ class _Lane:
         limit = self.lanes.settings.max_wait_ms
         while self.queue and now_ms - self.queue[0][0] > limit:
             stale.append(self.queue.popleft()[1])
-        if self.breaker.state is BreakerState.OPEN:
+        chunk_rows = self.lanes.settings.chunk_rows
+        if self.breaker.state is BreakerState.OPEN or (
+                self.lanes.threaded and self.sending >= AHEAD_CHUNKS * chunk_rows):
             return [], stale
-        n = 1 if self.breaker.state is BreakerState.PROBING else self.lanes.settings.chunk_rows
+        n = 1 if self.breaker.state is BreakerState.PROBING else chunk_rows
         chunk = [self.queue.popleft()[1] for _ in range(min(n, len(self.queue)))]
         self.sending += len(chunk)
         return chunk, stale
 
     def deliver(self, rows: list[ClaimedRow], *, guarded: bool) -> Tally:
-        """Send one chunk, judge and acknowledge it, and feed the breaker."""
+        """Send one chunk, judge it, feed the breaker, and acknowledge it."""
+        return self.acknowledge([self.send(rows, guarded=guarded)])
+
+    def send(self, rows: list[ClaimedRow], *, guarded: bool) -> _Sent:
+        """Send one chunk, judge each answer and feed the breaker: the verdicts, to
+        acknowledge."""
         core = self.lanes.core
         tenant, name = self.key
         spec = core.channels.spec(name, tenant=tenant)
@@ -191,19 +228,31 @@ class _Lane:
         ended = core.clock.now_ms()
         by_epoch, tally = verdicts(rows, envelopes, results, spec=spec, retry=core.options.retry,
                                    started_ms=started, ended_ms=ended, rng=core.rng)
-        tally.add(core.acknowledge(by_epoch))
         opened = False
         for result in results:
             opened = self.breaker.record(result.outcome, result.error, now_ms=ended) or opened
-        # the lane's pace is the whole cycle, acknowledgement included: measured over the send
-        # alone, a fast file channel's room outgrew what the store could take, and a burst
-        # filled the claims for seconds before its destination was held
-        cycle = core.clock.now_ms() - started
-        if cycle > 0:
-            sample = len(rows) * 1000 / cycle
-            self.rate = sample if self.rate == 0 else 0.7 * self.rate + 0.3 * sample
         if opened:
             self._opened(ended)
+        return _Sent(rows, by_epoch, tally, started)
+
+    def acknowledge(self, sent: Sequence[_Sent]) -> Tally:
+        """Acknowledge chunks' verdicts, in one write per epoch; their tally."""
+        core, tally = self.lanes.core, Tally()
+        by_epoch: dict[int, list[Ack]] = {}
+        for chunk in sent:
+            tally.add(chunk.tally)
+            for epoch, acks in chunk.by_epoch.items():
+                by_epoch.setdefault(epoch, []).extend(acks)
+        tally.add(core.acknowledge(by_epoch))
+        # the lane's pace is what it gets acknowledged: measured over the send alone, a fast
+        # file channel's room outgrew what the store could take, and a burst filled the
+        # claims for seconds before its destination was held
+        now = core.clock.now_ms()
+        cycle = now - max(self.last_ack_ms, min(c.started_ms for c in sent))
+        self.last_ack_ms = now
+        if cycle > 0:
+            sample = sum(len(c.rows) for c in sent) * 1000 / cycle
+            self.rate = sample if self.rate == 0 else 0.7 * self.rate + 0.3 * sample
         return tally
 
     def _guarded_send(self, spec: ChannelSpec | None, name: str,
@@ -273,7 +322,8 @@ class _Lane:
                 log.warning("lane %s/%s: could not update its hold: %s", tenant, name, exc)
 
     def run(self) -> None:
-        """The lane's thread: send what comes until idle for :data:`IDLE_S`."""
+        """The lane's thread: send what comes, and hand the verdicts to the acknowledger,
+        until idle for :data:`IDLE_S`."""
         lanes, clock = self.lanes, self.lanes.core.clock
         idle_since = time.monotonic()
         while not lanes.stopping:
@@ -293,18 +343,55 @@ class _Lane:
                     continue
             idle_since = time.monotonic()
             lanes.hand_back(self, stale)
-            tally = Tally()
+            if not chunk:
+                continue
             try:
-                if chunk:
-                    tally = self.deliver(chunk, guarded=True)
+                sent = self.send(chunk, guarded=True)
             except Exception:  # the rows stay CLAIMED: the lease sends them again
                 log.exception("lane %s/%s: a chunk failed", *self.key)
-            finally:
-                with lanes.lock:
-                    self.sending -= len(chunk)
-                    self.ids.difference_update(r.id for r in chunk)
-                self.mind_room(clock.now_ms())
-                lanes.finished(tally)
+                self._done(chunk, Tally())
+                continue
+            with lanes.lock:
+                self.sent.append(sent)
+                self.acked.notify()
+
+    def acknowledging(self) -> None:
+        """The acknowledger's thread: write the verdicts of what was sent, those that have
+        gathered together, and mind the lane's room; until idle for :data:`IDLE_S` (or the
+        lanes stop and nothing is left to acknowledge)."""
+        lanes, clock = self.lanes, self.lanes.core.clock
+        limit = max(self.lanes.settings.chunk_rows, 1)
+        idle_since = time.monotonic()
+        while True:
+            with lanes.lock:
+                while not self.sent and not self.check_room:
+                    if lanes.stopping or time.monotonic() - idle_since > IDLE_S:
+                        self.acker = None
+                        return
+                    self.acked.wait(0.1)
+                batch: list[_Sent] = []
+                n = 0
+                while self.sent and (not batch or n + len(self.sent[0].rows) <= limit):
+                    batch.append(self.sent.popleft())
+                    n += len(batch[-1].rows)
+                self.check_room = False
+            if batch:
+                idle_since = time.monotonic()
+                tally = Tally()
+                try:
+                    tally = self.acknowledge(batch)
+                except Exception:  # left CLAIMED: the lease sends them again
+                    log.exception("lane %s/%s: an acknowledgement failed", *self.key)
+                self._done([row for chunk in batch for row in chunk.rows], tally)
+            self.mind_room(clock.now_ms())
+
+    def _done(self, rows: list[ClaimedRow], tally: Tally) -> None:
+        """``rows`` are no longer the lane's (acknowledged, or left to the lease)."""
+        with self.lanes.lock:
+            self.sending -= len(rows)
+            self.ids.difference_update(r.id for r in rows)
+            self.lanes.wake[self.key].notify()
+        self.lanes.finished(tally)
 
 
 class Lanes:
@@ -361,9 +448,14 @@ class Lanes:
                     lane.thread = threading.Thread(target=lane.run, daemon=True,
                                                    name=f"tocsin-lane-{key[0]}-{key[1]}")
                     lane.thread.start()
+                if lane.acker is None:
+                    lane.acker = threading.Thread(target=lane.acknowledging, daemon=True,
+                                                  name=f"tocsin-ack-{key[0]}-{key[1]}")
+                    lane.acker.start()
+                lane.check_room = True
+                lane.acked.notify()
                 self.wake[key].notify()
             self.hand_back(lane, back)
-            lane.mind_room(now)
         return self.collect()
 
     def _inline(self, by_key: dict[tuple[str, str], list[ClaimedRow]]) -> Tally:
