@@ -70,6 +70,11 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--trigger-s", type=float, default=1.0, help="micro-batch trigger interval")
     p.add_argument("--hand-over-s", type=float, default=2.0,
                    help="each task's hand-over window (TOCSIN_HAND_OVER_SECONDS; 0: none)")
+    p.add_argument("--no-relay", action="store_true",
+                   help="without the relay (the thread of the driver that hands over in the "
+                        "gaps between batches, as `tocsin dispatcher` runs it)")
+    p.add_argument("--java-options", default=None,
+                   help="the Spark JVMs' extra options (default: spark_java_options')")
     p.add_argument("--peer", default="celery,poller",
                    help="comma-separated peers to run after Tocsin: celery, poller; or none")
     p.add_argument("--skip-tocsin", action="store_true", help="run the peers only")
@@ -244,17 +249,22 @@ def tocsin_part(args: argparse.Namespace) -> dict[str, Any]:
     """Tocsin's Spark dispatcher, in this process, over a fresh store."""
     from bench.pyspy import PySpy, summarise
     from bench.store_target import StoreTarget, open_bench_store, scratch_dir
+    from tocsin.clock import SystemClock
+    from tocsin.dispatcher.core import DispatchCore
+    from tocsin.dispatcher.driver_relay import DriverRelay, relay_options
     from tocsin.dispatcher.options import DispatchOptions
     from tocsin.dispatcher.query import start_dispatcher
     from tocsin.spark.session import spark_session
+    from tocsin.stores import open_store as store_for_relay
 
     tmp = scratch_dir("tocsin-bench-")
     url, store = open_bench_store(args.store, args.store_url, tmp, buckets=args.buckets)
     target = StoreTarget("tocsin", store, tmp)
     started = time.perf_counter()
+    java = {} if args.java_options is None else {"java_options": args.java_options}
     spark = spark_session(args.master, app_name="tocsin-bench",
                           extra={"spark.sql.streaming.numRecentProgressUpdates": "5000",
-                                 "spark.ui.showConsoleProgress": "false"})
+                                 "spark.ui.showConsoleProgress": "false"}, **java)
     opts = DispatchOptions(store_url=url, buckets=args.buckets, partitions=args.partitions,
                            batch_cap=args.batch_cap, hand_over_ms=round(args.hand_over_s * 1000))
     query = start_dispatcher(spark, opts, checkpoint=tmp / "checkpoint",
@@ -265,6 +275,11 @@ def tocsin_part(args: argparse.Namespace) -> dict[str, Any]:
         time.sleep(0.1)  # the warm-up batch: workers started, channels open
     ready_s = round(time.perf_counter() - started, 1)
     log(f"[tocsin] first batch done {ready_s}s after the session started")
+    relay = None
+    if not args.no_relay and opts.hand_over_ms > 0:  # as run_dispatcher starts it
+        relay = DriverRelay(DispatchCore(store_for_relay(url, buckets=args.buckets),
+                                         options=relay_options(opts), clock=SystemClock(),
+                                         threaded=True), trigger_s=args.trigger_s).start()
 
     def profiled_drain(out: dict[str, Any]) -> None:
         if args.no_profile:
@@ -285,6 +300,7 @@ def tocsin_part(args: argparse.Namespace) -> dict[str, Any]:
         out = procedure(target, args, after_drain=profiled_drain)
         out["ready_s"] = ready_s
         out["options"] = {"master": args.master, "partitions": args.partitions,
+                          "relay": relay is not None, "java_options": args.java_options,
                           "batch_cap": args.batch_cap, "trigger_s": args.trigger_s,
                           "buckets": args.buckets, "store": url}
         batches = spark_batches(query)
@@ -292,6 +308,9 @@ def tocsin_part(args: argparse.Namespace) -> dict[str, Any]:
                         for phase in ("warmup", "burst", "drain", "profiled_drain") if phase in out}
         return out
     finally:
+        if relay is not None:
+            relay.stop()
+            relay.core.store.close()
         query.stop()
         _stop_spark(spark)
 
