@@ -70,3 +70,81 @@ def test_every_python_process_of_a_session_reads_the_installed_pyspark(tmp_path:
     assert origin == pyspark.__file__ and ".zip" not in origin
     assert (chained, spark_paths) == ("ran", "False")
     assert not out.stderr
+
+
+def _site() -> dict[str, object]:
+    """The session's ``sitecustomize``, loaded as a module of its own."""
+    import runpy
+
+    from tocsin.spark.session import SITE
+
+    return runpy.run_path(str(SITE / "sitecustomize.py"), run_name="tocsin_site_probe")
+
+
+def test_only_a_planners_daemon_exits_when_idle() -> None:
+    planner = _site()["planner_daemon"]
+    assert callable(planner)
+    py = "/usr/bin/python3"
+    assert planner([py, "-m", "pyspark.daemon", "pyspark.sql.worker.create_data_source"])
+    assert not planner([py, "-m", "pyspark.daemon", "pyspark.worker"])
+    assert not planner([py, "-m", "pyspark.daemon"])
+    assert not planner([py, "-m", "tocsin.spark.daemon", "pyspark.worker"])
+    assert not planner([py, "-m", "pyspark.sql.streaming.python_streaming_source_runner"])
+    assert not planner([py, "-c", "pass"])
+
+
+def test_a_planners_daemon_stays_while_it_has_a_worker_and_goes_once_idle() -> None:
+    import socket
+
+    now = [0.0]
+    alive: list[bool | None] = [True]
+    idle_exit = _site()["IdleExit"]
+    assert callable(idle_exit)
+    poller = idle_exit(10.0, children=lambda pid: alive[0], clock=lambda: now[0])
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    poller.register(listener.fileno())
+    try:
+        now[0] = 30.0
+        assert poller.poll(0) == []  # a worker lives
+        alive[0] = None
+        now[0] = 60.0
+        assert poller.poll(0) == []  # the kernel does not say: stay
+        alive[0] = False
+        now[0] = 65.0
+        assert poller.poll(0) == []  # idle for 5 s only
+        with socket.create_connection(listener.getsockname()):
+            now[0] = 80.0
+            assert poller.poll(0) != []  # a connection waits: answered, never dropped
+            listener.accept()[0].close()
+        with pytest.raises(SystemExit):
+            poller.poll(1000)
+    finally:
+        listener.close()
+
+
+def test_a_planners_daemon_really_exits_after_it_idled(tmp_path: Path) -> None:
+    """PySpark's daemon for a planner, started as Spark starts it, with no worker ever asked
+    for: it writes its port, then exits on its own once idle."""
+    import os
+    import subprocess
+    import time
+
+    from tocsin.spark.session import SITE
+
+    env = {**os.environ, "PYTHONPATH": str(SITE), "PYTHON_WORKER_FACTORY_SECRET": "s"}
+    proc = subprocess.Popen([sys.executable, "-m", "pyspark.daemon",
+                             "pyspark.sql.worker.create_data_source"], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None and len(proc.stdout.read(4)) == 4  # its port
+        started = time.monotonic()
+        proc.wait(timeout=30)
+        idled = time.monotonic() - started
+        print(f"a planner's idle daemon exited after {idled:.1f} s")
+        assert idled >= 5  # not at once: it waited to be idle
+    finally:
+        if proc.poll() is None:
+            proc.kill()
