@@ -280,19 +280,24 @@ def _store_at(url: str) -> Store:
 
 
 def test_derived_keys_follow_the_due_time_and_outlive_the_import_s_now() -> None:
-    """A row without a key is keyed by its due time, then its digest: rows in due order are
-    keyed in that order (the store's key index takes them side by side), whichever way they
-    were checked; a row giving a delay gets the same key in a later run of the import."""
+    """A row without a key is keyed by its due time, its file, then its digest: rows in due
+    order are keyed in that order (the store's key index takes them side by side), whichever
+    way they were checked; a row giving a delay gets the same key in a later run of the
+    import."""
     shape = RowShape(format=SourceFormat.PARQUET)
     due = pa.array([(NOW_MS + 3_600_000 + n) * 1000 for n in range(0, 50_000, 1_000)],
                    pa.timestamp("us", tz="UTC"))
     batch = pa.RecordBatch.from_pydict({
         "channel": ["out"] * len(due),
         "payload": [f'{{"n": {n}}}' for n in range(len(due))], "due_at": due})
-    by_columns, by_rows, _ = _both(shape, batch)
+    by_columns, by_rows, uris = _both(shape, batch)
     keys = [_item(row).key or "" for row, _, _ in by_columns.good]
     assert keys == [_item(row).key for row, _, _ in by_rows.good]
     assert keys == sorted(keys) and all(k.startswith("import:t") for k in keys)
+    # Then the file: rows sharing a time are kept together by file.
+    files = {uri: {k.split(":")[2] for k, u in zip(keys, uris, strict=True) if u == uri}
+             for uri in _URIS}
+    assert all(len(tags) == 1 for tags in files.values()) and len(set.union(*files.values())) == 2
 
     delays = pa.RecordBatch.from_pydict({"channel": ["out"], "payload": ['{"n": 1}'],
                                          "delay": [3600.0]})

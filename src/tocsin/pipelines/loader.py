@@ -229,7 +229,8 @@ class Loader:
             if text is None:
                 row["payload"] = payload
             digest = row_digest(source, row)
-            key = derived_key(digest, due_ms, now_ms=None if delay is None else self.job.now_ms)
+            key = derived_key(digest, due_ms, now_ms=None if delay is None else self.job.now_ms,
+                              source=source)
         parts = check.plain_parts(
             channel=channel, key=key, ordering_key=ordering_key, policy=policy,
             named=named or shape.tenant, due_at=due_at, delay=delay, headers=headers or {},
@@ -267,7 +268,8 @@ class Loader:
         # request cannot have it), so the check need not make another.
         given_delay = row.get("delay") is not None
         return replace(value, key=derived_key(digest, value.due_ms,
-                                              now_ms=job.now_ms if given_delay else None),
+                                              now_ms=job.now_ms if given_delay else None,
+                                              source=source),
                        request_digest=digest, overwrite_pending=False)
 
     def _write(self, chunk: Sequence[tuple[tuple[Any, ...], int, str]],
