@@ -90,12 +90,13 @@ FAST_START_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 laptop): the quick (C1) JIT compiler only and the serial collector (no GC threads). Three
 sessions starting at once on two cores were ready in 34-41 s instead of 59-67 s; but a
 dispatcher's burst took ~40 % more CPU per delivery, so they are not the default."""
-SPARK_JAVA_OPTIONS = "-XX:+UseSerialGC -Xms64m"
+SPARK_JAVA_OPTIONS = "-XX:+UseSerialGC -Xms64m -XX:-UsePerfData"
 """The default extra options of Spark's JVMs (``spark_java_options``): the serial collector
 (no collector threads beside the application's: on two cores G1's concurrent work is CPU the
-dispatcher does not get, and its regions cost memory) and a heap that starts at 64 MB and
+dispatcher does not get, and its regions cost memory), a heap that starts at 64 MB and
 grows with the work (the JVM's default starts at 1/64 of the machine's memory, 384 MB here,
-resident once touched, though an idle dispatcher uses about 130 MB of it)."""
+resident once touched, though an idle dispatcher uses about 130 MB of it), and no performance
+counters for ``jstat`` (their sampler woke every 50 ms: 0.13 % of a core at rest)."""
 
 
 def spark_java_options(level: SparkLogLevel, extra: str) -> str:

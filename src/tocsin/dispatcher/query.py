@@ -136,7 +136,7 @@ def run_dispatcher(settings: Settings) -> None:
         from tocsin.pipelines.ingest import start_ingest
 
         queries.append(start_ingest(spark, settings))
-    from tocsin.pipelines.archive import start_archive_timer
+    from tocsin.pipelines.archive_timer import start_archive_timer
 
     stop_archive = threading.Event()
     start_archive_timer(spark, settings, stop_archive)  # daily, unless archive_every_seconds=0

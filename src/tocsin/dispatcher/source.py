@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
@@ -25,20 +25,32 @@ from tocsin.dispatcher.core import BucketSpan, bucket_ranges
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runtime import worker
 
-__all__ = ["ARROW_SCHEMA", "SPARK_SCHEMA", "DueStreamReader", "RelayDataSource",
-           "TocsinDataSource", "bucket_ranges", "from_arrow", "to_arrow"]
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-_NOT_TEXT = {"payload": pa.binary(), "due_ms": pa.int64(), "attempt": pa.int32(),
-             "epoch": pa.int64(), "chain_base": pa.int32()}
-ARROW_SCHEMA = pa.schema([(name, _NOT_TEXT.get(name, pa.string()))
-                          for name in ClaimedRow._fields])
-"""A claimed row as Arrow: :class:`~tocsin.abc.ClaimedRow`'s fields, in its order, every
-column typed (an empty or all-null column would otherwise fail Spark's schema check)."""
-_SPARK_TYPES = {pa.string(): "string", pa.binary(): "binary", pa.int64(): "bigint",
-                pa.int32(): "int"}
-SPARK_SCHEMA = ", ".join(f"{f.name} {_SPARK_TYPES[f.type]}" for f in ARROW_SCHEMA)
-"""The same schema as Spark's DDL."""
+__all__ = ["SPARK_SCHEMA", "DueStreamReader", "RelayDataSource", "TocsinDataSource",
+           "arrow_schema", "bucket_ranges", "from_arrow", "to_arrow"]
+
+_NOT_TEXT = {"payload": "binary", "due_ms": "int64", "attempt": "int32", "epoch": "int64",
+             "chain_base": "int32"}
+"""The Arrow type of each of :class:`~tocsin.abc.ClaimedRow`'s fields that is not a string."""
+_SPARK_TYPES = {"string": "string", "binary": "binary", "int64": "bigint", "int32": "int"}
+SPARK_SCHEMA = ", ".join(f"{name} {_SPARK_TYPES[_NOT_TEXT.get(name, 'string')]}"
+                         for name in ClaimedRow._fields)
+"""A claimed row as Spark's DDL (:func:`arrow_schema`'s, spelled for Spark)."""
 ARROW_CHUNK = 10_000
+
+
+@cache
+def arrow_schema() -> pa.Schema:
+    """A claimed row as Arrow: :class:`~tocsin.abc.ClaimedRow`'s fields, in its order, every
+    column typed (an empty or all-null column would otherwise fail Spark's schema check).
+    Arrow is imported here, in the executors, not when the driver registers the source: it
+    was 36 MB of the driver's memory for good."""
+    import pyarrow as pa
+
+    return pa.schema([(name, getattr(pa, _NOT_TEXT.get(name, "string"))())
+                      for name in ClaimedRow._fields])
 
 
 @dataclass(frozen=True)
@@ -49,17 +61,20 @@ class BucketRange(InputPartition):
 
 
 def from_arrow(batch: pa.RecordBatch) -> list[ClaimedRow]:
-    """A record batch of :data:`ARROW_SCHEMA` as claimed rows (joined by name, not position)."""
+    """A record batch of :func:`arrow_schema` as claimed rows (joined by name, not position)."""
     columns = [batch.column(name).to_pylist() for name in ClaimedRow._fields]
     return [ClaimedRow(*r) for r in zip(*columns, strict=True)]
 
 
 def to_arrow(rows: Sequence[ClaimedRow]) -> pa.RecordBatch:
-    """Claimed rows as one record batch of :data:`ARROW_SCHEMA` (every column typed)."""
-    columns = list(zip(*rows, strict=True)) if rows else [()] * len(ARROW_SCHEMA)
+    """Claimed rows as one record batch of :func:`arrow_schema` (every column typed)."""
+    import pyarrow as pa
+
+    schema = arrow_schema()
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(schema)
     return pa.RecordBatch.from_arrays(
-        [pa.array(col, type=f.type) for col, f in zip(columns, ARROW_SCHEMA, strict=True)],
-        schema=ARROW_SCHEMA)
+        [pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)],
+        schema=schema)
 
 
 class DueStreamReader(DataSourceStreamReader):

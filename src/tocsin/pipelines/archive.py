@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ import pyarrow.compute as pc
 from tocsin.clock import Clock, SystemClock
 from tocsin.config import Settings
 from tocsin.errors import TocsinError, ValidationError, first_line
+from tocsin.pipelines.archive_timer import start_archive_timer
 from tocsin.stores import open_store
 
 if TYPE_CHECKING:
@@ -465,29 +465,3 @@ def _archive(spark: SparkSession, job: ArchiveJob, spans: list[tuple[int, int]],
         gone = done.result()
         summary["deleted_schedules"] += gone[0]
         summary["deleted_deliveries"] += gone[1]
-
-
-def start_archive_timer(spark: SparkSession, settings: Settings,
-                        stop: threading.Event) -> threading.Thread | None:
-    """Run :func:`run_archive` every ``archive_every_seconds`` (the first one interval after
-    the start) on a daemon thread until ``stop`` is set; None when it is 0 (off). Beside the
-    dispatcher's queries on their session, a round is one task and its delete one more
-    (the two slots :func:`~tocsin.spark.session.master_for` keeps for it): more would take
-    the slots the dispatcher's next batch waits for."""
-    every = settings.archive_every_seconds
-    if every <= 0:
-        return None
-
-    def loop() -> None:
-        import logging
-
-        log = logging.getLogger("tocsin.archive")
-        while not stop.wait(every):
-            try:
-                log.info("archive: %s", run_archive(spark, settings=settings, partitions=1))
-            except Exception:  # the next day's run tries again; dispatch goes on meanwhile
-                log.exception("archive run failed")
-
-    thread = threading.Thread(target=loop, name="tocsin-archive", daemon=True)
-    thread.start()
-    return thread
