@@ -213,12 +213,13 @@ def test_a_tenants_weight_scales_its_lanes_room(rig: Rig) -> None:
 
 def test_a_claimed_row_round_trips_through_arrow_by_name() -> None:
     pytest.importorskip("pyarrow")
-    from tocsin.dispatcher.source import ARROW_SCHEMA, SPARK_SCHEMA, from_arrow, to_arrow
+    from tocsin.dispatcher.source import SPARK_SCHEMA, arrow_schema, from_arrow, to_arrow
 
     rows = [ClaimedRow("a", "t", "c", b"\x00x", "json", "{}", 5, 1, None, "k", 3, 0),
             ClaimedRow("b", "t", "c", b"", "text", '{"h":"v"}', 6, 2, "key", None, 3, 1)]
-    assert ARROW_SCHEMA.names == list(ClaimedRow._fields)
+    assert arrow_schema().names == list(ClaimedRow._fields)
     assert SPARK_SCHEMA.split(", ")[0] == "id string"
+    assert [c.split()[0] for c in SPARK_SCHEMA.split(", ")] == arrow_schema().names
     assert from_arrow(to_arrow(rows)) == rows
     assert from_arrow(to_arrow([])) == []
 
