@@ -11,6 +11,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pyarrow as pa
 import pytest
@@ -25,6 +26,7 @@ from tocsin.pipelines.loader import Checked, ImportJob, Loader, Tally
 from tocsin.pipelines.rows import RowShape, SourceFormat
 from tocsin.stores import open_store
 from tocsin.stores.rows import item_of
+from tocsin.validation.schedule import ScheduleCheck
 
 NOW_MS = int(time.time() * 1000)
 _HOME = Path(tempfile.mkdtemp(prefix="tocsin-columns-"))
@@ -201,6 +203,29 @@ def test_a_mapped_column_checks_as_its_rows_do(rows: list[dict[str, Any]]) -> No
     both = renamed.append_column("channel", batch.column("channel"))  # a field given twice
     assert plain_columns(both, shape) is None
     _same(shape, both)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(rows=st.lists(_row, min_size=1, max_size=12), delay_type=st.sampled_from(
+    [pa.float64(), pa.int64(), pa.string()]), tenant=st.sampled_from([None, "t1"]))
+def test_json_lines_check_as_the_model_does(rows: list[dict[str, Any]],
+                                            delay_type: pa.DataType,
+                                            tenant: str | None) -> None:
+    """JSON lines (API bodies) give the same rows to store and the same rejects whether
+    their plainly valid rows are built without a schedule each or every row goes through
+    the API's model."""
+    import json
+
+    batch = _batch(rows, delay_type=delay_type, due="text", nested_payload=True,
+                   struct_headers=True)
+    lines = [(json.dumps({k: v for k, v in row.items() if v is not None}), _URIS[i % 2])
+             for i, row in enumerate(batch.to_pylist())]
+    shape = RowShape(format=SourceFormat.JSON, tenant=tenant)
+    plain = _loader(shape).check(lines)
+    with patch.object(ScheduleCheck, "plain_fields", lambda self, item: None):
+        modelled = _loader(shape).check(lines)
+    assert plain.good == modelled.good
+    assert _without_counts(plain.tally) == _without_counts(modelled.tally)
 
 
 _GOOD = {"channel": "out", "key": None, "payload": '{"n": 1}', "nested": {"n": 1},

@@ -259,6 +259,14 @@ def _run(spark: SparkSession, path: str, frame: DataFrame, job: ImportJob, *, re
     worker.join()
     if failure:
         raise failure[0]
+    store = open_store(job.store_url, buckets=job.buckets)
+    try:
+        # Once, now that the rows are in (the writers leave them stale while new keys
+        # need no lookup): the next lookups of keys and the dispatcher's claims plan with
+        # them.
+        store.refresh_statistics(when_stale=True)
+    finally:
+        store.close()
     seconds = time.monotonic() - started
     got = {name: int(acc.value) for name, acc in counts.items()}
     rows = sum(got[name] for name in _ROWS)

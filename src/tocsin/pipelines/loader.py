@@ -169,7 +169,7 @@ class Loader:
                 value = plain(check, columns, index, source)
             if value is None:
                 item = self._row(check, raw_of(index), index, source)
-                value = item if item is None or isinstance(item, list) else pending_of(item)
+                value = pending_of(item) if isinstance(item, NewSchedule) else item
             else:
                 tally.by_columns += 1
             if isinstance(value, list):
@@ -248,8 +248,9 @@ class Loader:
             ordering_key=ordering_key, policy=policy)
 
     def _row(self, check: ScheduleCheck, raw: Any, index: int,
-             source: str) -> NewSchedule | list[Problem] | None:
-        """A row the row's way: the schedule, its problems, or None for a blank line."""
+             source: str) -> tuple[Any, ...] | NewSchedule | list[Problem] | None:
+        """A row the row's way: the store's row (a plainly valid one) or the schedule, its
+        problems, or None for a blank line."""
         job = self.job
         if raw == "" and job.shape.format is SourceFormat.JSON:
             return None  # a blank line is no row
@@ -257,6 +258,11 @@ class Loader:
         if isinstance(item, Problem):
             return [item]
         row, digest = item
+        if (fields := check.plain_fields(row)) is not None:
+            pending = self._pending(check, fields, digest, index, source,
+                                    given_delay=row.get("delay") is not None)
+            if pending is not None:
+                return pending
         # Lone surrogates and NUL reach JSON text only as escapes; a CSV or Parquet cell may
         # hold NUL itself.
         value = check.check(row, index=index, check_text=not isinstance(raw, str) or
@@ -271,6 +277,30 @@ class Loader:
                                               now_ms=job.now_ms if given_delay else None,
                                               source=source),
                        request_digest=digest, overwrite_pending=False)
+
+    def _pending(self, check: ScheduleCheck, fields: dict[str, Any], digest: str | None,
+                 index: int, source: str, *,
+                 given_delay: bool) -> tuple[Any, ...] | list[Problem] | None:
+        """A plainly valid row's ``fields`` (:meth:`ScheduleCheck.plain_fields`) as the store's
+        row, keyed by ``digest`` when it gives no key; its problems; None: the model decides
+        (what :meth:`ScheduleCheck.check` makes of it, without a schedule made each)."""
+        parts = check.plain_parts(**fields)
+        if parts is None:
+            return None
+        kind, data, due_ms, tenant, request = parts
+        key = given = fields["key"]
+        if digest is not None:
+            key, request = derived_key(digest, due_ms, now_ms=self.job.now_ms if given_delay
+                                       else None, source=source), digest
+        problems = check.refusal(channel=fields["channel"], policy=fields["policy"],
+                                 tenant=tenant, key=given, digest=request, index=index)
+        if problems is not None:
+            return problems
+        return pending_values(
+            tenant=tenant, channel=fields["channel"], payload=data, payload_kind=kind.value,
+            headers=headers_json(fields["headers"]), due_ms=due_ms, key=key,
+            fingerprint=None if key is None else request, ordering_key=fields["ordering_key"],
+            policy=fields["policy"])
 
     def _write(self, chunk: Sequence[tuple[tuple[Any, ...], int, str]],
                checked: Checked) -> None:

@@ -46,7 +46,7 @@ def store_pending(store: Store, rows: Sequence[Sequence[Any]], *, now_ms: int,
     keyed), given their items' ``key_retention_ms``, in one transaction where it can: for
     each, whether it was created (True) or its key already held the same request (False),
     or the :class:`~tocsin.errors.ConflictError` of a key held by another request."""
-    if isinstance(store, SqlSchedules):
+    if isinstance(store, SqlSchedules) and bulk.all_keyed(rows):
         try:
             return bulk.store_pending(store, rows, now_ms=now_ms,
                                       key_retention_ms=key_retention_ms)

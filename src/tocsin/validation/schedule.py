@@ -238,6 +238,13 @@ class ScheduleCheck:
         model builds (the same payload bytes and request digest); None for anything else,
         which the model then decides. An import row or a topic's create takes about a third
         of the time this way."""
+        fields = self.plain_fields(item)
+        return None if fields is None else self.plain(**fields)
+
+    def plain_fields(self, item: Any) -> dict[str, Any] | None:
+        """The arguments of :meth:`plain` (and :meth:`plain_parts`) for ``item`` when its
+        fields are of the model's plain types (see :meth:`_plainly_valid`); None when the
+        model must decide."""
         if type(item) is not dict or not item.keys() <= _DUMP.keys():
             return None
         get = item.get
@@ -278,9 +285,9 @@ class ScheduleCheck:
                 return None
         except RecursionError:
             return None
-        return self.plain(channel=channel, key=key, ordering_key=ordering_key, policy=policy,
-                          named=named, due_at=due_at, delay=delay, headers=headers,
-                          payload=payload, payload_text=payload_text)
+        return {"channel": channel, "key": key, "ordering_key": ordering_key, "policy": policy,
+                "named": named, "due_at": due_at, "delay": delay, "headers": headers,
+                "payload": payload, "payload_text": payload_text}
 
     def plain(self, *, channel: str, key: str | None, ordering_key: str | None,
               policy: str | None, named: str | None, due_at: str | None,
