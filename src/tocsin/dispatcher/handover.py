@@ -36,7 +36,7 @@ from tocsin.dispatcher.core import CLAIM_ROWS, BucketSpan, DispatchCore, log
 from tocsin.dispatcher.deliver import Tally
 from tocsin.errors import StoreError
 
-__all__ = ["KEY_RUN_BUDGET_MS", "POLL_MS", "RACE_PAUSE_MS", "hold", "key_runs",
+__all__ = ["AHEAD_ROWS", "KEY_RUN_BUDGET_MS", "POLL_MS", "RACE_PAUSE_MS", "hold", "key_runs",
            "relay_zone", "released_only", "window_end"]
 
 POLL_MS = 100
@@ -45,6 +45,12 @@ to fall due soon, a cancel)."""
 RACE_PAUSE_MS = 5
 """After a claim that found nothing it was told of (another task took it, a cancel won, a
 policy without a free token), doubling with each such claim in a row up to :data:`POLL_MS`."""
+AHEAD_ROWS = 2 * CLAIM_ROWS
+"""A window whose process has this many rows waiting in its lanes waits, before its next
+claim, for them to send on (at most :data:`POLL_MS` a claim). A lane's busy hold is written by
+its acknowledger (:mod:`tocsin.dispatcher.lanes`), behind the window's own claims for the
+store's writer: a window catching up on a backlog claimed 53 000 rows in 0.9 s, which its
+lane took 4.5 s to send, every one CLAIMED (a cancel answering 409) while it waited."""
 KEY_RUN_BUDGET_MS = 1_000
 """Without a window, how long a task keeps claiming the next heads of its keys."""
 
@@ -101,6 +107,10 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
                 core.pause_until(min(start, end_ms))
                 continue
             horizon = min(stop, end_ms)
+        if full and core.lanes.threaded:
+            held = clock.now_ms() + POLL_MS
+            while core.lanes.queued() >= AHEAD_ROWS and (left := held - clock.now_ms()) > 0:
+                core.lanes.wait(left / 1000)  # until a lane finishes a chunk
         try:
             # after a full claim more is due at once: claim again without asking (the ask was
             # 5 % of a window's CPU in a burst, where every claim is full)

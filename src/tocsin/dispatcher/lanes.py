@@ -513,6 +513,11 @@ class Lanes:
         with self.lock:
             self._changed.wait(timeout_s)
 
+    def queued(self) -> int:
+        """How many rows wait in the lanes' queues, not yet handed to their channels."""
+        with self.lock:
+            return sum(len(lane.queue) for lane in self._lanes.values())
+
     def busy(self) -> bool:
         """Whether any lane has rows queued or being sent."""
         with self.lock:
