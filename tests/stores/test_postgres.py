@@ -111,3 +111,17 @@ def test_server_restart() -> None:
                                    now_ms=NOW, lease_ms=1000, limit=10)) == 2
         finally:
             store.close()
+
+
+def test_connections_run_without_jit_unless_the_url_sets_it() -> None:
+    """Beside a burst the claim's estimated cost passed jit_above_cost and PostgreSQL spent
+    seconds compiling it; Tocsin's connections add ``-c jit=off`` unless the URL's options
+    set ``jit`` themselves (a setting, not any word holding the letters)."""
+    from tocsin.stores.postgres import jit_off
+
+    assert jit_off("") == "-c jit=off"
+    assert jit_off("-c search_path=a") == "-c search_path=a -c jit=off"
+    assert jit_off("-c application_name=jitney") == "-c application_name=jitney -c jit=off"
+    assert jit_off("-c foo.jit=1") == "-c foo.jit=1 -c jit=off"
+    for own in ("-c jit=on", "-c jit = on", "-cjit=on", "--jit=on", "-c a=b -c jit=on"):
+        assert jit_off(own) == own

@@ -20,6 +20,7 @@ Tables live in the connection's ``search_path``: to keep a store in a schema of 
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     import psycopg
     from psycopg_pool import ConnectionPool
 
-__all__ = ["PostgresStore"]
+__all__ = ["PostgresStore", "jit_off"]
 
 T = TypeVar("T")
 _MIGRATION_LOCK = 0x746F6373696E  # pg_advisory_xact_lock key: "tocsin" in ASCII
@@ -53,6 +54,16 @@ os.register_at_fork(after_in_child=_reset_open_lock)
 def _reason(exc: Exception) -> str:
     """A driver error's message on one line."""
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+
+def jit_off(options: str) -> str:
+    """A connection's ``options`` with ``-c jit=off`` added, unless they set ``jit`` already
+    (a setting named ``jit``, not any word that holds the letters: ``application_name=jitney``
+    still gets it)."""
+    if re.search(r"(?:^|\s)(?:-c\s*|--)?jit\s*=", options):
+        return options
+    return f"{options} -c jit=off".strip()
 
 
 class PostgresStore(SqlStore):
@@ -129,9 +140,7 @@ class PostgresStore(SqlStore):
         except Exception as exc:
             raise StoreError(f"{self._where}: bad PostgreSQL URL: {_reason(exc)}") from exc
         defaults = {"connect_timeout": 10, "application_name": "tocsin"}
-        options = str(given.get("options") or "")
-        if "jit" not in options:
-            options = f"{options} -c jit=off".strip()
+        options = jit_off(str(given.get("options") or ""))
         pool: ConnectionPool[Any] = ConnectionPool(
             self.url, open=False, name=f"tocsin-{os.getpid()}",
             kwargs={"autocommit": True, "options": options,
