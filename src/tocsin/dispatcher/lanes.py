@@ -78,6 +78,8 @@ BUSY = "busy"
 """A hold's reason: a lane of the destination is full."""
 OPEN = "open"
 """A hold's reason: the destination's breaker is open."""
+
+
 def holder() -> str:
     """This process, as the holder of its lanes' busy holds: four tasks' processes may each hold
     a burst's destination, and one whose lane emptied ends only its own hold (one shared row was

@@ -56,7 +56,6 @@ def _reason(exc: Exception) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-
 def jit_off(options: str) -> str:
     """A connection's ``options`` with ``-c jit=off`` added, unless they set ``jit`` already
     (a setting named ``jit``, not any word that holds the letters: ``application_name=jitney``
