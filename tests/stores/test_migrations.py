@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +13,7 @@ from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Policy, Status
 from tocsin.errors import StoreError
 from tocsin.stores import open_store
 from tocsin.stores.rows import migrations
+from tocsin.stores.sql.schedules import INSERT
 
 from .conftest import OpenStore
 
@@ -151,3 +154,18 @@ def test_tocsin_migrate(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None
                             lambda dialect: [m for m in migrations(dialect) if m[0] < LATEST])
     refused = CliRunner().invoke(app, ["migrate", "--store", store_url])
     assert refused.exit_code == 1 and f"schema is version {LATEST}, newer" in refused.output
+
+
+def test_sqlite_writes_a_schedule_without_a_temporary_table(tmp_path: Path) -> None:
+    """A partial index whose predicate holds an IN list of more than two values makes SQLite
+    build a temporary table each time it writes a row: an insert, and a change of status (a
+    claim, an acknowledgement), must test every predicate in place."""
+    path = tmp_path / "store.db"
+    open_store(f"sqlite:///{path}").close()
+    conn = sqlite3.connect(path)
+    writes = (INSERT, "UPDATE schedules SET status = 'CLAIMED' WHERE id = ?",
+              "UPDATE schedules SET status = 'DELIVERED' WHERE id = ?")
+    for sql in writes:
+        ops = [row[1] for row in conn.execute(f"EXPLAIN {sql}", [None] * sql.count("?"))]
+        assert "OpenEphemeral" not in ops, sql
+    conn.close()

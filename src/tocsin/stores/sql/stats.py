@@ -7,6 +7,7 @@ from collections import defaultdict
 from typing import Any
 
 from tocsin.abc import ChannelStats, StatsStore
+from tocsin.stores.rows import FINISHED
 from tocsin.stores.sql.base import Dialect, SqlBase, tenant_is
 
 __all__ = ["FINISHED", "FINISHED_AT", "LATENESS_SAMPLE", "SqlStats", "finished_rows",
@@ -14,8 +15,6 @@ __all__ = ["FINISHED", "FINISHED_AT", "LATENESS_SAMPLE", "SqlStats", "finished_r
 
 FINISHED_AT = "coalesce(delivered_ms, next_ms)"
 """When a finished schedule finished (the expression of the ``schedules_finished`` index)."""
-FINISHED = "status IN ('DELIVERED', 'CANCELLED', 'DEAD')"
-"""A finished schedule (the predicate of the ``schedules_finished`` index)."""
 
 
 def finished_rows(dialect: Dialect) -> str:
