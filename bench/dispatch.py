@@ -74,7 +74,8 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="without the relay (the thread of the driver that hands over in the "
                         "gaps between batches, as `tocsin dispatcher` runs it)")
     p.add_argument("--java-options", default=None,
-                   help="the Spark JVMs' extra options (default: spark_java_options')")
+                   help="the Spark JVMs' extra options (default: the dispatcher's, "
+                        "spark_java_options then dispatcher_java_options)")
     p.add_argument("--peer", default="celery,poller",
                    help="comma-separated peers to run after Tocsin: celery, poller; or none")
     p.add_argument("--skip-tocsin", action="store_true", help="run the peers only")
@@ -254,6 +255,7 @@ def tocsin_part(args: argparse.Namespace) -> dict[str, Any]:
     from tocsin.dispatcher.driver_relay import DriverRelay, relay_options
     from tocsin.dispatcher.options import DispatchOptions
     from tocsin.dispatcher.query import start_dispatcher
+    from tocsin.logs import DISPATCHER_JAVA_OPTIONS, SPARK_JAVA_OPTIONS
     from tocsin.spark.session import spark_session
     from tocsin.stores import open_store as store_for_relay
 
@@ -261,7 +263,8 @@ def tocsin_part(args: argparse.Namespace) -> dict[str, Any]:
     url, store = open_bench_store(args.store, args.store_url, tmp, buckets=args.buckets)
     target = StoreTarget("tocsin", store, tmp)
     started = time.perf_counter()
-    java = {} if args.java_options is None else {"java_options": args.java_options}
+    java = {"java_options": args.java_options if args.java_options is not None
+            else f"{SPARK_JAVA_OPTIONS} {DISPATCHER_JAVA_OPTIONS}"}  # as tocsin dispatcher
     spark = spark_session(args.master, app_name="tocsin-bench",
                           extra={"spark.sql.streaming.numRecentProgressUpdates": "5000",
                                  "spark.ui.showConsoleProgress": "false"}, **java)
@@ -300,7 +303,7 @@ def tocsin_part(args: argparse.Namespace) -> dict[str, Any]:
         out = procedure(target, args, after_drain=profiled_drain)
         out["ready_s"] = ready_s
         out["options"] = {"master": args.master, "partitions": args.partitions,
-                          "relay": relay is not None, "java_options": args.java_options,
+                          "relay": relay is not None, "java_options": java["java_options"],
                           "batch_cap": args.batch_cap, "trigger_s": args.trigger_s,
                           "buckets": args.buckets, "store": url}
         batches = spark_batches(query)

@@ -30,7 +30,7 @@ from tocsin.domain.defaults import (
     RETRY_CAP_MS,
     ms,
 )
-from tocsin.logs import SPARK_JAVA_OPTIONS, LogFormat, SparkLogLevel
+from tocsin.logs import DISPATCHER_JAVA_OPTIONS, SPARK_JAVA_OPTIONS, LogFormat, SparkLogLevel
 from tocsin.redact import redact
 
 __all__ = ["CheckpointQuery", "ExpanderMode", "Settings"]
@@ -122,6 +122,10 @@ class Settings(BaseSettings):
     )
     spark_java_options: str = Field(
         SPARK_JAVA_OPTIONS, description="Extra options of Spark's JVMs (driver and executors)."
+    )
+    dispatcher_java_options: str = Field(
+        DISPATCHER_JAVA_OPTIONS, description="Extra options of the dispatcher's Spark JVMs, "
+        "after spark_java_options (not the batch jobs')."
     )
     log_format: LogFormat = Field(
         LogFormat.TEXT, description="Tocsin's log lines: text (people) or json (collectors)."

@@ -109,7 +109,7 @@ def run_dispatcher(settings: Settings) -> None:
         raise SystemExit("tocsin dispatcher: refusing to start: " + "; ".join(lacking))
     run = os.environ.get(RUN_ENV) or new_run_id()
     beat = RunBeat(store, run, clock=SystemClock()).start()
-    spark = session_for(settings, app_name="tocsin",
+    spark = session_for(settings, app_name="tocsin", dispatcher=True,
                         master=master_for(settings.spark_master, settings.partitions))
     log.info("spark session up", extra={"after_s": round(time.monotonic() - began, 1)})
     terminated, warm = threading.Event(), threading.Event()

@@ -121,9 +121,13 @@ def _add_python_path(path: str) -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([*paths, path])
 
 
-def session_for(settings: Settings, *, app_name: str, master: str | None = None) -> SparkSession:
+def session_for(settings: Settings, *, app_name: str, master: str | None = None,
+                dispatcher: bool = False) -> SparkSession:
     """The Spark session ``settings`` ask for: their master (or ``master``), Spark's log level
-    and JVM options; every ``tocsin`` command that runs Spark makes its session here."""
+    and JVM options (``dispatcher``: the dispatcher's own after them); every ``tocsin``
+    command that runs Spark makes its session here."""
+    java = settings.spark_java_options
+    if dispatcher:
+        java = f"{java} {settings.dispatcher_java_options}".strip()
     return spark_session(master or settings.spark_master, app_name=app_name,
-                         log_level=settings.spark_log_level,
-                         java_options=settings.spark_java_options)
+                         log_level=settings.spark_log_level, java_options=java)
