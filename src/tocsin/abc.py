@@ -273,6 +273,16 @@ class DispatchStore(ABC):
         window, :mod:`tocsin.dispatcher.handover`): no replay marker, always claim anew."""
 
     @abstractmethod
+    def pull(self, *, epoch: int, tenant: str, channel: str, now_ms: int,
+             limit: int) -> list[ClaimedRow]:
+        """Claim, for ``epoch``, up to ``limit`` of one destination's unthrottled PENDING
+        schedules due by ``now_ms`` (heads of their keys), earliest first, passing over the
+        destination's ``busy`` holds but nothing if it is paused or its breaker is open. A
+        lane whose destination has a backlog takes its next rows so, as it has room, while
+        the hand-over windows' claims pass the destination over
+        (:mod:`tocsin.dispatcher.lanes`). Not a replay: each call claims anew."""
+
+    @abstractmethod
     def next_claimable_ms(self, *, bucket_lo: int, bucket_hi: int, until_ms: int, now_ms: int,
                           lease_ms: int) -> int | None:
         """The earliest next time ``<= until_ms`` of an unthrottled PENDING schedule in buckets

@@ -277,3 +277,57 @@ def test_a_lane_sends_on_while_its_acknowledgement_waits(backend_url: str) -> No
         assert sorted(rig.destinations.got["up"]) == sorted(first + more)
     finally:
         next(rigs, None)
+
+
+def test_a_pull_takes_one_destinations_due_rows_past_its_busy_hold(rig: Rig) -> None:
+    from tocsin.abc import ChannelHold
+
+    store, now = rig.store, rig.clock.now_ms()
+    up, later, other = rig.add("up", 3), rig.add("up", 2, due_ms=now + 1_000), rig.add("slow", 2)
+    keyed = store.create([NewSchedule(channel="up", payload=b"{}", due_ms=now, ordering_key="k")
+                          for _ in range(2)], now_ms=now)
+    store.hold_channel(ChannelHold("default", "up", BUSY, now, now + 10_000, 0, None, "host:1"))
+    assert {r.channel for r in rig.claim()} == {"slow"}, "the windows pass the held one over"
+    epoch = store.next_epoch()
+    pulled = store.pull(epoch=epoch, tenant="default", channel="up", now_ms=now, limit=100)
+    # due rows only, the key's head only, and only this destination
+    assert sorted(r.id for r in pulled) == sorted([*up, keyed[0][0].id])
+    assert {r.epoch for r in pulled} == {epoch}
+    assert rig.status(up) == [Status.CLAIMED] * 3 and rig.status(later) == [Status.PENDING] * 2
+    assert rig.status(other) == [Status.CLAIMED] * 2
+    assert store.pull(epoch=epoch, tenant="default", channel="up", now_ms=now + 1_000,
+                      limit=1) != [], "a limit, earliest first"
+    store.hold_channel(ChannelHold("default", "up", OPEN, now, now + 5_000, 5, "timeout"))
+    assert store.pull(epoch=epoch, tenant="default", channel="up", now_ms=now + 1_000,
+                      limit=100) == [], "an open breaker is respected"
+    store.unhold_channel("default", "up", reason=OPEN)
+    store.pause_channel("up", tenant="default", now_ms=now)
+    assert store.pull(epoch=epoch, tenant="default", channel="up", now_ms=now + 1_000,
+                      limit=100) == [], "a pause is respected"
+
+
+def test_a_backlogs_lane_takes_its_own_rows_while_the_windows_pass_it_over(
+        threaded_rig: Rig) -> None:
+    """A lane with a backlog holds its destination and claims its next rows itself, as it
+    has room; the claims of the windows meanwhile take only the other destinations."""
+    rig = threaded_rig
+    rig.destinations.modes["slow"] = "hang"
+    first = rig.add("slow", 10)
+    rig.core.deliver(rig.claim())
+    wait_until(lambda: [h.reason for h in rig.store.channel_holds()] == [BUSY], timeout_s=5,
+               what="the backlog's hold")
+    rig.clock.advance(100)
+    backlog, up = rig.add("slow", 30), rig.add("up", 2)
+    claimed = rig.claim()
+    assert {r.channel for r in claimed} == {"up"}
+    rig.core.deliver(claimed)
+    wait_until(lambda: rig.status(up) == [Status.DELIVERED] * 2, timeout_s=5,
+               what="the other destination's deliveries")
+    assert rig.status(backlog) == [Status.PENDING] * 30, "nothing taken beyond the lane's room"
+    rig.destinations.modes["slow"] = "ok"
+    rig.destinations.release.set()
+    wait_until(lambda: rig.status(first + backlog) == [Status.DELIVERED] * 40, timeout_s=10,
+               what="the backlog, taken by its own lane")
+    assert sorted(rig.destinations.got["slow"]) == sorted(first + backlog), "each once"
+    assert {rig.store.get(i).attempts for i in backlog} == {1}
+    wait_until(lambda: rig.store.channel_holds() == [], timeout_s=5, what="the hold's end")

@@ -69,8 +69,8 @@ from tocsin.errors import StoreError
 if TYPE_CHECKING:
     from tocsin.dispatcher.core import DispatchCore
 
-__all__ = ["AHEAD_CHUNKS", "BUSY", "CLAIM_ROWS", "OPEN", "LaneInfo", "LaneSettings", "Lanes",
-           "holder"]
+__all__ = ["AHEAD_CHUNKS", "BUSY", "CLAIM_ROWS", "OPEN", "PULL_CHUNKS", "LaneInfo",
+           "LaneSettings", "Lanes", "holder"]
 
 log = logging.getLogger("tocsin.dispatcher.lanes")
 
@@ -103,6 +103,11 @@ sends chunks of this size and holds its destination at two of them (one sending,
 queued), so a backlog's claims and its sends go on side by side."""
 IDLE_S = 60.0
 """A lane's threads with nothing to do for this long end (the next work starts others)."""
+PULL_CHUNKS = 4
+"""A lane that claims its own rows (its destination has a backlog) keeps at most this many
+chunks' rows, queued and not yet acknowledged (or its room, when that is less)."""
+PULL_EPOCH_MS = 60_000
+"""A lane that claims its own rows takes a new epoch this often."""
 AHEAD_CHUNKS = 2
 """A lane sends while fewer than this many chunks' rows wait for their acknowledgement: the
 acknowledger writes one while the next is sent, and a burst's lane never runs far ahead of
@@ -173,6 +178,13 @@ class _Lane:
         self.check_room = False
         """The task queued rows: the acknowledger looks at the lane's room."""
         self.last_ack_ms = 0
+        self.puller: threading.Thread | None = None
+        self.pulling = False
+        """The destination has a backlog: the lane holds it and claims its next rows itself."""
+        self.pulled = threading.Condition(lanes.lock)
+        """Wakes the puller: the lane sent a chunk, so it may have room."""
+        self.pull_epoch: tuple[int, int] | None = None
+        """The epoch the puller claims under, and when it was taken."""
 
     @property
     def room(self) -> int:
@@ -312,12 +324,12 @@ class _Lane:
         with self.room_lock:
             queued = len(self.queue) + self.sending
             try:
-                if queued >= room and (self.busy_since is None or
-                                       now_ms - self.busy_since > HOLD_MS // 2):
+                if (queued >= room or self.pulling) and (
+                        self.busy_since is None or now_ms - self.busy_since > HOLD_MS // 2):
                     store.hold_channel(ChannelHold(tenant, name, BUSY, now_ms,
                                                    now_ms + HOLD_MS, 0, None, holder()))
                     self.busy_since = now_ms
-                elif self.busy_since is not None and queued <= room // 2:
+                elif self.busy_since is not None and not self.pulling and queued <= room // 2:
                     store.unhold_channel(tenant, name, reason=BUSY, holder=holder())
                     self.busy_since = None
             except StoreError as exc:  # an optimisation: the queue's age bound holds anyway
@@ -387,12 +399,68 @@ class _Lane:
                 self._done([row for chunk in batch for row in chunk.rows], tally)
             self.mind_room(clock.now_ms())
 
+    def pull(self) -> None:
+        """The puller's thread, while the destination has a backlog: hold the destination
+        (the windows' claims pass it over, so a trickle's schedule is never claimed behind
+        a share of the burst), and claim its next rows whenever the lane has room for about
+        half a chunk, at most a chunk at a time, under an epoch of the puller's own. It ends
+        when a pull finds fewer rows than it asked for (the backlog is gone: the windows
+        take the destination's rows at their due instants again, once the acknowledger has
+        ended the hold), when the breaker leaves ``closed``, or when the lanes stop."""
+        lanes, core, (tenant, name) = self.lanes, self.lanes.core, self.key
+        store, clock, chunk_rows = core.store, core.clock, lanes.settings.chunk_rows
+        rows: list[ClaimedRow] = []
+        try:
+            while True:
+                now = clock.now_ms()
+                if self.busy_since is None or now - self.busy_since > HOLD_MS // 2:
+                    self.mind_room(now)  # the hold, first; renewed while the backlog lasts
+                target = min(self.room, PULL_CHUNKS * chunk_rows)
+                low = target - max(1, min(chunk_rows, target) // 2)
+                with lanes.lock:
+                    renew_at = time.monotonic() + HOLD_MS / 4000
+                    while (not lanes.stopping and self.breaker.state is BreakerState.CLOSED
+                           and len(self.queue) + self.sending > low
+                           and time.monotonic() < renew_at):
+                        self.pulled.wait(0.1)
+                    if lanes.stopping or self.breaker.state is not BreakerState.CLOSED:
+                        return
+                    want = min(chunk_rows, target - len(self.queue) - self.sending)
+                if want <= 0:
+                    continue  # woken to renew the hold
+                rows = store.pull(epoch=self._pull_epoch(), tenant=tenant, channel=name,
+                                  now_ms=clock.now_ms(), limit=want)
+                with lanes.lock:
+                    back = rows if lanes.stopping else self.offer(rows, clock.now_ms())
+                    lanes.wake[self.key].notify()
+                lanes.hand_back(self, back)
+                if len(rows) < want:
+                    return
+        except StoreError as exc:  # the windows' claims take the destination's rows again
+            log.warning("lane %s/%s: could not take its next rows: %s", tenant, name, exc)
+        finally:
+            with lanes.lock:
+                self.pulling = False
+                self.puller = None
+                self.check_room = True  # the acknowledger ends the hold once half empty
+                self.acked.notify()
+
+    def _pull_epoch(self) -> int:
+        """The puller's epoch, a new one every :data:`PULL_EPOCH_MS` (a dead run's release
+        finds its claims through it; claim markers of a day's age are forgotten)."""
+        core = self.lanes.core
+        now = core.clock.now_ms()
+        if self.pull_epoch is None or now - self.pull_epoch[1] > PULL_EPOCH_MS:
+            self.pull_epoch = (core.store.next_epoch(run=core.options.run, now_ms=now), now)
+        return self.pull_epoch[0]
+
     def _done(self, rows: list[ClaimedRow], tally: Tally) -> None:
         """``rows`` are no longer the lane's (acknowledged, or left to the lease)."""
         with self.lanes.lock:
             self.sending -= len(rows)
             self.ids.difference_update(r.id for r in rows)
             self.lanes.wake[self.key].notify()
+            self.pulled.notify()
         self.lanes.finished(tally)
 
 
@@ -457,6 +525,12 @@ class Lanes:
                 lane.check_room = True
                 lane.acked.notify()
                 self.wake[key].notify()
+                if (not lane.pulling and lane.breaker.state is BreakerState.CLOSED
+                        and len(lane.queue) + lane.sending >= self.settings.min_rows):
+                    lane.pulling = True  # a backlog: the lane takes its next rows itself
+                    lane.puller = threading.Thread(target=lane.pull, daemon=True,
+                                                   name=f"tocsin-pull-{key[0]}-{key[1]}")
+                    lane.puller.start()
             self.hand_back(lane, back)
         return self.collect()
 
@@ -516,9 +590,10 @@ class Lanes:
             self._changed.wait(timeout_s)
 
     def queued(self) -> int:
-        """How many rows wait in the lanes' queues, not yet handed to their channels."""
+        """How many rows wait in the queues of lanes that do not claim their own rows, not
+        yet handed to their channels (what a window's claims put there)."""
         with self.lock:
-            return sum(len(lane.queue) for lane in self._lanes.values())
+            return sum(len(lane.queue) for lane in self._lanes.values() if not lane.pulling)
 
     def busy(self) -> bool:
         """Whether any lane has rows queued or being sent."""
@@ -552,6 +627,8 @@ class Lanes:
             self.stopping = True
             for cond in self.wake.values():
                 cond.notify_all()
+            for lane in self._lanes.values():
+                lane.pulled.notify_all()
             held = [lane.key for lane in self._lanes.values() if lane.busy_since is not None]
             queued = {lane.key: [row for _, row in lane.queue] for lane in self._lanes.values()}
             for lane in self._lanes.values():

@@ -176,8 +176,9 @@ class SqlBase:
         return self._work(lambda conn: [tuple(r) for r in conn.execute(sql, args).fetchall()],
                           idempotent=idempotent)
 
-    def _changed(self, sql: str, args: Sequence[Any] = (), *, idempotent: bool = False) -> int:
+    def _changed(self, sql: str, args: Sequence[Any] = (), *, idempotent: bool = False,
+                 urgent: bool = False) -> int:
         """How many rows one write statement changed, in its own transaction."""
         sql = self._dialect.q(sql)
         return self._work(lambda conn: int(conn.execute(sql, args).rowcount),
-                          idempotent=idempotent)
+                          idempotent=idempotent, urgent=urgent)
