@@ -1,14 +1,14 @@
-"""SQLite's one writer at a time: a claim (an urgent write) goes before the other writers of
-its process waiting for the lock. Across processes the order depends on the kernel's wake-ups
-(a claim is let through before the writers that come to the lock while it waits); a test of it
-passed with the priority off too, so what it buys there is measured by ``bench/run
-isolation``, not asserted here."""
+"""SQLite's one writer at a time: a claim (an urgent write) goes before the other writers
+waiting for the lock, of its own process or of others (whichever the kernel wakes first, a
+writer that is not urgent lets the lock go again while a claim waits)."""
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from tocsin.stores.sqlite import SQLiteStore
 
@@ -46,5 +46,52 @@ def test_a_claim_goes_before_writers_that_waited_longer(tmp_path: Path) -> None:
     release.set()
     for t in (holder, *waiters):
         t.join(10)
+    assert order[0] == "claim" and sorted(order[1:]) == ["ack-1", "ack-2"]
+    store.close()
+
+
+def _write_in_process(path: str, name: str, urgent: bool, opened: Any, go: Any) -> None:
+    store = SQLiteStore(path, buckets=4)  # opened before the lock is held: opening writes
+    opened.set()
+    go.wait(30)
+
+    def work(conn: object) -> None:
+        conn.execute("INSERT INTO meta VALUES (?, ?)",  # type: ignore[attr-defined]
+                     (f"order-{time.monotonic_ns()}", name))
+
+    store._work(work, urgent=urgent)
+    store.close()
+
+
+def test_a_claim_goes_before_other_processes_writers(tmp_path: Path) -> None:
+    path = str(tmp_path / "t.db")
+    store = SQLiteStore(path, buckets=4)
+    spawn = multiprocessing.get_context("spawn")  # no SQLite state carried over a fork
+    writers = []
+    for name, urgent in (("ack-1", False), ("ack-2", False), ("claim", True)):
+        opened, go = spawn.Event(), spawn.Event()
+        writers.append((spawn.Process(target=_write_in_process,
+                                      args=(path, name, urgent, opened, go)), opened, go))
+        writers[-1][0].start()
+    for _, opened, _ in writers:
+        assert opened.wait(60)
+    release, holding = threading.Event(), threading.Event()
+
+    def hold(conn: object) -> None:
+        holding.set()
+        release.wait(10)
+
+    holder = threading.Thread(target=store._work, args=(hold,))
+    holder.start()
+    holding.wait(10)
+    for _, _, go in writers:  # each reaches its wait before the next starts
+        go.set()
+        time.sleep(SETTLE_S)
+    release.set()
+    holder.join(10)
+    for process, _, _ in writers:
+        process.join(30)
+        assert process.exitcode == 0
+    order = [r[0] for r in store._rows("SELECT v FROM meta WHERE k LIKE 'order-%' ORDER BY k")]
     assert order[0] == "claim" and sorted(order[1:]) == ["ack-1", "ack-2"]
     store.close()

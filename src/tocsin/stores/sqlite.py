@@ -29,6 +29,20 @@ __all__ = ["SQLiteStore"]
 
 T = TypeVar("T")
 
+class _LockFiles:
+    """One thread's open writer-lock and intent files (:meth:`SqliteStore._writer`), closed
+    when the thread ends (its thread-local data goes) or the store closes."""
+
+    def __init__(self, path: str) -> None:
+        self.pid = os.getpid()
+        self.writer = open(f"{path}.writer-lock", "ab")  # noqa: SIM115
+        self.intent = open(f"{path}.claim-lock", "ab")  # noqa: SIM115
+
+    def close(self) -> None:
+        self.writer.close()
+        self.intent.close()
+
+
 WAL_CHECKPOINT_PAGES = 10_000
 """Copy the WAL back into the database once it holds this many pages (~40 MB), not SQLite's
 default 1 000: a dispatch batch rewrites the same hot pages many times, and each checkpoint,
@@ -54,12 +68,6 @@ class SQLiteStore(SqlStore):
             self._target, self._uri = path, False
         self.path = path
         self._local = threading.local()
-        self._gate = threading.Condition()
-        self._gate_held = False
-        self._urgent_waiting = 0
-        self._lock_fd: int | None = None
-        self._intent_fd: int | None = None
-        self._lock_pid = 0
         self._keepalive = self._connect()  # keeps a shared in-memory database alive
         if not self._uri:
             self._enable_wal(self._keepalive)
@@ -104,54 +112,49 @@ class SQLiteStore(SqlStore):
 
     @contextmanager
     def _writer(self, *, urgent: bool = False) -> Iterator[None]:
-        """Queue writers of every process on a kernel lock beside the database: a blocked
-        writer wakes the moment the lock is free, where SQLite's busy handler would sleep and
-        poll (tens of milliseconds per wait when executors contend).
+        """Queue writers of every process and thread on a kernel lock beside the database: a
+        blocked writer wakes the moment the lock is free, where SQLite's busy handler would
+        sleep and poll (tens of milliseconds per wait when executors contend). Each thread
+        opens the lock files itself (a flock belongs to an open file), so it queues as another
+        process would: with one queue per process, a claim waited behind its own process's
+        acknowledgement while that one still waited for another process's write.
 
-        An ``urgent`` writer (a claim: someone's schedule is due now) goes before the others
-        that have not reached the lock yet: while one waits it holds a shared lock on a second
-        file, which the others must take exclusively, and at once release, before they queue;
-        in this process it goes before the other threads. Beside a 100 000-row burst whose
-        acknowledgements filled the queue, a trickle's claims waited hundreds of
-        milliseconds behind them."""
+        An ``urgent`` writer (a claim: someone's schedule is due now) goes before the others:
+        while one waits it holds a shared lock on a second file, which the others must take
+        exclusively, and at once release, before they queue, and once more when they have the
+        lock (they let it go and queue again if an urgent writer came meanwhile). Beside a
+        100 000-row burst whose acknowledgements filled the queue, a trickle's claims waited
+        hundreds of milliseconds behind them."""
         if self._uri:
             yield
             return
-        with self._gate:
-            self._urgent_waiting += urgent
-            try:
-                while self._gate_held or (not urgent and self._urgent_waiting):
-                    self._gate.wait()
-            finally:
-                self._urgent_waiting -= urgent
-            self._gate_held = True
+        files = getattr(self._local, "locks", None)
+        if files is None or files.pid != os.getpid():  # a forked child opens its own
+            files = self._local.locks = _LockFiles(self.path)
+        lock, intent = files.writer.fileno(), files.intent.fileno()
         try:
-            try:
-                if self._lock_fd is None or self._lock_pid != os.getpid():
-                    self._lock_fd = os.open(f"{self.path}.writer-lock",
-                                            os.O_RDWR | os.O_CREAT, 0o644)
-                    self._intent_fd = os.open(f"{self.path}.claim-lock",
-                                              os.O_RDWR | os.O_CREAT, 0o644)
-                    self._lock_pid = os.getpid()
-                assert self._intent_fd is not None
-                if urgent:
-                    fcntl.flock(self._intent_fd, fcntl.LOCK_SH)
-                else:  # no urgent writer waits, anywhere
-                    fcntl.flock(self._intent_fd, fcntl.LOCK_EX)
-                    fcntl.flock(self._intent_fd, fcntl.LOCK_UN)
-                fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-                if urgent:
-                    fcntl.flock(self._intent_fd, fcntl.LOCK_UN)
-            except OSError as exc:
-                raise StoreError(f"sqlite {self.path}: writer lock: {exc}") from exc
-            try:
-                yield
-            finally:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            if urgent:
+                fcntl.flock(intent, fcntl.LOCK_SH)
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                fcntl.flock(intent, fcntl.LOCK_UN)
+            else:
+                while True:
+                    fcntl.flock(intent, fcntl.LOCK_EX)  # no urgent writer waits, anywhere
+                    fcntl.flock(intent, fcntl.LOCK_UN)
+                    fcntl.flock(lock, fcntl.LOCK_EX)
+                    try:
+                        fcntl.flock(intent, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:  # one came while this queued: it goes first
+                        fcntl.flock(lock, fcntl.LOCK_UN)
+                        continue
+                    fcntl.flock(intent, fcntl.LOCK_UN)
+                    break
+        except OSError as exc:
+            raise StoreError(f"sqlite {self.path}: writer lock: {exc}") from exc
+        try:
+            yield
         finally:
-            with self._gate:
-                self._gate_held = False
-                self._gate.notify_all()
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
     @contextmanager
     def _tx(self, *, durable: bool | None = None,
@@ -222,12 +225,10 @@ class SQLiteStore(SqlStore):
             conn.close()
             self._local.conn = None
         self._keepalive.close()
-        if self._lock_fd is not None and self._lock_pid == os.getpid():
-            os.close(self._lock_fd)
-            self._lock_fd = None
-            if self._intent_fd is not None:
-                os.close(self._intent_fd)
-                self._intent_fd = None
+        files = getattr(self._local, "locks", None)
+        if files is not None:
+            files.close()
+            self._local.locks = None
 
     def _tenant_work(self, fn: Callable[[Any], T], *, tenants: frozenset[str]) -> T:
         # SQLite refuses to change the commit level inside a transaction: decide it first.
