@@ -6,6 +6,7 @@ JSON text or a struct; with keys or without (derived)."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from dataclasses import replace
@@ -23,7 +24,7 @@ from tocsin.config import Settings
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Policy
 from tocsin.pipelines.columns import plain_columns
 from tocsin.pipelines.loader import Checked, ImportJob, Loader, Tally
-from tocsin.pipelines.rows import RowShape, SourceFormat
+from tocsin.pipelines.rows import RowShape, SourceFormat, json_value
 from tocsin.stores import open_store
 from tocsin.stores.rows import item_of
 from tocsin.validation.schedule import ScheduleCheck
@@ -331,3 +332,35 @@ def test_derived_keys_follow_the_due_time_and_outlive_the_import_s_now() -> None
     again = _item(later.check_batch(delays, _URIS[:1]).good[0][0])
     assert first.due_ms != again.due_ms
     assert first.key == again.key and (first.key or "").startswith("import:d")
+
+
+_json_texts = st.one_of(
+    st.text(max_size=12),
+    st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4),
+                 lambda inner: st.lists(inner, max_size=3)
+                 | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+                 max_leaves=6).map(json.dumps),
+).flatmap(lambda text: st.sampled_from(["", " ", "\n", "\ufeff", "x", "}"]).flatmap(
+    lambda before: st.sampled_from(["", " ", "\t", "x", "{"]).map(
+        lambda after: before + text + after)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_json_texts)
+def test_json_text_is_read_as_json_reads_it(text: str) -> None:
+    """The import's reader of JSON text (a payload, headers, a line) answers as ``json.loads``
+    with NaN and Infinity refused: the same value, or the same error."""
+    def answer(read: Any) -> tuple[str, Any]:
+        try:
+            return "value", read(text)
+        except ValueError as error:
+            return type(error).__name__, str(error)
+
+    def loads(text: str) -> Any:
+        return json.loads(text, parse_constant=_refuse)
+
+    assert repr(answer(json_value)) == repr(answer(loads))
+
+
+def _refuse(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
