@@ -1,7 +1,9 @@
-"""Spark's Python workers import PySpark from its installed package, not from Spark's zips."""
+"""Spark's Python workers import PySpark from its installed package, not from Spark's zips,
+and fork from a daemon that imported what they need."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +26,18 @@ def test_the_zips_go_when_the_package_is_installed(tmp_path: Path) -> None:
     path = [*zips, str(tmp_path / "app"), *sys.path]
     assert prefer_installed_pyspark(path) == [str(tmp_path / "app"), *sys.path]
     assert prefer_installed_pyspark(sys.path) is sys.path  # no zip: nothing to do
+
+
+def test_the_preload_imports_everything_and_starts_no_thread() -> None:
+    """The daemon forks after the preload: every module imports, and no thread is left
+    running that a fork would copy without its owner."""
+    probe = """
+import threading
+from tocsin.spark.daemon import preload
+assert preload() == [], preload()
+assert threading.enumerate() == [threading.main_thread()], threading.enumerate()
+"""
+    subprocess.run([sys.executable, "-c", probe], check=True)
 
 
 def test_the_zips_stay_where_they_are_all_there_is(tmp_path: Path) -> None:

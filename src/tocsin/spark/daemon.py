@@ -26,10 +26,13 @@ __all__ = ["PRELOAD", "prefer_installed_pyspark", "preload"]
 
 _SPARK_ZIPS = ("pyspark.zip", "py4j-")
 PRELOAD = ("pyspark.worker", "pyarrow", "tocsin.dispatcher.source", "tocsin.dispatcher.sink",
-           "tocsin.dispatcher.expander", "tocsin.stores.sqlite")
+           "tocsin.dispatcher.expander", "tocsin.stores.sqlite", "tocsin.channels.webhook")
 """Modules the daemon imports before it forks workers. None of them starts a thread that
 holds a lock across the fork: jemalloc's background thread is fork-aware, and OpenBLAS's
-pool (numpy's) is kept to the calling thread (``OPENBLAS_NUM_THREADS=1``)."""
+pool (numpy's) is kept to the calling thread (``OPENBLAS_NUM_THREADS=1``). The webhook
+channel's (aiohttp, whose TLS contexts are made as it is imported) took 0.16 s of CPU in each
+worker that opened a webhook, four at once in a batch after a restart; it adds 8 MB to the
+daemon."""
 
 
 def prefer_installed_pyspark(path: list[str]) -> list[str]:
