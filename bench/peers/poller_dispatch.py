@@ -1,11 +1,12 @@
 """Peer "poller": Tocsin's own store and delivery code in one plain Python process, no Spark.
 
-The loop is what the Spark query does, minus Spark: when something is due, take an epoch, claim
-the due rows of every bucket (``store.claim``), deliver them to their channels and acknowledge
-them (``DispatchCore.deliver``, :mod:`tocsin.dispatcher.core`); otherwise sleep
-``--interval-s``. It runs over the same SQLite schema, so its figures are the floor the store
-and the channel set, and the gap to Tocsin's is what Spark costs (or buys, once there are
-many machines).
+The loop is what the Spark query does, minus Spark: when something is due, take an epoch,
+claim the due rows of every bucket (``store.claim``), deliver them to their channels and
+acknowledge them (``DispatchCore.deliver``, :mod:`tocsin.dispatcher.core`); otherwise sleep
+``--interval-s``. Its GC is tuned as in Tocsin's processes that deliver
+(:func:`tocsin.spark.worker.tune_gc`). It runs over the same SQLite schema, so its figures are
+the floor the store and the channel set, and the gap to Tocsin's is what Spark costs (or buys,
+once there are many machines).
 
 ``python -m bench.peers.poller_dispatch --store-url URL`` runs the loop until SIGTERM;
 ``run()`` is the benchmark part (``bench/run dispatch --peer poller``).
@@ -33,6 +34,7 @@ def serve(store_url: str, *, buckets: int, interval_s: float, limit: int,
     from tocsin.clock import SystemClock
     from tocsin.dispatcher.core import DispatchCore
     from tocsin.dispatcher.options import DispatchOptions
+    from tocsin.spark.worker import tune_gc
     from tocsin.stores import open_store
 
     stopping = False
@@ -42,6 +44,7 @@ def serve(store_url: str, *, buckets: int, interval_s: float, limit: int,
         stopping = True
 
     signal.signal(signal.SIGTERM, _stop)
+    tune_gc()  # as in every Tocsin process that delivers
     store = open_store(store_url, buckets=buckets)
     clock = SystemClock()
     core = DispatchCore(store, clock=clock, options=DispatchOptions(

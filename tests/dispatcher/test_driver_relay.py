@@ -4,6 +4,7 @@ on a clock whose waits are jumps, over every store."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -15,6 +16,7 @@ from tocsin.dispatcher.driver_relay import DriverRelay, relay_options
 from tocsin.dispatcher.handover import relay_zone
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.domain import Status
+from tocsin.spark.worker import GC_THRESHOLDS
 
 
 @pytest.fixture
@@ -49,3 +51,15 @@ def test_the_relay_options_cover_every_bucket_with_a_partition_share() -> None:
     relay = relay_options(options)
     assert (relay.relay, relay.partitions, relay.batch_cap, relay.keep_warm_ms) == (
         1, 1, 25_000, 0)
+
+
+def test_a_started_relay_tunes_its_process_gc(rig: Rig) -> None:
+    """The relay's lanes deliver in the driver, as Spark's workers do in theirs."""
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    relay = DriverRelay(rig.core, trigger_s=60).start()
+    try:
+        assert gc.get_threshold() == GC_THRESHOLDS
+    finally:
+        relay.stop()
+        gc.set_threshold(*before)

@@ -48,7 +48,12 @@ class DriverRelay:
         self._thread = threading.Thread(target=self._loop, name="tocsin-relay", daemon=True)
 
     def start(self) -> DriverRelay:
-        """Start the thread."""
+        """Start the thread, with the GC of this process tuned as in every process that
+        delivers (:func:`~tocsin.spark.worker.tune_gc`): the relay's lanes take a whole burst
+        when they find it first."""
+        from tocsin.spark.worker import tune_gc
+
+        tune_gc()
         self._thread.start()
         return self
 

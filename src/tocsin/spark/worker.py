@@ -4,7 +4,7 @@ Spark builds data sources and sinks from string options, in the driver and in ea
 worker (re-used across micro-batches), so they cannot be handed live objects. They ask
 :func:`worker` instead: one clock and one open store per store URL in this process, kept for
 the next batch (the dispatcher keeps its cores beside them: :mod:`tocsin.dispatcher.runtime`).
-Making the worker is also the one place the GC is tuned (see :data:`GC_THRESHOLDS`).
+Making the worker also tunes the GC (:func:`tune_gc`), as the driver does for its relay.
 """
 
 from __future__ import annotations
@@ -16,12 +16,20 @@ from tocsin.abc import Store
 from tocsin.clock import Clock, SystemClock
 from tocsin.stores import open_store
 
-__all__ = ["GC_THRESHOLDS", "Worker", "store_for", "worker"]
+__all__ = ["GC_THRESHOLDS", "Worker", "store_for", "tune_gc", "worker"]
 
 GC_THRESHOLDS = (50_000, 50, 1_000)
 """The cyclic collector's thresholds in dispatcher processes. A claim or a delivery makes tens
 of thousands of short-lived tuples, none of them cyclic; at Python's default (a young
 collection every 700 allocations) the collector took 10-20 % of a batch's Python time."""
+
+
+def tune_gc() -> None:
+    """Set :data:`GC_THRESHOLDS` in this process: every process that claims and delivers
+    (Spark's workers, the driver that runs the relay). The claim → deliver → acknowledge
+    loop of one process over a 60 000-row drain: 61-65 us of CPU a row at Python's default,
+    56-57 with these."""
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 class Worker:
@@ -50,7 +58,7 @@ def worker() -> Worker:
     use by a Spark stage."""
     with _WORKER_LOCK:
         if not _WORKER:
-            gc.set_threshold(*GC_THRESHOLDS)
+            tune_gc()
             _WORKER.append(Worker(SystemClock()))
         return _WORKER[0]
 
