@@ -82,6 +82,30 @@ def test_store_pending_answers_as_create_keyed(store: Store) -> None:
     assert store.counts()["PENDING"] == 5
 
 
+def test_a_chunk_of_many_statements_answers_as_a_small_one(store: Store) -> None:
+    """A chunk larger than one INSERT statement takes (SQLite puts 100 rows in each), with
+    held keys and keys repeated among its rows, answers and stores as a small chunk does:
+    the held keys repeated, the repeats within the chunk too, a key given to two requests
+    refused the second time, every other row stored as insert_values writes it."""
+    assert isinstance(store, SqlSchedules)
+    store.put_channel(ChannelSpec(name="out", kind=ChannelKind.RECORDING))
+    held = [_item(f"k{n:03}") for n in range(0, 250, 7)]
+    assert _pending(store, held) == [True] * len(held)
+    items = [_item(f"k{n:03}") for n in range(250)] + [_item("k005"), _item("k201", n=1)]
+    answers = _pending(store, items)
+    assert answers[:250] == [n % 7 != 0 for n in range(250)]
+    assert answers[250] is False and isinstance(answers[251], ConflictError)
+    assert store.counts()["PENDING"] == 250
+    for item in items[:250]:
+        stored = store.get(bulk.schedule_id_for_key(store, tenant=item.tenant, key=str(item.key)))
+        assert (stored.payload, stored.due_ms, stored.headers) == (
+            item.payload, item.due_ms, item.headers)
+        assert (with_id(pending_of(item), stored.id, buckets=store.buckets, now_ms=NOW)
+                == insert_values(item, buckets=store.buckets, now_ms=NOW, new_id=stored.id))
+    if store._dialect is SQLITE:  # a payload is stored as a BLOB however it was bound
+        assert store._rows("SELECT DISTINCT typeof(payload) FROM schedules") == [("blob",)]
+
+
 def test_a_bulk_load_keeps_the_planner_statistics_current(store: Store) -> None:
     """A load of 30 000 new schedules, a chunk at a time, looks no key up (nor refreshes the
     statistics for it); loaded again, every key looked up, it leaves the statistics of the
