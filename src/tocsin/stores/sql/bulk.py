@@ -233,8 +233,8 @@ def _store_values(store: SqlSchedules, values: Sequence[tuple[Any, ...]], *, now
         return []
     d = store._dialect
     # In the order of their keys, so that each page of the key index is read and changed
-    # once per chunk (an import's derived keys are random: in the items' order each lands
-    # on any page, and a page read for one key is gone before the next key on it).
+    # once per chunk (in the items' order, keys given by the client, or a delay's derived
+    # keys, land on any page, and a page read for one key is gone before the next on it).
     # Not when any has an ordering key: the insert order is its enqueue order.
     if any(v[_ORDERING_AT] is not None for v in values):
         in_order: Sequence[tuple[Any, ...]] = values
