@@ -241,3 +241,21 @@ def test_on_one_writer_one_task_of_a_batch_holds_every_bucket(rig: Rig) -> None:
     else:
         assert [(s.lo, s.hi) for s in spans if s is not None] == [
             (s.lo, s.hi) for s in (core.span(p) for p in range(4))]
+
+
+def test_a_batch_leaves_what_just_fell_due_to_its_windows(rig: Rig) -> None:
+    """With windows, a micro-batch's own claim takes only what has waited READER_LAG_MS: a
+    schedule due just before the batch is handed over by a window at once (the batch's rows
+    reach the windows' process only through Spark), and a backlog still goes by the batch."""
+    from tocsin.dispatcher.core import READER_LAG_MS
+
+    core, now = rig.core, rig.clock.now_ms()
+    backlog, fresh = rig.schedule(now - READER_LAG_MS - 5), rig.schedule(now - 5)
+    [span] = core.parts({"until": 0, "epoch": 0}, {"until": now, "epoch": 7})
+    assert span.until_ms == now - READER_LAG_MS
+    assert [r.id for r in core.claim(span)] == [backlog]
+    assert rig.window() == 1
+    assert rig.store.get(fresh).status is Status.DELIVERED
+    core.options = replace(core.options, hand_over_ms=0)  # no windows: the batch takes all
+    [span] = core.parts({"until": 0, "epoch": 0}, {"until": now, "epoch": 8})
+    assert span.until_ms == now

@@ -33,8 +33,9 @@ from tocsin.domain import Ack, ChannelSpec
 from tocsin.errors import NotFoundError, StoreError
 from tocsin.stores.retry import retrying
 
-__all__ = ["CLAIM_MARKER_KEEP_MS", "CLAIM_ROWS", "WAKE_AHEAD_MS", "WORKER_IDLE_MS", "BucketSpan",
-           "DispatchCore", "Offset", "bucket_ranges", "channel_spec", "log"]
+__all__ = ["CLAIM_MARKER_KEEP_MS", "CLAIM_ROWS", "READER_LAG_MS", "WAKE_AHEAD_MS",
+           "WORKER_IDLE_MS", "BucketSpan", "DispatchCore", "Offset", "bucket_ranges",
+           "channel_spec", "log"]
 
 T = TypeVar("T")
 Offset = dict[str, int]
@@ -46,6 +47,9 @@ CLAIM_MARKER_KEEP_MS = 24 * 3600 * 1000
 """Replay markers are kept a day: far longer than any replay or lease."""
 CLAIM_MARKER_PRUNE_MS = 300_000
 """Replay markers are pruned at most this often."""
+READER_LAG_MS = 1_000
+"""With hand-over windows, a micro-batch's own claim takes only what has been due this long
+(:meth:`DispatchCore.parts`)."""
 WORKER_IDLE_MS = 60_000
 """Spark stops a pool of Python workers idle for this long (``PythonWorkerFactory``,
 hard-coded)."""
@@ -184,13 +188,21 @@ class DispatchCore:
         """The batch ``(start, end]`` split into bucket ranges, each with its share of the cap;
         the warm-up batch is one range over every bucket, with one range's share: one task
         starts one reader and one writer instead of one per partition, on the path to ready
-        (the next batch's tasks start theirs from the warm daemon, a window ahead)."""
+        (the next batch's tasks start theirs from the warm daemon, a window ahead).
+
+        When hand-over windows follow, a batch claims only what has been due for
+        :data:`READER_LAG_MS` or more: what the windows did not take (a backlog, a start after
+        downtime, a dead run's claims). A schedule that fell due just before the batch is
+        the relay's to hand over at its instant, or the batch's own window's first claim: the
+        batch's rows reach its windows only through Spark, from the reader's task to the
+        writer's, and a schedule due at the batch's start went out 190-340 ms late."""
         if start == end:
             return []
         if end.get("warm"):
             first = self.span(0, epoch=end["epoch"], until_ms=end["until"])
             return [first._replace(lo=0, hi=self.store.buckets - 1)]
-        return [self.span(p, epoch=end["epoch"], until_ms=end["until"])
+        until = end["until"] - (READER_LAG_MS if self.options.hand_over_ms > 0 else 0)
+        return [self.span(p, epoch=end["epoch"], until_ms=until)
                 for p in range(len(bucket_ranges(self.store.buckets, self.options.partitions)))]
 
     def span(self, partition: int, *, epoch: int = 0, until_ms: int = 0) -> BucketSpan:
