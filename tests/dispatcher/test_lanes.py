@@ -331,3 +331,32 @@ def test_a_backlogs_lane_takes_its_own_rows_while_the_windows_pass_it_over(
     assert sorted(rig.destinations.got["slow"]) == sorted(first + backlog), "each once"
     assert {rig.store.get(i).attempts for i in backlog} == {1}
     wait_until(lambda: rig.store.channel_holds() == [], timeout_s=5, what="the hold's end")
+
+
+def test_a_backlogs_lane_threads_run_at_a_lower_priority_until_it_ends(
+        threaded_rig: Rig) -> None:
+    import os
+
+    from tocsin.dispatcher.lanes import BACKLOG_NICE
+
+    def nice(thread: threading.Thread | None) -> int | None:
+        if thread is None or thread.native_id is None or not thread.is_alive():
+            return None
+        return os.getpriority(os.PRIO_PROCESS, thread.native_id)
+
+    rig = threaded_rig
+    rig.destinations.modes["slow"] = "hang"
+    slow, up = rig.add("slow", 10), rig.add("up", 1)
+    rig.core.deliver(rig.claim())
+    lanes = rig.core.lanes
+    backlog, trickle = lanes._lane(("default", "slow")), lanes._lane(("default", "up"))
+    wait_until(lambda: nice(backlog.puller) == BACKLOG_NICE == nice(backlog.thread),
+               timeout_s=5, what="the backlog's threads lowered")
+    wait_until(lambda: rig.status(up) == [Status.DELIVERED], timeout_s=5, what="the trickle")
+    assert nice(trickle.thread) == 0, "another destination's lane keeps its priority"
+    rig.destinations.modes["slow"] = "ok"
+    rig.destinations.release.set()
+    wait_until(lambda: rig.status(slow) == [Status.DELIVERED] * 10, timeout_s=10,
+               what="the backlog sent")
+    wait_until(lambda: not backlog.pulling and nice(backlog.thread) in (0, None), timeout_s=5,
+               what="the lane's sender back at the normal priority (or ended)")

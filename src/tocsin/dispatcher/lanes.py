@@ -89,6 +89,14 @@ def holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+BACKLOG_NICE = 10
+"""How much lower (a nice value) the threads of a lane with a backlog run, so the work of
+destinations that are on time (a window's claims, a trickle's lane and its writes, in the same
+processes) gets the CPU and Python's lock first while a burst keeps every core busy; the burst
+still has every idle cycle. Beside a 100 000-row burst, in two back-to-back pairs of runs, the
+victim's p90 was 24 and 30 ms with it, 35 and 49 without, and the burst drained at 23 463 and
+18 002 rows/s with it, 19 077 and 14 633 without (the p99s, 108/136 against 138/115, were within
+the machine's noise)."""
 HOLD_MS = 10_000
 """A busy hold lasts this long unless renewed (a process that stops leaves it to expire)."""
 SEND_GRACE_S = 2.0
@@ -112,6 +120,15 @@ AHEAD_CHUNKS = 2
 """A lane sends while fewer than this many chunks' rows wait for their acknowledgement: the
 acknowledger writes one while the next is sent, and a burst's lane never runs far ahead of
 what the store has recorded."""
+
+
+def _renice(nice: int) -> bool:
+    """Set the calling thread's nice value (Linux: a thread's own); whether it could."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    except (OSError, AttributeError):  # raising it again takes a privilege
+        return False
+    return True
 
 
 class _Sent(NamedTuple):
@@ -335,12 +352,32 @@ class _Lane:
             except StoreError as exc:  # an optimisation: the queue's age bound holds anyway
                 log.warning("lane %s/%s: could not update its hold: %s", tenant, name, exc)
 
+    def backlog_priority(self, lowered: bool, *, done: bool) -> bool | None:
+        """Keep the calling lane thread's priority to the lane's state: lowered by
+        :data:`BACKLOG_NICE` while the lane pulls a backlog, normal again after. The new
+        state; None when the thread should end: it may not raise its priority again (that
+        takes a privilege) and has nothing left to do (``done``), so the next work starts a
+        thread at the normal priority."""
+        if self.pulling and not lowered:
+            return _renice(BACKLOG_NICE) or lowered
+        if lowered and not self.pulling:
+            if _renice(0):
+                return False
+            return None if done else True
+        return lowered
+
     def run(self) -> None:
         """The lane's thread: send what comes, and hand the verdicts to the acknowledger,
         until idle for :data:`IDLE_S`."""
         lanes, clock = self.lanes, self.lanes.core.clock
-        idle_since = time.monotonic()
+        idle_since, lowered = time.monotonic(), False
         while not lanes.stopping:
+            with lanes.lock:
+                state = self.backlog_priority(lowered, done=not self.queue)
+                if state is None:
+                    self.thread = None
+                    return
+            lowered = state
             now = clock.now_ms()
             self.probe_due(now)
             if self.busy_since is not None and not self.queue and not self.sending:
@@ -375,9 +412,14 @@ class _Lane:
         lanes stop and nothing is left to acknowledge)."""
         lanes, clock = self.lanes, self.lanes.core.clock
         limit = max(self.lanes.settings.chunk_rows, 1)
-        idle_since = time.monotonic()
+        idle_since, lowered = time.monotonic(), False
         while True:
             with lanes.lock:
+                state = self.backlog_priority(lowered, done=not self.sent)
+                if state is None:
+                    self.acker = None
+                    return
+                lowered = state
                 while not self.sent and not self.check_room:
                     if lanes.stopping or time.monotonic() - idle_since > IDLE_S:
                         self.acker = None
@@ -410,6 +452,7 @@ class _Lane:
         lanes, core, (tenant, name) = self.lanes, self.lanes.core, self.key
         store, clock, chunk_rows = core.store, core.clock, lanes.settings.chunk_rows
         rows: list[ClaimedRow] = []
+        _renice(BACKLOG_NICE)  # the thread ends with the backlog
         try:
             while True:
                 now = clock.now_ms()
