@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -181,5 +181,44 @@ def test_every_shape_is_imported_column_by_column(spark: SparkSession, backend_u
     store = open_store(backend_url, buckets=16)
     try:
         assert sorted(stored_numbers(store)) == sorted(list(range(300)) * 6)
+    finally:
+        store.close()
+
+
+def test_chunks_commit_without_the_flush_and_the_task_ends_with_one(
+        postgres_store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL: each chunk's transaction commits with ``synchronous_commit = off``; the
+    loader's ``finish`` (the end of a Spark task) commits with it ``on``, which makes them
+    all durable."""
+    from tocsin.pipelines.loader import ImportJob, Loader
+    from tocsin.stores.postgres import PostgresStore
+
+    _register(postgres_store_url)
+    store = open_store(postgres_store_url, buckets=16)
+    assert isinstance(store, PostgresStore)
+    modes: list[str] = []
+    run = store._run
+
+    def recording(work: Callable[[Any], Any], **kwargs: Any) -> Any:
+        def recorded(conn: Any) -> Any:
+            result = work(conn)
+            if kwargs.get("write", True):  # the mode its commit will have
+                modes.append(conn.execute("SHOW synchronous_commit").fetchone()[0])
+            return result
+        return run(recorded, **kwargs)
+
+    monkeypatch.setattr(store, "_run", recording)
+    shape = RowShape(format=SourceFormat.JSON)
+    loader = Loader(ImportJob(store_url=postgres_store_url, buckets=16,
+                              settings=_settings(postgres_store_url, tmp_path),
+                              now_ms=int(time.time() * 1000), shape=shape, root="file:///in",
+                              chunk=2), store)
+    try:
+        lines = [f'{{"channel": "out", "payload": {{"n": {n}}}, "delay": 60}}' for n in range(5)]
+        tally = loader.load([(line, "file:///in/a.jsonl") for line in lines])
+        assert (tally.created, tally.rejected) == (5, 0)
+        assert modes == ["off"] * 3  # three chunks
+        loader.finish()
+        assert modes == ["off"] * 3 + ["on"]
     finally:
         store.close()

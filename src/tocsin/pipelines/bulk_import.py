@@ -235,6 +235,9 @@ def _run(spark: SparkSession, path: str, frame: DataFrame, job: ImportJob, *, re
             for name in _COUNTS:
                 counts[name].add(getattr(tally, name))
             yield pa.RecordBatch.from_pylist(tally.rejects, schema=REJECT_SCHEMA)
+        # The chunks committed without waiting for the flush: one commit that waits makes
+        # them durable before the task ends (its counts reach the driver only then).
+        loader.finish()
 
     out = frame.mapInArrow(load, ", ".join(f"{n} string" for n in REJECT_FIELDS))
     started = time.monotonic()

@@ -28,7 +28,7 @@ from tocsin.pipelines.rows import (
     json_value,
     row_digest,
 )
-from tocsin.pipelines.writes import store_pending
+from tocsin.pipelines.writes import flush_commits, store_pending
 from tocsin.stores.rows import headers_json, pending_of, pending_values
 from tocsin.validation.schedule import NOT_GIVEN, Problem, ScheduleCheck, registered
 from tocsin.validation.text import TEXT_ESCAPE
@@ -178,6 +178,11 @@ class Loader:
                 good.append((value, index, source))
         tally.by_model += check.modelled
         return checked
+
+    def finish(self) -> None:
+        """Make every row written so far durable: each chunk commits without waiting for the
+        flush (PostgreSQL), so a Spark task calls this before it reports its rows done."""
+        flush_commits(self.store)
 
     def _write_all(self, checked: Checked) -> Tally:
         good = checked.good

@@ -16,7 +16,8 @@ from tocsin.stores.sql import bulk
 from tocsin.stores.sql.bulk import Change
 from tocsin.stores.sql.schedules import SqlSchedules
 
-__all__ = ["Change", "change_many", "create_many", "schedule_id_for_key", "store_pending"]
+__all__ = ["Change", "change_many", "create_many", "flush_commits", "schedule_id_for_key",
+           "store_pending"]
 
 
 def create_many(store: Store, items: Sequence[NewSchedule], *,
@@ -43,7 +44,8 @@ def create_many(store: Store, items: Sequence[NewSchedule], *,
 def store_pending(store: Store, rows: Sequence[Sequence[Any]], *, now_ms: int,
                   key_retention_ms: int) -> list[bool | ConflictError]:
     """Store rows made by :func:`~tocsin.stores.rows.pending_values` (an import's, each
-    keyed), given their items' ``key_retention_ms``, in one transaction where it can: for
+    keyed), given their items' ``key_retention_ms``, in one transaction where it can (not
+    durable before :func:`flush_commits`): for
     each, whether it was created (True) or its key already held the same request (False),
     or the :class:`~tocsin.errors.ConflictError` of a key held by another request."""
     if isinstance(store, SqlSchedules) and bulk.all_keyed(rows):
@@ -55,6 +57,13 @@ def store_pending(store: Store, rows: Sequence[Sequence[Any]], *, now_ms: int,
     items = [item_of(row, key_retention_ms=key_retention_ms) for row in rows]
     return [one if isinstance(one, ConflictError) else one[1]
             for one in create_many(store, items, now_ms=now_ms)]
+
+
+def flush_commits(store: Store) -> None:
+    """Make every :func:`store_pending` before this call durable (its transactions commit
+    without waiting for the flush on PostgreSQL); retried while the store is unavailable."""
+    if isinstance(store, SqlSchedules):
+        retrying(lambda: bulk.flush_commits(store), what="flush")
 
 
 def _bulk(store: Store, items: Sequence[NewSchedule]) -> TypeGuard[SqlSchedules]:

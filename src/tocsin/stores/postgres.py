@@ -249,13 +249,27 @@ class PostgresStore(SqlStore):
 
     # -- what PostgreSQL does its own way ---------------------------------------------------
 
-    def _tenant_work(self, fn: Callable[[Any], T], *, tenants: frozenset[str]) -> T:
+    def _tenant_work(self, fn: Callable[[Any], T], *, tenants: frozenset[str],
+                     flush: bool = True) -> T:
         def work(conn: psycopg.Connection[Any]) -> T:
-            if tenants:
+            if not flush:
+                conn.execute("SET LOCAL synchronous_commit = off")
+            elif tenants:
                 self._apply_durability(conn, all_relaxed(conn, POSTGRES, tenants))
             return fn(conn)
 
         return self._run(work)
+
+    def _flush_commits(self) -> None:
+        """One small transaction that commits with ``synchronous_commit = on``: it is given
+        an id (``pg_current_xact_id``), so it writes a commit record, and waiting for that
+        record's flush makes every commit before it durable (the WAL is flushed in order),
+        those that did not wait included."""
+        def work(conn: psycopg.Connection[Any]) -> None:
+            conn.execute("SET LOCAL synchronous_commit = on")
+            conn.execute("SELECT pg_current_xact_id()")
+
+        self._run(work, idempotent=True)
 
     def _apply_durability(self, conn: psycopg.Connection[Any], relaxed: bool) -> None:
         """A relaxed tenant's transaction commits without waiting for the WAL flush; a strict

@@ -230,7 +230,9 @@ class SQLiteStore(SqlStore):
             files.close()
             self._local.locks = None
 
-    def _tenant_work(self, fn: Callable[[Any], T], *, tenants: frozenset[str]) -> T:
+    def _tenant_work(self, fn: Callable[[Any], T], *, tenants: frozenset[str],
+                     flush: bool = True) -> T:
+        # ``flush`` is not used: an import's chunks commit as the tenants' writes do.
         # SQLite refuses to change the commit level inside a transaction: decide it first.
         relaxed = bool(tenants) and self._work(lambda conn: all_relaxed(conn, SQLITE, tenants),
                                                write=False)

@@ -147,11 +147,18 @@ class SqlBase:
         a backend with one writer at a time lets go first."""
         raise NotImplementedError
 
-    def _tenant_work(self, fn: Callable[[Any], T], *, tenants: frozenset[str]) -> T:
+    def _tenant_work(self, fn: Callable[[Any], T], *, tenants: frozenset[str],
+                     flush: bool = True) -> T:
         """Run ``fn(conn)`` in one write transaction made on tenants' behalf: committed
         without waiting for the flush when every tenant in ``tenants`` is configured
-        ``relaxed``, strictly otherwise (an empty set: strictly)."""
+        ``relaxed``, strictly otherwise (an empty set: strictly). ``flush=False``: without
+        waiting whatever the tenants, where the backend can (PostgreSQL); the caller makes
+        it durable later with :meth:`_flush_commits`, before it reports the work done."""
         raise NotImplementedError
+
+    def _flush_commits(self) -> None:
+        """Make every transaction committed before this call durable (those of
+        ``_tenant_work(flush=False)``); a backend that never defers the flush does nothing."""
 
     def _insert_many(self, conn: Any, target: str, rows: Sequence[Sequence[Any]]) -> None:
         """Insert ``rows`` into ``target`` (``table (columns)``) inside ``conn``'s

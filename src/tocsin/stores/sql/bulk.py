@@ -52,8 +52,8 @@ from tocsin.stores.sql.schedules import (
     too_late,
 )
 
-__all__ = ["Change", "all_keyed", "change_many", "create_keyed", "schedule_id_for_key",
-           "store_pending"]
+__all__ = ["Change", "all_keyed", "change_many", "create_keyed", "flush_commits",
+           "schedule_id_for_key", "store_pending"]
 
 _KEYS = 2_000
 """Keys looked up per statement."""
@@ -186,15 +186,26 @@ def store_pending(store: SqlSchedules, rows: Sequence[Sequence[Any]], *, now_ms:
     (each keyed), given their items' ``key_retention_ms``: an import's rows, built from its
     columns. Each gets its id and creation time here. Only whether each was created (True)
     or its key already held the same request (False), or the conflict: an import needs no
-    schedule back, and making one costs a few microseconds a row."""
+    schedule back, and making one costs a few microseconds a row.
+
+    The transaction commits without waiting for the WAL flush (PostgreSQL): the import
+    calls :func:`flush_commits` once at the end of each Spark task, before the task reports
+    its rows, so they are durable when ``tocsin import`` reports success, as before. COPY
+    of 100 000 rows in one connection, per row of wall time: 11.1-16.5 us waiting for each
+    chunk's flush, 9.5-10.4 us not."""
     if not all_keyed(rows):
         raise ValueError("store_pending takes only rows with an idempotency key")
     buckets = store.buckets
     values = [with_id(row, new_id, buckets=buckets, now_ms=now_ms)
               for row, new_id in zip(rows, new_schedule_ids(now_ms, len(rows)), strict=True)]
     out = _store_values(store, values, now_ms=now_ms, item_at=lambda index: item_of(
-        rows[index], key_retention_ms=key_retention_ms))
+        rows[index], key_retention_ms=key_retention_ms), flush=False)
     return _created(out)
+
+
+def flush_commits(store: SqlSchedules) -> None:
+    """Make every :func:`store_pending` before this call durable."""
+    store._flush_commits()
 
 
 def all_keyed(rows: Sequence[Sequence[Any]]) -> bool:
@@ -224,11 +235,11 @@ def _store_keyed(store: SqlSchedules, items: Sequence[NewSchedule], *, now_ms: i
 
 
 def _store_values(store: SqlSchedules, values: Sequence[tuple[Any, ...]], *, now_ms: int,
-                  item_at: Callable[[int], NewSchedule],
+                  item_at: Callable[[int], NewSchedule], flush: bool = True,
                   ) -> list[tuple[Schedule, bool] | ConflictError | None]:
     """Store the rows ``values`` (INSERT values, each keyed, none with task-key semantics);
     each one's answer (None: created now). ``item_at``: the item of a row, asked only for a
-    row whose key is held or repeated."""
+    row whose key is held or repeated. ``flush``: as ``_tenant_work``'s."""
     if not values:
         return []
     d = store._dialect
@@ -322,7 +333,7 @@ def _store_values(store: SqlSchedules, values: Sequence[tuple[Any, ...]], *, now
                 out[index] = conflict
         return out
 
-    out = store._tenant_work(work, tenants=frozenset(v[1] for v in values))
+    out = store._tenant_work(work, tenants=frozenset(v[1] for v in values), flush=flush)
     if looked_up and len(values) >= _LARGE:
         # The next lookup of keys needs them. Not after a COPY that went in whole: a load of
         # new keys looks none up, and ANALYZE, at each doubling of the table, took 1.3 s of
