@@ -7,6 +7,8 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +26,10 @@ def _write(store: SQLiteStore, name: str, order: list[str], *, urgent: bool) -> 
     store._work(work, urgent=urgent)
 
 
-def test_a_claim_goes_before_writers_that_waited_longer(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "t.db", buckets=4)
-    order: list[str] = []
-    release = threading.Event()
-    holding = threading.Event()
+@contextmanager
+def _writer_held(store: SQLiteStore) -> Iterator[None]:
+    """Hold the store's writer (another thread's write) until the block ends."""
+    release, holding = threading.Event(), threading.Event()
 
     def hold(conn: object) -> None:
         holding.set()
@@ -37,14 +38,24 @@ def test_a_claim_goes_before_writers_that_waited_longer(tmp_path: Path) -> None:
     holder = threading.Thread(target=store._work, args=(hold,))
     holder.start()
     holding.wait(10)
-    waiters = []
-    for name, urgent in (("ack-1", False), ("ack-2", False), ("claim", True)):
-        waiters.append(threading.Thread(target=_write, args=(store, name, order),
-                                        kwargs={"urgent": urgent}))
-        waiters[-1].start()
-        time.sleep(SETTLE_S)
-    release.set()
-    for t in (holder, *waiters):
+    try:
+        yield
+    finally:
+        release.set()
+        holder.join(10)
+
+
+def test_a_claim_goes_before_writers_that_waited_longer(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "t.db", buckets=4)
+    order: list[str] = []
+    with _writer_held(store):
+        waiters = []
+        for name, urgent in (("ack-1", False), ("ack-2", False), ("claim", True)):
+            waiters.append(threading.Thread(target=_write, args=(store, name, order),
+                                            kwargs={"urgent": urgent}))
+            waiters[-1].start()
+            time.sleep(SETTLE_S)
+    for t in waiters:
         t.join(10)
     assert order[0] == "claim" and sorted(order[1:]) == ["ack-1", "ack-2"]
     store.close()
@@ -75,20 +86,10 @@ def test_a_claim_goes_before_other_processes_writers(tmp_path: Path) -> None:
         writers[-1][0].start()
     for _, opened, _ in writers:
         assert opened.wait(60)
-    release, holding = threading.Event(), threading.Event()
-
-    def hold(conn: object) -> None:
-        holding.set()
-        release.wait(10)
-
-    holder = threading.Thread(target=store._work, args=(hold,))
-    holder.start()
-    holding.wait(10)
-    for _, _, go in writers:  # each reaches its wait before the next starts
-        go.set()
-        time.sleep(SETTLE_S)
-    release.set()
-    holder.join(10)
+    with _writer_held(store):
+        for _, _, go in writers:  # each reaches its wait before the next starts
+            go.set()
+            time.sleep(SETTLE_S)
     for process, _, _ in writers:
         process.join(30)
         assert process.exitcode == 0
