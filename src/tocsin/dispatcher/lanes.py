@@ -451,13 +451,10 @@ class _Lane:
         ended the hold), when the breaker leaves ``closed``, or when the lanes stop."""
         lanes, core, (tenant, name) = self.lanes, self.lanes.core, self.key
         store, clock, chunk_rows = core.store, core.clock, lanes.settings.chunk_rows
-        rows: list[ClaimedRow] = []
         _renice(BACKLOG_NICE)  # the thread ends with the backlog
         try:
             while True:
-                now = clock.now_ms()
-                if self.busy_since is None or now - self.busy_since > HOLD_MS // 2:
-                    self.mind_room(now)  # the hold, first; renewed while the backlog lasts
+                self.mind_room(clock.now_ms())  # the hold, first; renewed while it pulls
                 target = min(self.room, PULL_CHUNKS * chunk_rows)
                 low = target - max(1, min(chunk_rows, target) // 2)
                 with lanes.lock:

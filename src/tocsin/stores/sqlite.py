@@ -29,8 +29,9 @@ __all__ = ["SQLiteStore"]
 
 T = TypeVar("T")
 
+
 class _LockFiles:
-    """One thread's open writer-lock and intent files (:meth:`SqliteStore._writer`), closed
+    """One thread's open writer-lock and intent files (:meth:`SQLiteStore._writer`), closed
     when the thread ends (its thread-local data goes) or the store closes."""
 
     def __init__(self, path: str) -> None:
