@@ -67,6 +67,7 @@ _INSERT_NAMES = INSERT_COLUMNS.replace(" ", "").split(",")
 _KEY_AT, _ORDERING_AT, _PAYLOAD_AT = (_INSERT_NAMES.index(name)
                                       for name in ("key", "ordering_key", "payload"))
 """The positions of ``key``, ``ordering_key`` and ``payload`` in INSERT values."""
+_BY_KEY = itemgetter(_KEY_AT)
 _MAYBE_NULL = frozenset(_INSERT_NAMES.index(name) for name in (
     "key", "fingerprint", "ordering_key", "policy", "recurring_id", "firing_ms"))
 """The INSERT values that may be None."""
@@ -246,11 +247,14 @@ def _store_values(store: SqlSchedules, values: Sequence[tuple[Any, ...]], *, now
     # In the order of their keys, so that each page of the key index is read and changed
     # once per chunk (in the items' order, keys given by the client, or a delay's derived
     # keys, land on any page, and a page read for one key is gone before the next on it).
-    # Not when any has an ordering key: the insert order is its enqueue order.
+    # Not when any has an ordering key: the insert order is its enqueue order. Rows of one
+    # tenant by their key alone: a string's comparison, not a pair's (a chunk of 10 000
+    # derived keys in digest order: 0.58 -> 0.19 us a row).
+    tenants = frozenset(map(itemgetter(1), values))
     if any(v[_ORDERING_AT] is not None for v in values):
         in_order: Sequence[tuple[Any, ...]] = values
     else:
-        in_order = sorted(values, key=_tenant_key)
+        in_order = sorted(values, key=_BY_KEY if len(tenants) == 1 else _tenant_key)
 
     # SQLite: made before the transaction, as the values are.
     first = _bound(in_order) if d.insert_first else []
@@ -333,7 +337,7 @@ def _store_values(store: SqlSchedules, values: Sequence[tuple[Any, ...]], *, now
                 out[index] = conflict
         return out
 
-    out = store._tenant_work(work, tenants=frozenset(v[1] for v in values), flush=flush)
+    out = store._tenant_work(work, tenants=tenants, flush=flush)
     if looked_up and len(values) >= _LARGE:
         # The next lookup of keys needs them. Not after a COPY that went in whole: a load of
         # new keys looks none up, and ANALYZE, at each doubling of the table, took 1.3 s of
