@@ -91,6 +91,11 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="a burst or drain during which others used more than this %% of one "
                         "core is run again...")
     p.add_argument("--noisy-retries", type=int, default=2, help="...at most this many times")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run Tocsin and the peers, one after the other, this many times; the "
+                        "summary is each figure's median over the rounds, each ratio the "
+                        "median of the rounds' ratios (CPU figures of runs minutes apart "
+                        "differ by up to a quarter on this shared machine)")
     p.add_argument("--part-timeout-s", type=float, default=5400.0)
     p.add_argument("--out", type=Path, help="default bench/results/dispatch-<store>.json")
     p.add_argument("--part", help=argparse.SUPPRESS)
@@ -388,6 +393,35 @@ def _code_version() -> dict[str, Any]:
             "src_modified": bool(git("status", "--porcelain", "--", "src"))}
 
 
+RATIOS = ("deliveries_per_s", "drain_deliveries_per_s", "lateness_p50_ms", "lateness_p99_ms",
+          "lateness_max_ms", "idle_cpu_pct", "idle_rss_mb", "idle_with_future_cpu_pct",
+          "ingest_per_s", "cpu_us_per_delivery_burst", "cpu_us_per_delivery_drain")
+
+
+def _ratios(summary: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """Tocsin's headline figures over each peer's, of one round."""
+    h = summary.get("tocsin") or {}
+    if "failed" in h:
+        return {}
+    return {name: {k: round(h[k] / s[k], 2) if h.get(k) and s.get(k) else None for k in RATIOS}
+            for name, s in summary.items() if name != "tocsin" and "failed" not in s}
+
+
+def _median_of(figures: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each numeric figure's median over rounds (a round that failed is left out; with none
+    left, the first round's failure)."""
+    import statistics
+
+    ok = [f for f in figures if "failed" not in f]
+    if not ok:
+        return figures[0]
+    out: dict[str, Any] = {}
+    for key in ok[0]:
+        values = [f[key] for f in ok if isinstance(f.get(key), int | float)]
+        out[key] = (round(statistics.median(values), 2) if values else ok[0][key])
+    return out
+
+
 def _met(value: float | None, goal: float, *, at_most: bool) -> dict[str, Any]:
     ok = value is not None and (value <= goal if at_most else value >= goal)
     return {"value": value, "goal": f"{'<=' if at_most else '>='} {goal}", "met": ok}
@@ -412,8 +446,13 @@ def main(argv: list[str] | None = None) -> None:
     started = now_ms()
     code = _code_version()
     peers = [p for p in args.peer.split(",") if p and p != "none"]
-    results = {name: _run_part(name, args, argv, scratch)
-               for name in ([] if args.skip_tocsin else ["tocsin"]) + peers}
+    names = ([] if args.skip_tocsin else ["tocsin"]) + peers
+    rounds = []
+    for k in range(max(1, args.rounds)):
+        if args.rounds > 1:
+            log(f"=== round {k + 1} of {args.rounds} ===")
+        rounds.append({name: _run_part(name, args, argv, scratch) for name in names})
+    results = rounds[0]
     report: dict[str, Any] = {}
     tocsin = results.get("tocsin")
     if tocsin and "failed" not in tocsin:
@@ -426,7 +465,9 @@ def main(argv: list[str] | None = None) -> None:
     report["code"] = code
     report["run_at"] = datetime.fromtimestamp(started / 1000, UTC).isoformat(timespec="seconds")
     report["wall_s"] = round((now_ms() - started) / 1000, 1)
-    summary = {name: (headline(r) if "failed" not in r else r) for name, r in results.items()}
+    each = [{name: (headline(r) if "failed" not in r else r) for name, r in one.items()}
+            for one in rounds]
+    summary = {name: _median_of([e[name] for e in each]) for name in names}
     report["summary"] = summary
     if tocsin and "failed" not in tocsin:
         h = summary["tocsin"]
@@ -440,14 +481,13 @@ def main(argv: list[str] | None = None) -> None:
             "goal: 50000/s (drain capacity)": _met(drain, 50_000, at_most=False),
             "goal: p99 <= 1000 ms": _met(h["lateness_p99_ms"], 1_000, at_most=True),
         }
+        per_round = [_ratios(e) for e in each]
         report["ratios_tocsin_over_peer"] = {
-            name: {k: round(h[k] / s[k], 2) if h.get(k) and s.get(k) else None
-                   for k in ("deliveries_per_s", "drain_deliveries_per_s", "lateness_p50_ms",
-                             "lateness_p99_ms", "lateness_max_ms", "idle_cpu_pct", "idle_rss_mb",
-                             "idle_with_future_cpu_pct",
-                             "ingest_per_s", "cpu_us_per_delivery_burst",
-                             "cpu_us_per_delivery_drain")}
-            for name, s in summary.items() if name != "tocsin" and "failed" not in s}
+            name: _median_of([r[name] for r in per_round if name in r])
+            for name in per_round[0]}
+        if len(rounds) > 1:
+            report["rounds"] = [{"summary": e, "ratios_tocsin_over_peer": r}
+                                for e, r in zip(each, per_round, strict=True)]
     report["details"] = results
     out = args.out or REPO / "bench" / "results" / (
         f"dispatch-{args.store}{'-peers' if args.skip_tocsin else ''}.json")
