@@ -283,6 +283,13 @@ class DispatchStore(ABC):
         (:mod:`tocsin.dispatcher.lanes`). Not a replay: each call claims anew."""
 
     @abstractmethod
+    def next_pull_ms(self, *, tenant: str, channel: str, until_ms: int) -> int | None:
+        """The earliest next time ``<= until_ms`` of a schedule :meth:`pull` would take for
+        this destination, or None (none, or the destination is paused or its breaker open).
+        A read: a lane that took a backlog and caught up asks it before it waits for its
+        destination's next due instant."""
+
+    @abstractmethod
     def next_claimable_ms(self, *, bucket_lo: int, bucket_hi: int, until_ms: int, now_ms: int,
                           lease_ms: int) -> int | None:
         """The earliest next time ``<= until_ms`` of an unthrottled PENDING schedule in buckets

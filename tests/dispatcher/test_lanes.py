@@ -4,6 +4,7 @@ sends that pass their deadline, a slow destination that waits alone."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -360,3 +361,31 @@ def test_a_backlogs_lane_threads_run_at_a_lower_priority_until_it_ends(
                what="the backlog sent")
     wait_until(lambda: not backlog.pulling and nice(backlog.thread) in (0, None), timeout_s=5,
                what="the lane's sender back at the normal priority (or ended)")
+
+
+def test_a_backlogs_lane_that_caught_up_takes_the_next_rows_at_their_instant(
+        threaded_rig: Rig) -> None:
+    """A puller that caught up keeps its destination while a schedule falls due within
+    LINGER_MS and takes it at its instant (a burst goes on); once none does, it ends and the
+    hold with it."""
+    from tocsin.dispatcher.lanes import LINGER_MS
+
+    rig = threaded_rig
+    rig.destinations.modes["slow"] = "hang"
+    first = rig.add("slow", 10)
+    rig.core.deliver(rig.claim())
+    lane = rig.core.lanes._lane(("default", "slow"))
+    wait_until(lambda: lane.pulling, timeout_s=5, what="the backlog's puller")
+    soon = rig.add("slow", 3, due_ms=rig.clock.now_ms() + LINGER_MS // 2)
+    rig.destinations.modes["slow"] = "ok"
+    rig.destinations.release.set()
+    wait_until(lambda: rig.status(first) == [Status.DELIVERED] * 10, timeout_s=10,
+               what="the backlog sent")
+    time.sleep(0.3)  # the puller caught up: it waits for the next instant, holding on
+    assert lane.pulling and [h.reason for h in rig.store.channel_holds()] == [BUSY]
+    assert rig.status(soon) == [Status.PENDING] * 3, "nothing taken before it is due"
+    rig.clock.advance(LINGER_MS // 2)
+    wait_until(lambda: rig.status(soon) == [Status.DELIVERED] * 3, timeout_s=5,
+               what="the next rows, taken by the puller at their instant")
+    wait_until(lambda: not lane.pulling and rig.store.channel_holds() == [], timeout_s=5,
+               what="the puller's end, nothing more due, and the hold's")

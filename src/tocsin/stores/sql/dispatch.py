@@ -82,6 +82,16 @@ def _destination_candidates(d: Dialect, column: str, *, lock: bool) -> str:
             f"{d.skip_locked if lock else ''}")
 
 
+def _pull_candidates(d: Dialect, column: str, *, lock: bool) -> str:
+    """``column`` of one destination's unthrottled PENDING candidates ``s`` due by a time, heads
+    of their keys, earliest first, up to a limit (tenant, channel, the time, the limit), for
+    :meth:`~tocsin.abc.DispatchStore.pull` (``lock``-ed as it takes them) and its peek."""
+    return (f"SELECT s.{column} FROM schedules s WHERE s.status = 'PENDING' "
+            "AND s.policy IS NULL AND s.tenant = ? AND s.channel = ? "
+            f"AND s.next_ms <= ? AND {d.head} ORDER BY {_BY_DESTINATION} "
+            f"LIMIT ?{d.skip_locked if lock else ''}")
+
+
 class SqlDispatch(SqlBase, DispatchStore):
     """The :class:`~tocsin.abc.DispatchStore` role over a backend's ``_work``."""
 
@@ -237,10 +247,7 @@ class SqlDispatch(SqlBase, DispatchStore):
     def pull(self, *, epoch: int, tenant: str, channel: str, now_ms: int,
              limit: int) -> list[ClaimedRow]:
         d = self._dialect
-        candidates = (f"SELECT s.id FROM schedules s WHERE s.status = 'PENDING' "
-                      "AND s.policy IS NULL AND s.tenant = ? AND s.channel = ? "
-                      f"AND s.next_ms <= ? AND {d.head} ORDER BY {_BY_DESTINATION} "
-                      f"LIMIT ?{d.skip_locked}")
+        candidates = _pull_candidates(d, "id", lock=True)
 
         def work(conn: Any) -> list[tuple[Any, ...]]:
             if conn.execute(d.q(_OPEN_OR_PAUSED), (tenant, channel, tenant, channel)).fetchone():
@@ -254,6 +261,18 @@ class SqlDispatch(SqlBase, DispatchStore):
         # waits for (on SQLite, a 1 000-row share of a burst in the window's claim held the
         # writer 37-146 ms while a trickle's schedule fell due behind it).
         return [claimed_from_row(r) for r in self._work(work)]
+
+    def next_pull_ms(self, *, tenant: str, channel: str, until_ms: int) -> int | None:
+        d = self._dialect
+        earliest = f"SELECT min(next_ms) FROM ({_pull_candidates(d, 'next_ms', lock=False)}) m"
+
+        def work(conn: Any) -> int | None:
+            if conn.execute(d.q(_OPEN_OR_PAUSED), (tenant, channel, tenant, channel)).fetchone():
+                return None
+            row = conn.execute(d.q(earliest), (tenant, channel, until_ms, 1)).fetchone()
+            return None if row is None or row[0] is None else int(row[0])
+
+        return self._work(work, write=False)
 
     def next_claimable_ms(self, *, bucket_lo: int, bucket_hi: int, until_ms: int, now_ms: int,
                           lease_ms: int) -> int | None:
