@@ -143,9 +143,14 @@ def _stored(url: str) -> int:
 
 
 def _drop(kind: str, server_url: str | None, url: str) -> None:
-    """Drop a PostgreSQL store's schema once measured (a shared server keeps no bench rows)."""
+    """Drop a PostgreSQL store's schema once measured (a shared server keeps no bench rows);
+    delete a SQLite store's files (the next round of the shape starts from an empty one)."""
     if kind == "postgres" and server_url:
         drop_schema(server_url, url)
+    elif kind == "sqlite":
+        db = Path(url.removeprefix("sqlite:///"))
+        for path in db.parent.glob(f"{db.name}*"):
+            path.unlink(missing_ok=True)
 
 
 def run_shape(spark: Any, kind: str, server_url: str | None, shape: str, data: Path,
