@@ -126,7 +126,8 @@ def write_shape(folder: Path, shape: str, rows: int, files: int, *, prefix: str 
 
 
 def _fresh(kind: str, server_url: str | None, home: Path, name: str) -> str:
-    url = (f"sqlite:///{home / f'{kind}-{name}.db'}" if kind == "sqlite"
+    # a new SQLite file each time: a reused Spark worker keeps its store open by its URL
+    url = (f"sqlite:///{home / f'{kind}-{name}-{time.monotonic_ns()}.db'}" if kind == "sqlite"
            else create_schema(server_url or ""))
     store = open_store(url)
     store.put_channel(ChannelSpec(name="out", kind=ChannelKind.RECORDING))
