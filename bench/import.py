@@ -145,7 +145,7 @@ def _stored(url: str) -> int:
 
 def _drop(kind: str, server_url: str | None, url: str) -> None:
     """Drop a PostgreSQL store's schema once measured (a shared server keeps no bench rows);
-    delete a SQLite store's files (the next round of the shape starts from an empty one)."""
+    delete a SQLite store's files (with ``--rounds``, every run of every shape leaves one)."""
     if kind == "postgres" and server_url:
         drop_schema(server_url, url)
     elif kind == "sqlite":

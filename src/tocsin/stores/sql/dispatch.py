@@ -264,13 +264,13 @@ class SqlDispatch(SqlBase, DispatchStore):
 
     def next_pull_ms(self, *, tenant: str, channel: str, until_ms: int) -> int | None:
         d = self._dialect
-        earliest = f"SELECT min(next_ms) FROM ({_pull_candidates(d, 'next_ms', lock=False)}) m"
+        earliest = _pull_candidates(d, "next_ms", lock=False)  # with a limit of one
 
         def work(conn: Any) -> int | None:
             if conn.execute(d.q(_OPEN_OR_PAUSED), (tenant, channel, tenant, channel)).fetchone():
                 return None
             row = conn.execute(d.q(earliest), (tenant, channel, until_ms, 1)).fetchone()
-            return None if row is None or row[0] is None else int(row[0])
+            return None if row is None else int(row[0])
 
         return self._work(work, write=False)
 
