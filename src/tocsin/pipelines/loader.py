@@ -30,6 +30,7 @@ from tocsin.pipelines.rows import (
 )
 from tocsin.pipelines.writes import flush_commits, store_pending
 from tocsin.stores.rows import headers_json, pending_of, pending_values
+from tocsin.validation.parsing import header_bytes
 from tocsin.validation.schedule import NOT_GIVEN, Problem, ScheduleCheck, registered
 from tocsin.validation.text import TEXT_ESCAPE
 
@@ -106,11 +107,12 @@ class Loader:
         self.store = store
         # Plain headers as stored (None: not plain), by their items: an import's rows mostly
         # share a few.
-        self._headers: dict[tuple[tuple[Any, Any], ...], str | None] = {}
+        self._headers: dict[tuple[tuple[Any, Any], ...], tuple[str, int] | None] = {}
 
-    def _stored_headers(self, headers: Any) -> str | None:
-        """Headers read from a row as stored (:func:`~tocsin.stores.rows.headers_json`) when
-        they are plain (:func:`_plain_headers`), else None; once for each distinct value."""
+    def _stored_headers(self, headers: Any) -> tuple[str, int] | None:
+        """Headers read from a row as stored (:func:`~tocsin.stores.rows.headers_json`) and
+        their :func:`~tocsin.validation.parsing.header_bytes`, when they are plain
+        (:func:`_plain_headers`), else None; once for each distinct value."""
         if type(headers) is not dict:
             return None
         try:
@@ -121,7 +123,8 @@ class Loader:
             return None
         if len(self._headers) >= _HEADERS_KEPT:
             self._headers.clear()
-        stored = self._headers[seen] = headers_json(headers) if _plain_headers(headers) else None
+        stored = self._headers[seen] = ((headers_json(headers), header_bytes(headers))
+                                        if _plain_headers(headers) else None)
         return stored
 
     def load(self, rows: Sequence[tuple[Any, str]]) -> Tally:
@@ -206,7 +209,7 @@ class Loader:
                     payload = json_value(payload)
                 except ValueError:
                     return None
-        headers, stored_headers = c.headers[index], "{}"
+        headers, stored_headers, headers_size = c.headers[index], "{}", 0
         if headers is not None:
             if not c.headers_read:
                 try:
@@ -215,7 +218,7 @@ class Loader:
                     return None
             if (stored := self._stored_headers(headers)) is None:
                 return None
-            stored_headers = stored
+            stored_headers, headers_size = stored
         key, due_at, due_ms, digest = c.key[index], c.due_at[index], None, None
         if c.due_ms is not None:
             due_ms = c.due_ms[index]
@@ -226,20 +229,33 @@ class Loader:
             if due_ms is None and (due_ms := check.due_ms(due_at, delay)) is None:
                 return None  # the model refuses the due time
             # The row's way derives a key from the row as it reads it: its fields given, after
-            # the mapping, JSON text read, the tenant not yet set.
-            row = {"channel": channel, "ordering_key": ordering_key, "policy": policy,
-                   "tenant": named, "due_at": due_at, "delay": delay, "headers": headers,
-                   "payload_text": text}
-            row = {name: field for name, field in row.items() if field is not None}
+            # the mapping, JSON text read, the tenant not yet set. Built field by field:
+            # 0.13 us a row, against 0.57 for a dict of all eight filtered by a comprehension.
+            row: dict[str, Any] = {"channel": channel}
+            if ordering_key is not None:
+                row["ordering_key"] = ordering_key
+            if policy is not None:
+                row["policy"] = policy
+            if named is not None:
+                row["tenant"] = named
+            if due_at is not None:
+                row["due_at"] = due_at
+            if delay is not None:
+                row["delay"] = delay
+            if headers is not None:
+                row["headers"] = headers
             if text is None:
                 row["payload"] = payload
+            else:
+                row["payload_text"] = text
             digest = row_digest(source, row)
             key = derived_key(digest, due_ms, now_ms=None if delay is None else self.job.now_ms,
                               source=source)
         parts = check.plain_parts(
             channel=channel, key=key, ordering_key=ordering_key, policy=policy,
             named=named or shape.tenant, due_at=due_at, delay=delay, headers=headers or {},
-            payload=payload, payload_text=text, due_ms=due_ms, request_digest=digest)
+            payload=payload, payload_text=text, due_ms=due_ms, request_digest=digest,
+            headers_size=headers_size)
         if parts is None:
             return None
         kind, data, due_ms, tenant, digest = parts
