@@ -27,6 +27,7 @@ __all__ = [
     "Target",
     "attribute",
     "cpu_between",
+    "cpu_probe",
     "free_port",
     "lateness_summary",
     "machine_info",
@@ -434,6 +435,18 @@ def stop_group(proc: subprocess.Popen[bytes], *, grace_s: float = 20.0) -> None:
             proc.wait(timeout=30)
         except ProcessLookupError:
             pass
+
+
+def cpu_probe() -> float:
+    """CPU seconds this process takes for a fixed pure-Python loop (ten million additions):
+    the machine's speed at the moment. On a shared host it moves by up to half within
+    minutes (0.72 s, then 1.22 s a quarter of an hour later), so absolute rates are recorded
+    beside it."""
+    started = time.process_time()
+    total = 0
+    for n in range(10_000_000):
+        total += n
+    return round(time.process_time() - started, 3)
 
 
 def machine_info() -> dict[str, Any]:

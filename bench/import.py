@@ -25,7 +25,9 @@ Shapes (Parquet in ``--files`` files unless said otherwise):
 Figures: ``<store>_rows_per_s_<shape>`` (``<store>_rows_per_s`` is the ``delay`` shape's);
 targets: every shape at least 0.8 x the best shape of its store and 50 000 rows/s. With
 ``--rounds N`` every shape is imported N times per store, in turn, and its figure is the
-median run's (each run's rate is kept in ``rounds_rows_per_s``).
+median run's (each run's rate is kept in ``rounds_rows_per_s``). ``<store>_cpu_probe_s``:
+the seconds of a fixed Python loop before the first round and after each
+(:func:`bench.common.cpu_probe`), the machine's speed while the store's shapes ran.
 ``--growth N`` instead imports N rows of the ``due_at_timestamp`` shape into one store, a
 million (``--growth-step``) at a time, and records each step's rate and
 ``<store>_growth_ratio`` (the last step's rate over the first's; target 0.8 for the last
@@ -55,7 +57,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.common import write_results
+from bench.common import cpu_probe, write_results
 from tocsin.config import Settings
 from tocsin.domain import ChannelKind, ChannelSpec
 from tocsin.pipelines.bulk_import import run_import
@@ -254,10 +256,12 @@ def main() -> None:
 
         def shaped(kind: str, server_url: str | None) -> None:
             runs: dict[str, list[dict[str, Any]]] = {shape: [] for shape in shapes}
+            probes = out[f"{kind}_cpu_probe_s"] = [cpu_probe()]
             for k in range(max(1, args.rounds)):
                 for shape in shapes if k % 2 == 0 else shapes[::-1]:
                     runs[shape].append(run_shape(spark, kind, server_url, shape, data[shape],
                                                  warm, home, args.partitions))
+                probes.append(cpu_probe())
             for shape in shapes:
                 ranked = sorted(runs[shape], key=lambda r: r["rows_per_s"])
                 result = ranked[(len(ranked) - 1) // 2]  # the median run (the lower of two)
