@@ -4,8 +4,8 @@ and ``reschedule``; and a schedule by key."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, TypeGuard
+from collections.abc import Callable, Sequence
+from typing import Any, TypeGuard, TypeVar
 
 from tocsin.abc import Store
 from tocsin.domain import NewSchedule, Schedule
@@ -19,6 +19,26 @@ from tocsin.stores.sql.schedules import SqlSchedules
 __all__ = ["Change", "change_many", "create_many", "flush_commits", "schedule_id_for_key",
            "store_pending"]
 
+T = TypeVar("T")
+
+_BULK_TRIES = 3
+"""Tries of a bulk write before ``create`` decides. A try fails as a whole when another
+writer inserts one of its keys meanwhile (PostgreSQL: the COPY waits for that transaction,
+then meets the key); the next try finds the key held and answers it as a held key. Two
+writers of an import whose rows repeat keys across files fell back chunk after chunk, each
+chunk through ``create`` and then one item at a time: 4 291 rows/s for 202 000 rows."""
+
+
+def _bulk_tried(write: Callable[[], T]) -> T | None:
+    """``write()``, tried up to :data:`_BULK_TRIES` times while it raises
+    :class:`StoreError`; None when every try did (an outage: ``create`` retries it)."""
+    for _ in range(_BULK_TRIES):
+        try:
+            return write()
+        except StoreError:
+            continue
+    return None
+
 
 def create_many(store: Store, items: Sequence[NewSchedule], *,
                 now_ms: int) -> list[tuple[Schedule, bool] | ConflictError]:
@@ -28,17 +48,21 @@ def create_many(store: Store, items: Sequence[NewSchedule], *,
     has an idempotency key; retried while the store is unavailable (safe: every item is
     keyed)."""
     if _bulk(store, items):
-        try:
-            return bulk.create_keyed(store, items, now_ms=now_ms)
-        except StoreError:
-            pass  # a concurrent insert of one of the keys (or an outage): create decides
+        keyed = store  # narrowed for the closure
+        done = _bulk_tried(lambda: bulk.create_keyed(keyed, items, now_ms=now_ms))
+        if done is not None:
+            return done
     try:
         return list(retrying(lambda: store.create(items, now_ms=now_ms), what="create"))
     except ConflictError as conflict:
         if len(items) == 1:
             return [conflict]
-    # One item's conflict refused them all: each on its own, so only that one is left out.
-    return [one for item in items for one in create_many(store, [item], now_ms=now_ms)]
+    # One item's conflict refused them all: each half on its own, until only the items
+    # that conflict are left out (one conflict in n items: n transactions one by one, about
+    # 2 log2(n) in halves).
+    half = len(items) // 2
+    return [*create_many(store, items[:half], now_ms=now_ms),
+            *create_many(store, items[half:], now_ms=now_ms)]
 
 
 def store_pending(store: Store, rows: Sequence[Sequence[Any]], *, now_ms: int,
@@ -49,11 +73,11 @@ def store_pending(store: Store, rows: Sequence[Sequence[Any]], *, now_ms: int,
     each, whether it was created (True) or its key already held the same request (False),
     or the :class:`~tocsin.errors.ConflictError` of a key held by another request."""
     if isinstance(store, SqlSchedules) and bulk.all_keyed(rows):
-        try:
-            return bulk.store_pending(store, rows, now_ms=now_ms,
-                                      key_retention_ms=key_retention_ms)
-        except StoreError:
-            pass  # a concurrent insert of one of the keys (or an outage): create decides
+        sql = store  # narrowed for the closure
+        done = _bulk_tried(lambda: bulk.store_pending(sql, rows, now_ms=now_ms,
+                                                      key_retention_ms=key_retention_ms))
+        if done is not None:
+            return done
     items = [item_of(row, key_retention_ms=key_retention_ms) for row in rows]
     return [one if isinstance(one, ConflictError) else one[1]
             for one in create_many(store, items, now_ms=now_ms)]
