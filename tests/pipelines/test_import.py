@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -222,3 +223,25 @@ def test_chunks_commit_without_the_flush_and_the_task_ends_with_one(
         assert modes == ["off"] * 3 + ["on"]
     finally:
         store.close()
+
+
+def test_an_import_at_a_terminal_shows_its_progress(spark: SparkSession, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """For a person at a terminal the import shows its rows done, their rate, the rejects,
+    the time left and the Spark tasks done out of all; the last line holds the job's final
+    counts."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    _register(url)
+    rows = make_rows(2_000)
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(rows.lines) + "\n")
+    summary = run_import(spark, str(source), settings=_settings(url, tmp_path),
+                         rejects=str(tmp_path / "r"), partitions=2, show_progress=True)
+    shown = " ".join(capsys.readouterr().out.split())
+    assert summary.rejected > 0
+    assert f"{summary.rows:,} rows" in shown
+    assert "rows/s" in shown
+    assert f"{summary.rejected:,} rejected" in shown
+    assert "about 0:00:00 left" in shown  # every task done
+    tasks = re.search(r"tasks (\d+)/(\d+)", shown)
+    assert tasks and tasks.group(1) == tasks.group(2) != "0"

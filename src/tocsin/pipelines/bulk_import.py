@@ -259,9 +259,10 @@ def _run(spark: SparkSession, path: str, frame: DataFrame, job: ImportJob, *, re
     with Progress(sc, _GROUP, values, enabled=show_progress) as bar:
         while not done.wait(0.25):
             bar.update()
-    worker.join()
-    if failure:
-        raise failure[0]
+        worker.join()
+        if failure:
+            raise failure[0]
+        bar.finish()
     store = open_store(job.store_url, buckets=job.buckets)
     try:
         # Once, now that the rows are in (the writers leave them stale while new keys

@@ -26,6 +26,7 @@ class Progress:
         self._started = time.monotonic()
         self._bar: Any = None
         self._task: Any = None
+        self._finished = False
 
     def __enter__(self) -> Progress:
         if self._enabled:
@@ -47,13 +48,20 @@ class Progress:
         rows = sum(counts.values())
         rate = rows / max(time.monotonic() - self._started, 1e-3)
         done, total = self._tasks()
+        if self._finished:  # Spark's tracker hears of the last tasks a moment after the job
+            done = total
         rejected = counts.get("rejected", 0)
         self._bar.update(self._task, completed=done, total=total or None, tasks=f"{done}/{total}",
                          description=f"{rows:,} rows  {rate:,.0f} rows/s  "
                                      f"{rejected:,} rejected  {self.left(done, total)}")
 
+    def finish(self) -> None:
+        """The job has succeeded: every task is done, whatever the tracker has heard yet."""
+        self._finished = True
+        self.update()
+
     def left(self, done: int, total: int) -> str:
-        """The time left, guessed from the tasks done so far: ``about 0:42 left``."""
+        """The time left, guessed from the tasks done so far: ``about 0:00:42 left``."""
         if not done or not total:
             return "time left: -"
         seconds = round((time.monotonic() - self._started) * (total - done) / done)
