@@ -52,6 +52,13 @@ def create_many(store: Store, items: Sequence[NewSchedule], *,
         done = _bulk_tried(lambda: bulk.create_keyed(keyed, items, now_ms=now_ms))
         if done is not None:
             return done
+    return _created_by_create(store, items, now_ms=now_ms)
+
+
+def _created_by_create(store: Store, items: Sequence[NewSchedule], *,
+                       now_ms: int) -> list[tuple[Schedule, bool] | ConflictError]:
+    """:func:`create_many` once the bulk path has failed: ``store.create``, and on a
+    conflict the halves again by :func:`create_many`."""
     try:
         return list(retrying(lambda: store.create(items, now_ms=now_ms), what="create"))
     except ConflictError as conflict:
@@ -79,8 +86,9 @@ def store_pending(store: Store, rows: Sequence[Sequence[Any]], *, now_ms: int,
         if done is not None:
             return done
     items = [item_of(row, key_retention_ms=key_retention_ms) for row in rows]
+    # Not create_many: its bulk path is the one that just failed, every try.
     return [one if isinstance(one, ConflictError) else one[1]
-            for one in create_many(store, items, now_ms=now_ms)]
+            for one in _created_by_create(store, items, now_ms=now_ms)]
 
 
 def flush_commits(store: Store) -> None:
