@@ -4,6 +4,7 @@ running, a table that fits an 80-column terminal with whole ids, flags named in 
 
 from __future__ import annotations
 
+import enum
 import fcntl
 import os
 import pty
@@ -15,12 +16,14 @@ import sys
 import termios
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Annotated, Any
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from tocsin.cli import app
-from tocsin.cli.app import SECTIONS
+from tocsin.cli.app import SECTIONS, plain_help
 from tocsin.cli.common import span
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule
 from tocsin.stores.sqlite import SQLiteStore
@@ -120,6 +123,54 @@ def test_help_lists_every_verb_in_a_section_without_type_noise() -> None:
     assert "Other:" not in shown  # every verb has its section
     assert shown.index("up ") < shown.index("schedule ") < shown.index("channels ")
     assert "<bool>" not in runner.invoke(app, ["apikeys", "create", "--help"]).output
+
+
+TYPE_PLACEHOLDER = re.compile(
+    r"<(?:str|int|float|bool|path|datetime|[a-z]+ range|list\[[^\]]*\]|[a-z_]+(?:\|[a-z_]+)+)>")
+"""What typer writes after an option or argument: ``<str>``, ``<list[str]>``, ``<int range>``,
+``<text|json>``."""
+
+
+def _verbs(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Every verb of the command tree, as the words that call it."""
+    yield path
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _verbs(sub, (*path, name))
+
+
+def test_every_verbs_help_names_its_values_without_type_placeholders() -> None:
+    verbs = list(_verbs(typer.main.get_command(app)))
+    assert ("schedule",) in verbs and ("channels", "add") in verbs and len(verbs) > 40
+    for verb in verbs:
+        shown = runner.invoke(app, [*verb, "--help"], terminal_width=100).output
+        assert shown.startswith("Usage:"), (verb, shown)
+        assert not TYPE_PLACEHOLDER.search(shown), (verb, shown)
+        assert "{" not in shown.splitlines()[0], (verb, shown)  # usage: CHANNEL, not {channel}
+    shown = runner.invoke(app, ["schedule", "--help"]).output
+    assert "--header HEADER" in shown and "[OPTIONS] CHANNEL" in shown
+
+
+class Fmt(enum.Enum):
+    """A choice, for :func:`test_plain_help_shows_choices_and_names`."""
+
+    TEXT = "text"
+    JSON = "json"
+
+
+def test_plain_help_shows_choices_and_names() -> None:
+    tiny = typer.Typer(rich_markup_mode=None)
+
+    @tiny.command()
+    def go(where: str, fmt: Fmt = Fmt.TEXT, tag: list[str] | None = None,
+           n: Annotated[int, typer.Option(min=1)] = 1) -> None:
+        """Go."""
+
+    command = typer.main.get_command(tiny)
+    plain_help(command)
+    shown = command.get_help(command.make_context("go", [], resilient_parsing=True))
+    assert "--fmt [text|json]" in shown and "--tag TAG" in shown and "--n N" in shown
+    assert "Usage: go [OPTIONS] WHERE" in shown
+    assert not TYPE_PLACEHOLDER.search(shown), shown
 
 
 def test_the_readme_quickstart_names_the_cancelled_one_and_the_dashboard() -> None:

@@ -11,7 +11,7 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from tocsin.cli import bulk, jobs, ops, policies, schedules, services
 from tocsin.cli.apikeys import apikeys_app
@@ -19,7 +19,7 @@ from tocsin.cli.channels import channels_app
 from tocsin.cli.output import set_json
 from tocsin.cli.recurring import recurring_app
 
-__all__ = ["SECTIONS", "app", "main"]
+__all__ = ["SECTIONS", "app", "main", "plain_help"]
 
 SECTIONS = {
     "Run Tocsin": ("up", "api", "dispatcher", "ingest", "migrate", "config"),
@@ -32,8 +32,48 @@ SECTIONS = {
 """How ``tocsin --help`` groups the verbs, in the order a newcomer meets them."""
 
 
+class _PlainArgument(TyperArgument):
+    """An argument shown by its name alone, in the usage line and in ``--help``: typer adds
+    its type (``channel <str>``) and braces (``{channel}``)."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+    def get_usage_pieces(self, ctx: Any) -> list[str]:
+        name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+        return [name + ("..." if self.nargs != 1 else "")]
+
+
+def plain_help(command: Any) -> None:  # typer's own click types
+    """Every option and argument of ``command`` and of the verbs under it shown as click and
+    argparse show them, by a name (``--payload PAYLOAD``, ``CHANNEL``) or its choices
+    (``[text|json]``), not by typer's type placeholders (``<str>``, ``<list[str]>``,
+    ``<int range>``), which tell a reader nothing the help does not."""
+    for param in command.params:
+        if param.metavar is not None or param.name is None:
+            continue
+        choices = getattr(getattr(param, "type_descriptor", None), "choices", None)
+        if choices:
+            metavar = f"[{'|'.join(str(getattr(c, 'value', c)) for c in choices)}]"
+        else:  # an option's long name (``--format FORMAT``), as argparse shows it
+            longs = [opt[2:] for opt in param.opts if opt.startswith("--")]
+            metavar = (longs[0] if longs else param.name).replace("-", "_").upper()
+        if isinstance(param, TyperArgument):
+            param.__class__ = _PlainArgument
+            param.metavar = metavar
+        elif isinstance(param, TyperOption) and not (param.is_flag or param.count):
+            param.metavar = metavar
+    for sub in getattr(command, "commands", {}).values():  # a TyperGroup is no click.Group
+        plain_help(sub)
+
+
 class _Sections(TyperGroup):
-    """``--help`` lists the verbs by :data:`SECTIONS` (any other under "Other")."""
+    """``--help`` lists the verbs by :data:`SECTIONS` (any other under "Other"), each verb's
+    options without type placeholders (:func:`plain_help`)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        plain_help(self)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:  # typer's own click types
         commands = {name: self.get_command(ctx, name) for name in self.list_commands(ctx)}
