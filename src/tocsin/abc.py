@@ -665,9 +665,19 @@ class Store(ScheduleStore, DispatchStore, ChannelStore, RecurringStore, PolicySt
 
 
 class Channel(ABC):
-    """A transport. ``send`` hands over a batch and answers for every envelope in it."""
+    """A transport. ``send`` hands over a batch and answers for every envelope in it;
+    ``send_async`` does the same for a caller on an event loop.
+
+    A channel whose client is asynchronous (``is_async``: the webhook channel) sends on the
+    process's one channel loop and awaits there without blocking it; any other channel's
+    ``send_async`` runs its blocking ``send`` on the process's bounded pool of threads
+    (:mod:`tocsin.blocking`), so a caller can await every destination alike and never
+    holds a thread per destination."""
 
     spec: ChannelSpec
+    is_async: bool = False
+    """Whether :meth:`send_async` is native (awaits I/O on the channel loop) rather than the
+    blocking :meth:`send` run on the shared pool."""
 
     @abstractmethod
     def send(self, envelopes: Sequence[Envelope]) -> list[Result]:
@@ -675,5 +685,16 @@ class Channel(ABC):
         failures are ``Outcome.RETRY``, permanent ones ``Outcome.REJECTED``; nothing raises
         for a single message's failure."""
 
+    async def send_async(self, envelopes: Sequence[Envelope]) -> list[Result]:
+        """:meth:`send`, awaited: by default the blocking ``send`` on the process's bounded
+        pool of threads (``channel_threads``); an asynchronous channel overrides it."""
+        import asyncio
+
+        from tocsin.blocking import blocking_pool
+
+        return await asyncio.get_running_loop().run_in_executor(
+            blocking_pool(), self.send, envelopes)
+
     def close(self) -> None:  # noqa: B027 (optional hook)
-        """Flush and release the transport."""
+        """Flush and release the transport: nothing of this destination (no thread, no
+        connection of its own) outlives it."""

@@ -176,6 +176,20 @@ class Settings(BaseSettings):
         100, ge=0, description="Bulkheads: the longest a Kafka channel's producer may hold "
         "messages to batch them (linger.ms, queue.buffering.max.ms)."
     )
+    webhook_connections_max: int = Field(
+        4096, ge=1, description="The most HTTP connections the webhook channels of one process "
+        "hold open at once, in all (each channel also holds at most its own concurrency); "
+        "requests beyond wait for a free one within their deadline."
+    )
+    channel_threads: int = Field(
+        16, ge=1, le=1024, description="Threads of a process's pool for channels whose clients "
+        "block (file, Kafka, RabbitMQ) when the dispatcher awaits their sends."
+    )
+    channel_build_seconds: float = Field(
+        2.0, gt=0, le=600, description="Bulkheads: how long a destination's sends wait for its "
+        "channel to be built (DNS included) before they answer RETRY; the build goes on "
+        "beside, and no other destination waits for it."
+    )
     lane_seconds: float = Field(
         0.25, gt=0, description="Bulkheads: a destination's lane in a dispatcher process "
         "holds about this many seconds of its own sending (by its measured rate, at least "

@@ -7,6 +7,7 @@ from standardwebhooks import Webhook
 
 from tests.channels.envelopes import SECRET, envelopes
 from tocsin.channels import build_channel
+from tocsin.channels.shared import close_shared
 from tocsin.domain import ChannelKind, ChannelSpec, Outcome
 from tocsin.testing.api_server import free_port
 from tocsin.testing.receiver import Receiver
@@ -57,6 +58,7 @@ def test_a_header_that_cannot_be_sent_is_rejected(receiver: Receiver) -> None:
 
 
 def test_connections_are_kept_alive_between_batches(receiver: Receiver) -> None:
+    close_shared()  # a fresh pool: earlier tests' connections to the receiver stay in it
     channel = build_channel(_channel(receiver.url, concurrency=4))
     for _ in range(10):
         assert {r.outcome for r in channel.send(envelopes(20))} == {Outcome.DELIVERED}

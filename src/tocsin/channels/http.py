@@ -1,6 +1,15 @@
-"""The webhook channel's HTTP machinery: one asyncio loop in a thread per channel, an aiohttp
-session on it whose connections stay alive between batches, and a resolver that checks every
+"""The webhook channel's HTTP machinery, one of each per process: an aiohttp session on the
+process's channel loop (:func:`tocsin.channels.shared.shared_loop`), whose one connection pool
+keeps connections alive between batches and across channels (at most ``webhook_connections_max``
+in all; each channel holds at most its own ``concurrency`` of them, by a semaphore of its own,
+so two tenants' channels to one origin never share one cap), and a resolver that checks every
 address a name resolves to against the destination policy before aiohttp connects to it.
+
+There is one session per :class:`~tocsin.channels.policy.DestinationPolicy` (one in a
+dispatcher process, whose policy comes from its settings): a connection, and a name's cached
+addresses, are only ever re-used under the policy that admitted them. Idle connections close
+after :data:`KEEPALIVE_S`, so a destination gone idle leaves nothing open. Each request carries
+its own channel's deadline.
 
 aiohttp was kept after bench/webhook_clients.py (docs/benchmarks.md): on the same nginx
 receiver it spent 0.14 ms of CPU per request, 12x less than the threaded httpx client the
@@ -11,11 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import os
 import socket
 import threading
-from collections.abc import Coroutine
 from http import HTTPStatus
-from typing import Any, TypeVar
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -23,9 +31,13 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from tocsin.channels.addresses import RefusedAddress, check_address
 from tocsin.channels.policy import DestinationPolicy
 
-__all__ = ["LoopThread", "PolicyResolver", "open_session", "status_line", "transport_error"]
+__all__ = ["KEEPALIVE_S", "PolicyResolver", "request_timeout", "shared_session", "status_line",
+           "transport_error"]
 
-T = TypeVar("T")
+KEEPALIVE_S = 30.0
+"""An idle kept-alive connection is closed after this long."""
+DNS_CACHE_S = 10
+"""A name's checked addresses are re-used this long (each look-up is checked again)."""
 
 
 class PolicyResolver(AbstractResolver):
@@ -50,40 +62,57 @@ class PolicyResolver(AbstractResolver):
         await self._inner.close()
 
 
-def open_session(policy: DestinationPolicy, *, concurrency: int,
-                 timeout_s: float) -> aiohttp.ClientSession:
-    """A session for one destination: at most ``concurrency`` kept-alive connections, no
-    cookies, no proxy from the environment, no automatic decompression. Each request ends
-    within ``timeout_s`` from its start, whatever the destination does (a per-read timeout
-    alone let an endpoint that sends a byte now and then hold a request for ever)."""
-    connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=concurrency,
-                                     resolver=PolicyResolver(policy), ttl_dns_cache=10,
-                                     keepalive_timeout=30)
-    return aiohttp.ClientSession(
+_sessions: dict[DestinationPolicy, aiohttp.ClientSession] = {}
+"""The process's sessions, by policy; used and changed on the channel loop only."""
+_registered = threading.Event()
+"""Whether closing the loop closes the sessions (registered at the first session)."""
+
+
+def shared_session(policy: DestinationPolicy) -> aiohttp.ClientSession:
+    """The process's session under ``policy`` (called on the channel loop): no cookies, no
+    proxy from the environment, no automatic decompression, redirects left to the caller."""
+    session = _sessions.get(policy)
+    if session is not None and not session.closed:
+        return session
+    from tocsin.channels.shared import on_close
+    from tocsin.config import Settings
+
+    if not _registered.is_set():
+        _registered.set()
+        on_close(_close_sessions)
+    connector = aiohttp.TCPConnector(limit=Settings().webhook_connections_max,
+                                     limit_per_host=0, resolver=PolicyResolver(policy),
+                                     ttl_dns_cache=DNS_CACHE_S, keepalive_timeout=KEEPALIVE_S)
+    session = aiohttp.ClientSession(
         connector=connector, cookie_jar=aiohttp.DummyCookieJar(), trust_env=False,
         auto_decompress=False, headers={"User-Agent": "tocsin"},
-        timeout=aiohttp.ClientTimeout(total=timeout_s, sock_connect=timeout_s, sock_read=timeout_s))
+        timeout=aiohttp.ClientTimeout(total=None))
+    _sessions[policy] = session
+    return session
 
 
-class LoopThread:
-    """An event loop running in a daemon thread; :meth:`run` blocks the caller until a
-    coroutine finishes there."""
+def _forget() -> None:
+    """In a forked child: the parent's sessions live on the parent's loop."""
+    _sessions.clear()
+    _registered.clear()
 
-    def __init__(self, name: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
-        self._thread.start()
 
-    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
-        """Run ``coro`` on the loop and wait for its result."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
+os.register_at_fork(after_in_child=_forget)
 
-    def stop(self) -> None:
-        """Stop the loop and its thread."""
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(5)
-        if not self._thread.is_alive():
-            self.loop.close()
+
+async def _close_sessions() -> None:
+    sessions = list(_sessions.values())
+    _sessions.clear()
+    _registered.clear()
+    for session in sessions:
+        await session.close()
+
+
+def request_timeout(timeout_s: float) -> aiohttp.ClientTimeout:
+    """A request's deadline: it ends within ``timeout_s`` from its start (waiting for a
+    connection included), whatever the destination does (a per-read timeout alone let an
+    endpoint that sends a byte now and then hold a request for ever)."""
+    return aiohttp.ClientTimeout(total=timeout_s, sock_connect=timeout_s, sock_read=timeout_s)
 
 
 def status_line(status: int) -> str:

@@ -4,8 +4,15 @@ Config: ``url`` (required, http or https), ``secret`` (optional: one Standard We
 ``whsec_<base64>``, or a list of them while rotating), ``timeout`` seconds (default 10: the
 whole request, from connecting to the last byte of the answer, at most the operator's
 ``send_timeout_max_seconds``), ``headers`` (extra request headers), ``concurrency`` (requests in
-flight to this destination, default 64, on as many kept-alive HTTP/1.1 connections; see
-:mod:`tocsin.channels.http`). Redirects are not followed.
+flight to this destination, default 64, on as many kept-alive HTTP/1.1 connections). Redirects
+are not followed.
+
+Every webhook channel of a process sends on the process's one channel loop and one connection
+pool (:mod:`tocsin.channels.http`): a channel is a little data (its config, a semaphore of
+``concurrency``, a ``Retry-After`` pause), no thread and no socket of its own, so a process
+sending to a thousand destinations runs no more threads than one sending to one, and closing a
+channel leaves nothing behind. :meth:`WebhookChannel.send_async` awaits a batch on that loop;
+``send`` blocks the caller until it is done.
 
 The body is :meth:`~tocsin.domain.Envelope.to_json_bytes`, ``Content-Type: application/json``.
 Each request carries ``Tocsin-Schedule-Id``, ``Tocsin-Delivery-Id``, ``Tocsin-Attempt``,
@@ -40,9 +47,10 @@ from tocsin.channels.addresses import (
     client_host,
     literal_address,
 )
-from tocsin.channels.http import LoopThread, open_session, status_line, transport_error
+from tocsin.channels.http import request_timeout, shared_session, status_line, transport_error
 from tocsin.channels.limits import SendLimits, current_limits
 from tocsin.channels.policy import DestinationPolicy, current_policy
+from tocsin.channels.shared import shared_loop
 from tocsin.channels.signing import bad_header, retry_after_ms, secret_error, signature_headers
 from tocsin.clock import Clock, SystemClock
 from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
@@ -119,7 +127,9 @@ def outcome_of(status: int) -> Outcome:
 
 
 class WebhookChannel(Channel):
-    """POSTs each envelope; a batch goes out ``concurrency`` requests at a time."""
+    """POSTs each envelope; at most ``concurrency`` requests in flight, whatever the sends."""
+
+    is_async = True
 
     def __init__(self, spec: ChannelSpec, *, policy: DestinationPolicy | None = None,
                  clock: Clock | None = None, limits: SendLimits | None = None) -> None:
@@ -138,15 +148,12 @@ class WebhookChannel(Channel):
                 check_address(literal, host, self._policy)
             except RefusedAddress as exc:
                 self._refused = str(exc)
-        self._loop: LoopThread | None = None
-        self._session: aiohttp.ClientSession | None = None
+        self._timeout = request_timeout(self.timeout_s)
+        self._slots = asyncio.Semaphore(self.config.concurrency)
+        self._slots_loop: asyncio.AbstractEventLoop | None = None
         self._paused_until_ms = 0
 
-    async def _open(self) -> aiohttp.ClientSession:
-        return open_session(self._policy, concurrency=self.config.concurrency,
-                            timeout_s=self.timeout_s)
-
-    async def _post(self, env: Envelope) -> Result:
+    async def _post(self, session: aiohttp.ClientSession, env: Envelope) -> Result:
         now_ms = self._clock.now_ms()
         if now_ms < self._paused_until_ms:
             return Result(env.delivery_id, Outcome.RETRY, "paused by the receiver's Retry-After",
@@ -167,10 +174,10 @@ class WebhookChannel(Channel):
                             *signature_headers(self._secrets, env.delivery_id, now_ms // 1000,
                                                body)):
             headers[name.lower()] = (name, value)
-        assert self._session is not None
         try:
-            async with self._session.post(self.config.url, data=body, allow_redirects=False,
-                                          headers=dict(headers.values())) as response:
+            async with session.post(self.config.url, data=body, allow_redirects=False,
+                                    headers=dict(headers.values()),
+                                    timeout=self._timeout) as response:
                 await response.content.read(_DRAIN)
                 status, after = response.status, response.headers.get("Retry-After")
         except ValueError as exc:
@@ -192,33 +199,34 @@ class WebhookChannel(Channel):
         return Result(env.delivery_id, outcome, status_line(status), wait)
 
     async def _send(self, envelopes: Sequence[Envelope]) -> list[Result]:
-        if self._session is None:
-            self._session = await self._open()
+        if self._refused is not None:
+            return [Result(e.delivery_id, Outcome.REJECTED, self._refused) for e in envelopes]
+        session = shared_session(self._policy)
+        if (loop := asyncio.get_running_loop()) is not self._slots_loop:  # a new shared loop
+            self._slots, self._slots_loop = asyncio.Semaphore(self.config.concurrency), loop
         results: list[Result] = []
         todo = iter(envelopes)
 
         async def worker() -> None:
             for env in todo:
-                results.append(await self._post(env))
+                async with self._slots:
+                    results.append(await self._post(session, env))
 
         await asyncio.gather(*(worker() for _ in range(min(self.config.concurrency,
                                                            len(envelopes)))))
         return results
 
+    async def send_async(self, envelopes: Sequence[Envelope]) -> list[Result]:
+        """Send on the process's channel loop (awaited there, or from any other loop)."""
+        if not envelopes:
+            return []
+        return await shared_loop().run_async(self._send(envelopes))
+
     def send(self, envelopes: Sequence[Envelope]) -> list[Result]:
         if not envelopes:
             return []
-        if self._refused is not None:
-            return [Result(e.delivery_id, Outcome.REJECTED, self._refused) for e in envelopes]
-        if self._loop is None:
-            self._loop = LoopThread(f"webhook-{self.spec.name}")
-        return self._loop.run(self._send(envelopes))
+        return shared_loop().run(self._send(envelopes))
 
     def close(self) -> None:
-        loop, self._loop = self._loop, None
-        if loop is None:
-            return
-        if self._session is not None:
-            loop.run(self._session.close(), timeout_s=5)
-            self._session = None
-        loop.stop()
+        """Nothing to release: the channel owns no thread and no connection (those it used
+        stay in the process's pool, which closes them once idle)."""
