@@ -481,11 +481,32 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+def run_stamp() -> dict[str, Any]:
+    """The ``date`` (now) and ``commit`` (``HEAD``, ``+`` when ``src/`` has changes not
+    committed) of a run, for its results file: the summary table of docs/benchmarks.md
+    (``bench/run summary``) shows them beside each figure."""
+    from datetime import UTC, datetime
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True,
+                                  timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "?"
+    if git("status", "--porcelain", "--", "src"):
+        commit += "+"
+    return {"date": datetime.now(UTC).isoformat(timespec="seconds"), "commit": commit}
+
+
 def write_results(out: dict[str, Any], path: Path) -> None:
-    """Add the machine to a benchmark's results, write them as JSON to ``path`` and print
-    its rates (the keys ending ``_per_s``) on one line."""
+    """Add the machine, the date and the commit (:func:`run_stamp`) to a benchmark's
+    results, write them as JSON to ``path`` and print its rates (the keys ending ``_per_s``)
+    on one line."""
     import json
 
+    out.update(run_stamp())
     out["machine"] = machine_info()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=2) + "\n")

@@ -18,11 +18,10 @@ import argparse
 import json
 import sys
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.common import machine_info, measure_idle
+from bench.common import machine_info, measure_idle, run_stamp
 from bench.tocsin_up import TocsinUp
 
 RESULTS = Path(__file__).parent / "results" / "idle.json"
@@ -65,7 +64,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     out: dict[str, Any] = {"benchmark": "idle", "seconds": args.seconds,
-                           "date": datetime.now(UTC).isoformat(timespec="seconds")}
+                           **run_stamp()}
     for name in args.variants.split(","):
         out[name] = run(name, VARIANTS[name], args.seconds, args.settle)
     out["machine"] = machine_info()

@@ -27,13 +27,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench.common import free_port, machine_info, stop_group
+from bench.common import free_port, machine_info, run_stamp, stop_group
 from tocsin.domain import NewSchedule
 from tocsin.stores import open_store
 from tocsin.testing.postgres import create_schema, throwaway_server
@@ -177,8 +176,7 @@ def run_store(kind: str, server_url: str | None, args: argparse.Namespace) -> di
     home = Path(tempfile.mkdtemp(prefix=f"tocsin-ingest-{kind}-"))
     load = {"clients": args.clients, "requests": args.requests, "batch": args.batch}
     out: dict[str, Any] = {"benchmark": "ingest", "store": kind,
-                           "date": datetime.now(UTC).isoformat(timespec="seconds"),
-                           "replicas": args.replicas, **load}
+                           **run_stamp(), "replicas": args.replicas, **load}
 
     def prepared(url: str) -> str:
         store = open_store(url)

@@ -20,11 +20,10 @@ import os
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.common import machine_info
+from bench.common import machine_info, run_stamp
 from tocsin.config import Settings
 from tocsin.domain import ChannelKind, ChannelSpec, Status
 from tocsin.stores import open_store
@@ -134,7 +133,7 @@ def main() -> None:
            "master": args.master, "seconds": round(seconds, 2),
            "commands_per_s": round(args.commands / seconds, 1),
            "target_commands_per_s": TARGET,
-           "date": datetime.now(UTC).isoformat(timespec="seconds"), "machine": machine_info()}
+           **run_stamp(), "machine": machine_info()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps({"commands_per_s": out["commands_per_s"]}))

@@ -29,7 +29,7 @@ from typing import Any
 
 from cronsim import CronSim
 
-from bench.common import lateness_summary, machine_info
+from bench.common import lateness_summary, machine_info, run_stamp
 from tocsin.dispatcher.expansion import expand_due
 from tocsin.domain import ChannelKind, ChannelSpec, CronTrigger, Recurring, Status
 from tocsin.stores.sqlite import SQLiteStore
@@ -163,7 +163,7 @@ def main() -> None:
           file=sys.stderr)
     live = delivery_lateness(args.rules, args.minutes)
     result = {
-        "benchmark": "recurring", "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "benchmark": "recurring", **run_stamp(),
         "rules": args.rules, "cron": "* * * * *", "horizon_s": HORIZON // 1000,
         "firings_per_s": tocsin["firings_per_s"],
         "lateness_p99_ms": live["lateness_ms"].get("p99"),
