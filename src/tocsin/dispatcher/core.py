@@ -167,8 +167,9 @@ class DispatchCore:
 
     def warm(self) -> None:
         """Open every registered channel once in this process (the first batch does it, so the
-        first schedules do not wait for connections); a channel that cannot be built is left
-        for its first delivery to report."""
+        first schedules do not wait for connections), all at once, waiting one build deadline
+        in all (:meth:`~tocsin.dispatcher.channel_cache.ChannelCache.warm`); a channel that
+        cannot be built is left for its first delivery to report."""
         if self._warm:
             return
         self._warm = True
@@ -177,12 +178,9 @@ class DispatchCore:
         except StoreError as exc:
             log.warning("dispatcher: could not list channels to open: %s", exc)
             return
-        for spec in specs:
-            try:
-                self.channels.channel(spec)
-            except Exception as exc:  # reported again, per delivery, when it is used
-                log.warning("dispatcher: channel %s/%s does not open: %r", spec.tenant,
-                            spec.name, exc)
+        for (tenant, name), error in self.channels.warm(specs).items():
+            # reported again, per delivery, when it is used
+            log.warning("dispatcher: channel %s/%s does not open: %r", tenant, name, error)
 
     def parts(self, start: Offset, end: Offset) -> list[BucketSpan]:
         """The batch ``(start, end]`` split into bucket ranges, each with its share of the cap;

@@ -1,0 +1,159 @@
+"""Channel builds off the send path: a destination whose build blocks holds no other
+destination's lookup or build, its own sends give up at the build deadline, a start's warm-up
+builds every channel at once, and channels gone idle are closed. Builds that block stand in
+for a broker's name taking seconds to resolve (the end-to-end case, through ``tocsin
+dispatcher``, is in test_slow_build_e2e.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.channels.envelopes import envelopes
+from tocsin.abc import Channel
+from tocsin.channels import build_channel
+from tocsin.clock import ManualClock
+from tocsin.dispatcher.channel_cache import ChannelBuildTimeout, ChannelCache
+from tocsin.dispatcher.core import DispatchCore, channel_spec
+from tocsin.dispatcher.options import DispatchOptions
+from tocsin.domain import ChannelKind, ChannelSpec, Outcome
+from tocsin.stores import open_store
+from tocsin.testing.receiver import Receiver
+
+SLOW_S = 3.0
+"""How long a slow build blocks."""
+
+
+def _spec(name: str, tenant: str = "default", **config: object) -> ChannelSpec:
+    return ChannelSpec(name=name, tenant=tenant, kind=ChannelKind.RECORDING,
+                       config=dict(config))
+
+
+class Builds:
+    """Builds recording channels; those named ``slow*`` wait for :attr:`release` (or
+    :data:`SLOW_S`)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.started: list[str] = []
+
+    def __call__(self, spec: ChannelSpec) -> Channel:
+        self.started.append(spec.name)
+        if spec.name.startswith("slow"):
+            self.release.wait(SLOW_S)
+        return build_channel(spec)
+
+
+def test_a_blocked_build_holds_no_other_destinations_lookup_or_build() -> None:
+    builds = Builds()
+    cache = ChannelCache(lambda n, t: None, clock=ManualClock(0), build=builds)
+    fast = _spec("fast", "b")
+    cache.channel(fast)  # built before the slow one starts
+    with ThreadPoolExecutor(3) as pool:
+        slow = pool.submit(cache.channel, _spec("slow", "a"))
+        while "slow" not in builds.started:
+            time.sleep(0.01)
+        looked_up = pool.submit(cache.channel, fast)
+        built = pool.submit(cache.channel, _spec("other", "c"))
+        try:
+            assert looked_up.result(timeout=1).spec == fast
+            assert built.result(timeout=1).spec.name == "other"
+            assert not slow.done()
+        finally:
+            builds.release.set()
+        assert slow.result(timeout=5).spec.name == "slow"
+    cache.close()
+
+
+def test_a_build_past_its_deadline_fails_its_own_sends_and_serves_them_once_built(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOCSIN_CHANNEL_BUILD_SECONDS", "0.3")
+    builds = Builds()
+    cache = ChannelCache(lambda n, t: None, clock=ManualClock(0), build=builds)
+    slow = _spec("slow")
+    started = time.monotonic()
+    with pytest.raises(ChannelBuildTimeout, match="default/slow: not built within 0.3 s"):
+        cache.channel(slow)
+    assert time.monotonic() - started < SLOW_S / 2
+    with pytest.raises(ChannelBuildTimeout):  # the same build, still running: no second one
+        cache.channel(slow)
+    assert builds.started == ["slow"]
+    builds.release.set()
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            channel = cache.channel(slow)
+            break
+        except ChannelBuildTimeout:
+            assert time.monotonic() < deadline
+    assert channel.send(envelopes(1))[0].outcome is Outcome.DELIVERED
+    assert builds.started == ["slow"]
+    cache.close()
+
+
+def test_a_failed_build_raises_for_its_sends_and_the_next_send_builds_again() -> None:
+    calls: list[str] = []
+
+    def flaky(spec: ChannelSpec) -> Channel:
+        calls.append(spec.name)
+        if len(calls) == 1:
+            raise OSError("name does not resolve")
+        return build_channel(spec)
+
+    cache = ChannelCache(lambda n, t: None, clock=ManualClock(0), build=flaky)
+    with pytest.raises(OSError, match="does not resolve"):
+        cache.channel(_spec("x"))
+    assert cache.channel(_spec("x")).spec.name == "x"
+    assert calls == ["x", "x"]
+    cache.close()
+
+
+def test_warm_up_with_slow_builds_takes_about_one_deadline_not_one_each(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Six channels whose builds block 3 s each, a 0.5 s build deadline: the warm-up waits
+    about one deadline (before, one build after another: 18 s)."""
+    monkeypatch.setenv("TOCSIN_CHANNEL_BUILD_SECONDS", "0.5")
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    store = open_store(url, buckets=4)
+    for i in range(6):
+        store.put_channel(_spec(f"slow{i}", f"t{i}"))
+    store.put_channel(_spec("fast"))
+    clock = ManualClock(0)
+    builds = Builds()
+    cache = ChannelCache(lambda n, t: channel_spec(store, n, t), clock=clock, build=builds)
+    core = DispatchCore(store, options=DispatchOptions(store_url=url), clock=clock, channels=cache)
+    started = time.monotonic()
+    core.warm()
+    took = time.monotonic() - started
+    assert took < 2.0, f"warm-up took {took:.1f} s"
+    assert sorted(builds.started) == ["fast", *(f"slow{i}" for i in range(6))]
+    assert cache.channel(_spec("fast")).spec.name == "fast"  # built: no wait
+    builds.release.set()
+    core.close()
+    store.close()
+
+
+def test_channels_gone_idle_are_closed_and_leave_no_thread(receiver: Receiver) -> None:
+    """A thousand webhook destinations through the cache, then idle: closing them leaves the
+    process as many threads as before they were built (the shared loop aside)."""
+    def threads() -> int:
+        return sum(1 for t in threading.enumerate() if "process_request_thread" not in t.name)
+
+    clock = ManualClock(0)
+    cache = ChannelCache(lambda n, t: None, clock=clock)
+    specs = [ChannelSpec(name=f"h{i}", tenant=f"t{i % 100}", kind=ChannelKind.WEBHOOK,
+                         config={"url": f"{receiver.url}/d{i}"}) for i in range(1_000)]
+    before = threads()
+    for spec in specs:
+        assert cache.channel(spec).send(envelopes(1))[0].outcome is Outcome.DELIVERED
+    assert len(receiver.received()) == 1_000
+    clock.advance(60_000)
+    cache.channel(specs[0])  # still in use
+    assert cache.close_idle(idle_ms=60_000) == 999
+    cache.close()  # the last one, and the build threads
+    time.sleep(0.1)
+    assert threads() - before <= 2  # the channel loop, started by the first send
