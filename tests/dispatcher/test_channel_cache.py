@@ -76,7 +76,7 @@ def test_a_build_past_its_deadline_fails_its_own_sends_and_serves_them_once_buil
     cache = ChannelCache(lambda n, t: None, clock=ManualClock(0), build=builds)
     slow = _spec("slow")
     started = time.monotonic()
-    with pytest.raises(ChannelBuildTimeout, match="default/slow: not built within 0.3 s"):
+    with pytest.raises(ChannelBuildTimeout, match=r"default/slow: not built within 0\.3 s"):
         cache.channel(slow)
     assert time.monotonic() - started < SLOW_S / 2
     with pytest.raises(ChannelBuildTimeout):  # the same build, still running: no second one
