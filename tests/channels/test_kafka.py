@@ -108,3 +108,29 @@ def test_unreachable_broker_is_retried() -> None:
     results = build_channel(spec).send(envelopes(2))
     assert {r.outcome for r in results} == {Outcome.RETRY}
     assert time.monotonic() - start < 10
+
+
+def _native_threads() -> int:
+    """This process's threads, librdkafka's among them (the kernel's count)."""
+    import os
+
+    return len(os.listdir("/proc/self/task"))
+
+
+def test_a_closed_channel_leaves_no_producer_threads_and_reopens_when_used(kafka: Tansu) -> None:
+    kafka.create_topic("closing", partitions=1)
+    spec = ChannelSpec(name="k", kind=ChannelKind.KAFKA,
+                       config={"bootstrap_servers": kafka.bootstrap, "topic": "closing"})
+    before = _native_threads()
+    channels = [build_channel(spec) for _ in range(5)]
+    for channel in channels:
+        assert channel.send(envelopes(1))[0].outcome is Outcome.DELIVERED
+    assert _native_threads() > before  # each producer runs librdkafka threads
+    for channel in channels:
+        channel.close()
+    deadline = time.monotonic() + 10
+    while _native_threads() > before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _native_threads() <= before
+    assert channels[0].send(envelopes(1))[0].outcome is Outcome.DELIVERED
+    channels[0].close()

@@ -152,6 +152,8 @@ class KafkaChannel(Channel):
         results: dict[str, Result] = {}
         timeout = self.timeout_s
         with self._lock:
+            if self._producer is None:  # closed, and used again
+                self._producer = self._kafka.Producer(self._settings)
             self._producer_broken = False
             deadline = time.monotonic() + timeout
             for env in envelopes:
@@ -167,5 +169,9 @@ class KafkaChannel(Channel):
             for env in envelopes]
 
     def close(self) -> None:
+        """Flush, then let the producer go (its librdkafka threads end with it); a send after
+        this makes a new one."""
         with self._lock:
-            self._producer.flush(self.timeout_s)
+            producer, self._producer = self._producer, None
+            if producer is not None:
+                producer.flush(self.timeout_s)
