@@ -157,3 +157,28 @@ def test_channels_gone_idle_are_closed_and_leave_no_thread(receiver: Receiver) -
     cache.close()  # the last one, and the build threads
     time.sleep(0.1)
     assert threads() - before <= 2  # the channel loop, started by the first send
+
+
+def test_channel_async_gives_up_at_the_deadline_without_cancelling_the_build(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    monkeypatch.setenv("TOCSIN_CHANNEL_BUILD_SECONDS", "0.2")
+    builds = Builds()
+    cache = ChannelCache(lambda n, t: None, clock=ManualClock(0), build=builds)
+
+    async def twice() -> tuple[BaseException | Channel, Channel]:
+        first = await asyncio.gather(cache.channel_async(_spec("slow")),
+                                     return_exceptions=True)
+        builds.release.set()
+        for _ in range(100):  # the same build, finished: no second one
+            try:
+                return first[0], await cache.channel_async(_spec("slow"))
+            except ChannelBuildTimeout:
+                await asyncio.sleep(0.05)
+        raise AssertionError("never built")
+
+    timed_out, built = asyncio.run(twice())
+    assert isinstance(timed_out, ChannelBuildTimeout)
+    assert built.spec.name == "slow" and builds.started == ["slow"]
+    cache.close()
