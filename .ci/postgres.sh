@@ -9,7 +9,9 @@
 #   and writes the same to DIR/env; DIR/postmaster.pid-style details are in DIR/data.
 #   The cluster has trust authentication on loopback, superuser `postgres`, a database `tocsin`,
 #   max_connections=200 and otherwise PostgreSQL's defaults (fsync stays on: durability tests
-#   run against it). When running as root the server runs as the `postgres` system user.
+#   run against it); $TOCSIN_PG_SETTINGS, when set, is added to the server's options (e.g.
+#   "-c shared_preload_libraries=pg_stat_statements", as bench/run lateness does). When
+#   running as root the server runs as the `postgres` system user.
 # stop DIR: fast shutdown of the server started in DIR (by the PID in its postmaster.pid), then
 #   remove DIR.
 # crash DIR: `pg_ctl stop -m immediate` (no checkpoint: the next start runs crash recovery);
@@ -101,7 +103,7 @@ start() {
         [ "$auto_port" = 0 ] || port="$(free_port)"
         # Loopback only; the socket directory is ours, not /var/run/postgresql.
         if as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-            -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$dir -c max_connections=200" \
+            -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$dir -c max_connections=200 ${TOCSIN_PG_SETTINGS:-}" \
             start >"$dir/pg_ctl.log" 2>&1; then
             break
         fi
