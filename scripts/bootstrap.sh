@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what Tocsin needs on this machine, idempotently: Java 17 (for Spark) from apt when
 # missing, a virtualenv in .venv with Tocsin and its dependencies. With --dev, also the test
-# tools and the real servers the test suite starts (PostgreSQL, RabbitMQ).
+# tools and the real servers the test suite starts (PostgreSQL, RabbitMQ, Redis, NATS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +12,9 @@ if [ "${1:-}" = "--dev" ]; then
     extras="dev"
     [ -x /usr/lib/postgresql/15/bin/initdb ] || command -v initdb >/dev/null 2>&1 || apt_pkgs+=(postgresql)
     command -v rabbitmq-server >/dev/null 2>&1 || [ -x /usr/sbin/rabbitmq-server ] || apt_pkgs+=(rabbitmq-server)
+    # the Redis Streams and NATS channels' tests (tests/support/servers.py starts them)
+    command -v redis-server >/dev/null 2>&1 || apt_pkgs+=(redis-server)
+    command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ] || apt_pkgs+=(nats-server)
     # the benchmarks' webhook receiver (bench/webhook_clients.py)
     command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_pkgs+=(nginx)
     # headless Chromium: the dashboard tests (tests/api/ui/test_browser.py) and the report test

@@ -7,16 +7,22 @@ node per run, each started on first use.
 ``kafka_broker``  its bootstrap string, ``127.0.0.1:<port>``
 ``rabbitmq``      the run's :class:`RabbitMQ` node (``.url``); skipped when rabbitmq-server is
                   not installed, failed instead under ``CI``
+``sqs_server``    the run's moto SQS-protocol server (``.endpoint``, ``.create_queue``)
+``redis_server``  the run's redis-server (``.url``)
+``nats_server``   the run's nats-server with JetStream (``.url``)
+                  (each skipped when not installed, failed instead under ``CI``)
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import TypeVar
 
 import pytest
 
 from tests.support.rabbitmq import RabbitMQ
+from tests.support.servers import MotoSQS, NatsServer, RedisServer, Server
 from tocsin.testing.receiver import Receiver
 from tocsin.testing.tansu import Tansu
 
@@ -60,3 +66,36 @@ def rabbitmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitMQ]:
     node = RabbitMQ(tmp_path_factory.mktemp("rabbitmq")).start()
     yield node
     node.stop()
+
+
+S = TypeVar("S", bound=Server)
+
+
+def _server(cls: type[S], tmp_path_factory: pytest.TempPathFactory) -> Iterator[S]:
+    if not cls.available():
+        what = f"{cls.__name__} ({cls.program})"
+        if os.environ.get("CI"):
+            pytest.fail(f"{what} is not installed (scripts/bootstrap.sh --dev installs it)")
+        pytest.skip(f"{what} is not installed: run scripts/bootstrap.sh --dev")
+    server = cls(tmp_path_factory.mktemp(cls.__name__.lower()))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def sqs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoSQS]:
+    """The run's SQS-protocol server (moto)."""
+    yield from _server(MotoSQS, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """The run's redis-server."""
+    yield from _server(RedisServer, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    """The run's nats-server (JetStream on)."""
+    yield from _server(NatsServer, tmp_path_factory)

@@ -1,24 +1,28 @@
 """Channels: one module per transport, behind :class:`tocsin.abc.Channel`.
 
 ``build_channel(spec)`` imports the kind's module lazily, so importing Tocsin never imports
-aiohttp, confluent-kafka or pika; ``validate_channel_config`` checks a registration before it
-is stored and names the bad field, including where the operator's
+aiohttp, confluent-kafka, pika, boto3, redis or nats; ``validate_channel_config`` checks a
+registration before it is stored and names the bad field, including where the operator's
 :class:`~tocsin.channels.policy.DestinationPolicy` forbids delivering (docs/security.md) and a
 kind whose client library this machine lacks (:func:`missing_library`).
 
-=============  ===========================================  ==================================
-kind           class (config)                               module
-=============  ===========================================  ==================================
-``file``       ``FileChannel`` (``FileConfig``)             :mod:`tocsin.channels.file`
-``webhook``    ``WebhookChannel`` (``WebhookConfig``)       :mod:`tocsin.channels.webhook`
-``kafka``      ``KafkaChannel`` (``KafkaConfig``)           :mod:`tocsin.channels.kafka`
-``rabbitmq``   ``RabbitMQChannel`` (``RabbitMQConfig``)     :mod:`tocsin.channels.rabbitmq`
-=============  ===========================================  ==================================
+=================  ===============================================  ==============================
+kind               class (config)                                   module
+=================  ===============================================  ==============================
+``file``           ``FileChannel`` (``FileConfig``)                 :mod:`.file`
+``webhook``        ``WebhookChannel`` (``WebhookConfig``)           :mod:`.webhook`
+``kafka``          ``KafkaChannel`` (``KafkaConfig``)               :mod:`.kafka`
+``rabbitmq``       ``RabbitMQChannel`` (``RabbitMQConfig``)         :mod:`.rabbitmq`
+``sqs``            ``SQSChannel`` (``SQSConfig``)                   :mod:`.sqs`
+``redis_streams``  ``RedisStreamsChannel`` (``RedisStreamsConfig``) :mod:`.redis_streams`
+``nats``           ``NatsChannel`` (``NatsConfig``)                 :mod:`.nats`
+=================  ===============================================  ==============================
 
 Every kind also takes the common settings ``dead_letter``, ``max_attempts`` and ``on_dead``
 (see :class:`~tocsin.domain.ChannelSpec`). A process may accept more kinds when asked
 (:func:`register_kind`): the test kit's ``recording`` fake, only where a test calls
-:func:`tocsin.testing.use_recording_channels`.
+:func:`tocsin.testing.use_recording_channels`; and installed packages add kinds through the
+``tocsin.channels`` entry-point group (:mod:`tocsin.channels.plugins`).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from tocsin.channels.policy import DestinationPolicy, current_policy
 from tocsin.domain import DEFAULT_TENANT, ChannelKind, ChannelSpec
 from tocsin.errors import ValidationError
 
-__all__ = ["ChannelBuilder", "build_channel", "missing_library", "register_kind",
+__all__ = ["ChannelBuilder", "build_channel", "kinds", "missing_library", "register_kind",
            "validate_channel_config"]
 
 ChannelBuilder = Callable[[ChannelSpec], Channel]
@@ -43,6 +47,10 @@ _MODULES: dict[ChannelKind, tuple[str, str, str]] = {
     ChannelKind.WEBHOOK: ("tocsin.channels.webhook", "WebhookChannel", "WebhookConfig"),
     ChannelKind.KAFKA: ("tocsin.channels.kafka", "KafkaChannel", "KafkaConfig"),
     ChannelKind.RABBITMQ: ("tocsin.channels.rabbitmq", "RabbitMQChannel", "RabbitMQConfig"),
+    ChannelKind.SQS: ("tocsin.channels.sqs", "SQSChannel", "SQSConfig"),
+    ChannelKind.REDIS_STREAMS: ("tocsin.channels.redis_streams", "RedisStreamsChannel",
+                                "RedisStreamsConfig"),
+    ChannelKind.NATS: ("tocsin.channels.nats", "NatsChannel", "NatsConfig"),
 }
 """The transports: (module, channel class, config class) by kind."""
 _REGISTERED: dict[ChannelKind, tuple[str, str, str]] = {}
@@ -51,6 +59,9 @@ _REGISTERED: dict[ChannelKind, tuple[str, str, str]] = {}
 _LIBRARIES: dict[ChannelKind, tuple[str, str, str]] = {
     ChannelKind.KAFKA: ("confluent_kafka", "confluent-kafka", "kafka"),
     ChannelKind.RABBITMQ: ("pika", "pika", "rabbitmq"),
+    ChannelKind.SQS: ("boto3", "boto3", "sqs"),
+    ChannelKind.REDIS_STREAMS: ("redis", "redis", "redis"),
+    ChannelKind.NATS: ("nats", "nats-py", "nats"),
 }
 """The client library a kind delivers through, when it is an optional one: (module, package,
 extra)."""
@@ -59,6 +70,13 @@ extra)."""
 def missing_library(kind: ChannelKind) -> str | None:
     """What to install so that this machine can deliver to ``kind``'s channels, or None when
     it can (its library imports, or it needs none)."""
+    if not kind.builtin:
+        from tocsin.channels.plugins import plugins
+
+        if kind.value not in plugins():
+            return (f"{kind.value} channels come from a plug-in that is not installed here: "
+                    f"install the package whose 'tocsin.channels' entry point is {kind.value!r}")
+        return None
     needed = _LIBRARIES.get(kind)
     if needed is None:
         return None
@@ -77,15 +95,31 @@ def register_kind(kind: ChannelKind, module: str, channel_class: str, config_cla
     _REGISTERED[kind] = (module, channel_class, config_class)
 
 
-def _classes(kind: ChannelKind) -> tuple[str, str, str]:
-    """``kind``'s (module, channel class, config class); ValidationError on ``kind`` when this
+def _classes(kind: ChannelKind) -> tuple[type[Channel], type]:
+    """``kind``'s channel and config classes, loaded; ValidationError on ``kind`` when this
     process does not take it."""
     found = _MODULES.get(kind) or _REGISTERED.get(kind)
-    if found is None:
-        known = ", ".join(k.value for k in (*_MODULES, *_REGISTERED))
+    if found is not None:
+        module = import_module(found[0])
+        return getattr(module, found[1]), getattr(module, found[2])
+    from tocsin.channels.plugins import plugin, plugins
+
+    try:
+        loaded = plugin(kind) if isinstance(kind, ChannelKind) else None
+    except ImportError as exc:
+        raise ValidationError("kind", str(exc)) from None
+    if loaded is None:
+        known = ", ".join(sorted({*(k.value for k in (*_MODULES, *_REGISTERED)), *plugins()}))
         given = kind.value if isinstance(kind, ChannelKind) else kind
         raise ValidationError("kind", f"{given!r} is not one of {known}")
-    return found
+    return loaded.channel_class, loaded.config_class
+
+
+def kinds() -> list[str]:
+    """Every kind this process takes: the transports, kinds registered here, and plug-ins."""
+    from tocsin.channels.plugins import plugins
+
+    return [*(k.value for k in (*_MODULES, *_REGISTERED)), *sorted(plugins())]
 
 
 def build_channel(spec: ChannelSpec, *,
@@ -94,8 +128,8 @@ def build_channel(spec: ChannelSpec, *,
     one; :class:`~tocsin.errors.ValidationError` for a kind this process does not take."""
     if builders and (builder := builders.get(spec.kind)) is not None:
         return builder(spec)
-    module, cls, _ = _classes(spec.kind)
-    channel: Channel = getattr(import_module(module), cls)(spec)
+    cls: Any = _classes(spec.kind)[0]
+    channel: Channel = cls(spec)
     return channel
 
 
@@ -108,13 +142,13 @@ def validate_channel_config(kind: ChannelKind, config: dict[str, Any],
     from tocsin.channels.config import COMMON, parse_config
     from tocsin.redact import masked
 
-    module, _, config_cls = _classes(kind)
+    config_cls = _classes(kind)[1]
     if (lacking := missing_library(kind)) is not None:  # a dispatcher like this one could not
         raise ValidationError("kind", lacking)           # deliver to it
     if (where := masked(config)) is not None:
         raise ValidationError(f"config.{where}", "is the redaction mark '***': send the secret "
                                                  "itself (secrets are write-only)")
-    parsed = parse_config(getattr(import_module(module), config_cls), dict(config))
+    parsed: Any = parse_config(config_cls, dict(config))
     admit = getattr(parsed, "admit", None)
     policy = (policy or current_policy()).for_tenant(tenant)
     admitted: dict[str, Any] | None = admit(policy) if admit else None

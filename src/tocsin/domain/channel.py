@@ -15,8 +15,15 @@ __all__ = ["ChannelKind", "ChannelSpec", "OnDead"]
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
+_PLUGIN_KIND = re.compile(r"[a-z][a-z0-9_]{0,62}")
+"""What a plug-in's kind may be called (the name of its ``tocsin.channels`` entry point)."""
+
+
 class ChannelKind(StrEnum):
-    """The transports Tocsin can deliver to."""
+    """The transports Tocsin can deliver to. A plug-in's kind (an entry point of the
+    ``tocsin.channels`` group, :mod:`tocsin.channels.plugins`) is a member made when first
+    named: ``ChannelKind("acme_queue")`` is a kind whose channels are built only where its
+    package is installed; any other unknown name is a ValueError."""
 
     FILE = "file"
     """JSON lines appended to one file per channel."""
@@ -26,8 +33,31 @@ class ChannelKind(StrEnum):
     """A Kafka topic (any Kafka-protocol broker)."""
     RABBITMQ = "rabbitmq"
     """A RabbitMQ queue or exchange."""
+    SQS = "sqs"
+    """An Amazon SQS queue, standard or FIFO (any SQS-protocol service)."""
+    REDIS_STREAMS = "redis_streams"
+    """A Redis stream (``XADD``)."""
+    NATS = "nats"
+    """A NATS JetStream subject."""
     RECORDING = "recording"
     """Kept in memory by the worker process: a fake for tests."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> ChannelKind | None:
+        """A plug-in's kind: a member made for a well-formed name (lower-case letters, digits
+        and ``_``), so a stored channel of a plug-in reads back even where the plug-in is not
+        installed (its channels are then refused when built, naming what is missing)."""
+        if not isinstance(value, str) or not _PLUGIN_KIND.fullmatch(value):
+            return None
+        member = str.__new__(cls, value)
+        member._name_ = value.upper()
+        member._value_ = value
+        return cls._value2member_map_.setdefault(value, member)  # type: ignore[return-value]
+
+    @property
+    def builtin(self) -> bool:
+        """Whether Tocsin itself defines this kind (not a plug-in's)."""
+        return self._name_ in type(self).__members__
 
 
 class OnDead(StrEnum):
