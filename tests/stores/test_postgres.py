@@ -125,3 +125,66 @@ def test_connections_run_without_jit_unless_the_url_sets_it() -> None:
     assert jit_off("-c foo.jit=1") == "-c foo.jit=1 -c jit=off"
     for own in ("-c jit=on", "-c jit = on", "-cjit=on", "--jit=on", "-c a=b -c jit=on"):
         assert jit_off(own) == own
+
+
+def _record_commit_level(pg: PostgresStore, table: str) -> None:
+    """A trigger that notes, for each statement writing ``table``, the ``synchronous_commit``
+    its transaction commits with."""
+    pg.open()
+    with psycopg.connect(pg.url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS commit_levels (tab TEXT, level TEXT)")
+        conn.execute("CREATE OR REPLACE FUNCTION note_commit_level() RETURNS trigger "
+                     "LANGUAGE plpgsql AS $$ BEGIN INSERT INTO commit_levels VALUES "
+                     "(TG_TABLE_NAME, current_setting('synchronous_commit')); RETURN NULL; "
+                     "END $$")
+        conn.execute(f"CREATE TRIGGER note_{table} AFTER INSERT ON {table} "
+                     "FOR EACH STATEMENT EXECUTE FUNCTION note_commit_level()")
+
+
+def _commit_levels(pg: PostgresStore) -> list[tuple[str, str]]:
+    with psycopg.connect(pg.url, autocommit=True) as conn:
+        return [(str(t), str(v)) for t, v in conn.execute(
+            "SELECT tab, level FROM commit_levels").fetchall()]
+
+
+def test_verdicts_commit_unflushed_creates_and_claims_flushed(pg: PostgresStore) -> None:
+    """An acknowledgement commits without waiting for the WAL flush (a lost one is sent again
+    under the same delivery id); a strict tenant's create and a claim (the compare-and-set a
+    cancel races) wait for it."""
+    from tocsin.domain import Ack, Outcome
+
+    for table in ("schedules", "deliveries", "claims"):
+        _record_commit_level(pg, table)
+    [(made, _)] = pg.create([new(NOW - 1)], now_ms=NOW - 10)
+    epoch = pg.next_epoch()
+    [row] = pg.claim(epoch=epoch, bucket_lo=0, bucket_hi=7, until_ms=NOW, now_ms=NOW,
+                     lease_ms=60_000, limit=10)
+    assert pg.acknowledge(epoch=epoch, now_ms=NOW + 5, acks=[Ack(
+        schedule_id=row.id, delivery_id=f"{row.id}-1", attempt=1, outcome=Outcome.DELIVERED,
+        error=None, started_ms=NOW, ended_ms=NOW + 5, due_ms=row.due_ms,
+        status=Status.DELIVERED)]) == 1
+    assert _commit_levels(pg) == [("schedules", "on"), ("claims", "on"), ("deliveries", "off")]
+    assert pg.get(made.id).status is Status.DELIVERED
+    [logged] = pg.deliveries(made.id)
+    assert (logged.delivery_id, logged.epoch, logged.error) == (f"{made.id}-1", epoch, None)
+
+
+def test_acknowledgement_finds_its_rows_by_id_without_statistics(pg: PostgresStore) -> None:
+    """With no statistics yet (a store that just took its first rows), acknowledging a few
+    of 2 000 claimed schedules reads them through the primary key, not every claimed row
+    through ``schedules_lease`` (15 ms for 5 rows, compared with each id)."""
+    from tocsin.stores.postgres import delivered_ack
+
+    made = pg.create([new(NOW - 3_000 + i) for i in range(2_000)], now_ms=NOW - 4_000)
+    epoch = pg.next_epoch()
+    claimed = pg.claim(epoch=epoch, bucket_lo=0, bucket_hi=7, until_ms=NOW, now_ms=NOW,
+                       lease_ms=60_000, limit=2_000)
+    assert len(claimed) == len(made) == 2_000
+    ids = [r.id for r in claimed[:5]]
+    rows = [(f"{i}-1", i, 1, epoch, NOW, NOW + 1, "delivered", None, 1) for i in ids]
+    sql, args = delivered_ack(ids, rows, {("deliveries", "{}"): 5}, epoch=epoch, now_ms=NOW)
+    with psycopg.connect(pg.url, autocommit=True) as conn:
+        assert conn.execute("SELECT last_analyze, last_autoanalyze FROM pg_stat_user_tables "
+                            "WHERE relid = 'schedules'::regclass").fetchone() == (None, None)
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, args).fetchall())
+    assert "schedules_pkey" in plan and "schedules_lease" not in plan, plan
