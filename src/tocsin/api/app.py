@@ -25,6 +25,7 @@ from tocsin.api import (
 from tocsin.api.auth import authenticate
 from tocsin.api.deps import Deps
 from tocsin.api.errors import install_error_handlers
+from tocsin.api.gate import KeyGate
 from tocsin.api.limits import BodyLimits
 from tocsin.api.params import check_params
 from tocsin.api.quotas import Quotas
@@ -57,6 +58,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None,
     install_error_handlers(app)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes,
                        max_depth=settings.max_json_depth)
+    app.add_middleware(KeyGate, store=store)  # outermost: the key before the body
     keyed = [m.router for m in (operations, status, bulk, stats, schedules, recurring, policies,
                                 channels, tenants, ordering, apikeys)]
     for router in [*keyed, policies.deliveries]:

@@ -23,6 +23,7 @@ from typing import Annotated
 from fastapi import Query, Request
 
 from tocsin.api.deps import Deps
+from tocsin.api.gate import gate_key
 from tocsin.apikeys.tokens import find_key
 from tocsin.domain import DEFAULT_TENANT, Role
 from tocsin.errors import AuthenticationError, ForbiddenError
@@ -65,7 +66,7 @@ def _bearer(request: Request) -> str:
 
 def authenticate(request: Request, tenant: TenantQuery = None) -> Principal:
     """The caller's :class:`Principal` (also kept as ``request.state.principal``)."""
-    key = find_key(Deps.of(request).store, _bearer(request))
+    key = gate_key(request.scope) or find_key(Deps.of(request).store, _bearer(request))
     if key is None:
         raise AuthenticationError("unknown or revoked API key")
     caller = Principal(key_id=key.id, role=key.role, tenant=key.tenant,

@@ -2,46 +2,73 @@
 
 :class:`BodyLimits` is an ASGI middleware. It refuses a body
 
-* larger than ``max_body_bytes`` (413): a declared ``Content-Length`` over the limit is refused
-  without reading a byte, and a body sent in chunks is refused as soon as what has arrived
-  passes the limit, so an oversized body is never held, let alone parsed, whole;
+* larger than ``max_body_bytes`` (413), or than :data:`~tocsin.api.gate.ANONYMOUS_BODY_BYTES`
+  for a request :class:`~tocsin.api.gate.KeyGate` found no key for: a declared
+  ``Content-Length`` over the limit is refused without reading a byte, and a body sent in
+  chunks is refused as soon as what has arrived passes the limit, so an oversized body is
+  never held, let alone parsed, whole;
 * that is not ``application/json`` (or ``application/*+json``) (415): a browser can send
   ``text/plain`` or a form cross-site without asking first, JSON it cannot;
-* whose JSON nests deeper than ``max_json_depth`` (422): found by scanning the bytes, so a
-  document 100 000 levels deep never reaches a recursive parser;
+* whose JSON nests deeper than ``max_json_depth`` (422): found by :func:`json_depth_over`,
+  which takes time linear in the body (a few C-speed passes, no backtracking regular
+  expression), so a document 100 000 levels deep never reaches a recursive parser;
 * holding text the store cannot hold (422 naming the field; :mod:`tocsin.validation.text`).
 
-A request without a body (GET, DELETE, a bare POST) passes untouched.
+A request without a body (GET, DELETE, a bare POST) passes untouched. The checks of a body
+over :data:`_INLINE_BYTES` run in a worker thread, so no body costs the event loop more than
+reading it.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from itertools import accumulate
 
+import anyio.to_thread
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tocsin.api.errors import error_body, status_of
+from tocsin.api.gate import ANONYMOUS_BODY_BYTES, gate_key
 from tocsin.errors import MediaTypeError, TocsinError, TooLargeError, ValidationError
 from tocsin.validation.text import TEXT_ESCAPE, text_problem
 
 __all__ = ["BodyLimits", "json_depth_over"]
 
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
-_BRACKET = re.compile(rb"[\[\]{}]")
-_DELTA = {b"[": 1, b"{": 1, b"]": -1, b"}": -1}
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+"""A backslash and the byte it escapes: removed first, so no string ends early or late."""
+_STRING = re.compile(rb'"[^"]*"')
+"""A string once escapes are gone: one pass, no backtracking beyond one unclosed string."""
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_SQUARE = bytes.maketrans(b"{}", b"[]")
+_INLINE_BYTES = 64 * 1024
+"""Bodies up to this size are checked on the event loop (under a millisecond); larger ones in
+a worker thread."""
 
 
 def json_depth_over(body: bytes, limit: int) -> bool:
     """Whether the JSON text ``body`` nests arrays and objects more than ``limit`` deep
-    (brackets inside strings do not count)."""
+    (brackets inside strings do not count).
+
+    Linear in ``len(body)`` and at most ``limit`` passes of :meth:`bytes.replace`: escapes
+    and strings are cut out, the brackets kept (``{}`` counted as ``[]``), and each pass
+    removes the innermost pairs. A pair still there after ``limit`` passes encloses more
+    than ``limit`` levels. A body whose brackets never close (malformed, which the parser
+    refuses) is over the limit when more than ``limit`` stay open."""
     if body.count(b"[") + body.count(b"{") <= limit:
         return False
-    brackets = _BRACKET.findall(_STRING.sub(b'""', body))
-    return max(accumulate(_DELTA[b] for b in brackets), default=0) > limit
+    plain = _STRING.sub(b"", _ESCAPE.sub(b"", body))
+    brackets = plain.translate(_SQUARE, _NOT_BRACKETS)
+    for _ in range(limit):
+        reduced = brackets.replace(b"[]", b"")
+        if len(reduced) == len(brackets):
+            break
+        brackets = reduced
+    opened = brackets.find(b"[")
+    if opened < 0:
+        return False
+    return brackets.rfind(b"]") > opened or len(brackets) - opened > limit
 
 
 def _is_json(content_type: str | None) -> bool:
@@ -58,17 +85,24 @@ class BodyLimits:
         self.max_bytes = max_bytes
         self.max_depth = max_depth
 
+    def _limit(self, scope: Scope) -> int:
+        """The full limit for a request the gate found a key for, a small one otherwise."""
+        return self.max_bytes if gate_key(scope) else min(self.max_bytes, ANONYMOUS_BODY_BYTES)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
+        limit = self._limit(scope)
         try:
-            self._check_declared(headers)
-            body = await self._read(receive)
+            self._check_declared(headers, limit)
+            body = await self._read(receive, limit)
             if body is None:
                 return  # the client went away
-            if body:
+            if len(body) > _INLINE_BYTES:
+                await anyio.to_thread.run_sync(self._check, body, headers)
+            elif body:
                 self._check(body, headers)
         except TocsinError as exc:
             response = JSONResponse(error_body(exc), status_code=status_of(exc),
@@ -77,16 +111,19 @@ class BodyLimits:
             return
         await self.app(scope, _replay(body, receive), send)
 
-    def _too_large(self) -> TooLargeError:
-        return TooLargeError("body", f"the request body is over {self.max_bytes} bytes, the "
-                                     "limit (setting max_body_bytes)")
+    def _too_large(self, limit: int) -> TooLargeError:
+        if limit < self.max_bytes:
+            return TooLargeError("body", f"the request body is over {limit} bytes, the limit "
+                                         "for a request without an API key")
+        return TooLargeError("body", f"the request body is over {limit} bytes, the limit "
+                                     "(setting max_body_bytes)")
 
-    def _check_declared(self, headers: Headers) -> None:
+    def _check_declared(self, headers: Headers, limit: int) -> None:
         declared = headers.get("content-length", "")
-        if declared.isascii() and declared.isdigit() and int(declared) > self.max_bytes:
-            raise self._too_large()
+        if declared.isascii() and declared.isdigit() and int(declared) > limit:
+            raise self._too_large(limit)
 
-    async def _read(self, receive: Receive) -> bytes | None:
+    async def _read(self, receive: Receive, limit: int) -> bytes | None:
         """The whole body, refused as soon as it passes the limit; None on a disconnect."""
         chunks: list[bytes] = []
         size = 0
@@ -96,8 +133,8 @@ class BodyLimits:
                 return None
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_bytes:
-                raise self._too_large()
+            if size > limit:
+                raise self._too_large(limit)
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)

@@ -33,6 +33,12 @@ def _printable(text: str) -> str:
 
 
 def _not_unicode(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return True
+        return False
     try:
         json.dumps(value, ensure_ascii=False).encode()
     except UnicodeEncodeError:
