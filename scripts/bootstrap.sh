@@ -48,6 +48,11 @@ if [ ! -e "$stamp" ]; then
     .venv/bin/python -m pip install -q -e ".[$extras]"
     touch "$stamp"
 fi
+# The test kit's example plug-in channel (kind example_lines, tests/plugins): its entry point
+# must be installed for the plug-in tests to find it.
+if [ "$extras" = "dev" ] && ! .venv/bin/python -c 'import tocsin_example_channel' 2>/dev/null; then
+    .venv/bin/python -m pip install -q --no-deps -e tests/plugins/tocsin_example_channel
+fi
 # Tocsin's own modules compiled ahead (pip compiles the installed packages): where
 # PYTHONDONTWRITEBYTECODE is set, every process, each Spark Python worker among them, would
 # otherwise compile them anew.

@@ -11,13 +11,15 @@ node per run, each started on first use.
 ``redis_server``  the run's redis-server (``.url``)
 ``nats_server``   the run's nats-server with JetStream (``.url``)
                   (each skipped when not installed, failed instead under ``CI``)
+``lines_server``  the example plug-in's server (``tests/plugins/tocsin_example_channel``,
+                  installed by ``scripts/bootstrap.sh --dev``), ``.address``
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -99,3 +101,19 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
     """The run's nats-server (JetStream on)."""
     yield from _server(NatsServer, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def lines_server() -> Iterator[Any]:
+    """The run's server of the example plug-in channel (kind ``example_lines``)."""
+    try:
+        from tocsin_example_channel import LinesServer
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail("the example plug-in is not installed (scripts/bootstrap.sh --dev "
+                        "installs tests/plugins/tocsin_example_channel)")
+        pytest.skip("the example plug-in is not installed: pip install -e "
+                    "tests/plugins/tocsin_example_channel")
+    server = LinesServer().start()
+    yield server
+    server.stop()

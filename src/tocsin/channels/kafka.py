@@ -108,14 +108,22 @@ class KafkaChannel(Channel):
             "enable.idempotence": True, "acks": "all", "partitioner": "murmur2_random",
             "linger.ms": 5, "message.timeout.ms": timeout_ms,
             "socket.connection.setup.timeout.ms": timeout_ms,
-            "logger": _LOG, **limits.kafka(self.config.producer),
+            "logger": _LOG, "error_cb": self._on_error, **limits.kafka(self.config.producer),
         }
         self._producer: Any = self._kafka.Producer(self._settings)
         self._lock = threading.Lock()
         self._producer_broken = False
 
-    def _outcome(self, err: Any) -> Outcome:
+    def _on_error(self, err: Any) -> None:
+        """librdkafka's errors outside any one message: a fatal one (a broker restarted
+        without the idempotent producer's state: UNKNOWN_PRODUCER_ID) breaks the producer,
+        which the send then rebuilds. Without this callback confluent-kafka raises it from
+        ``flush``, out of the send, and the broken producer was kept for good."""
         if err.fatal():
+            self._producer_broken = True
+
+    def _outcome(self, err: Any) -> Outcome:
+        if err.fatal() or err.code() == self._kafka.KafkaError._FATAL:
             self._producer_broken = True
         return Outcome.REJECTED if err.code() in self._rejected else Outcome.RETRY
 
@@ -158,10 +166,18 @@ class KafkaChannel(Channel):
             deadline = time.monotonic() + timeout
             for env in envelopes:
                 self._produce(env, results, deadline)
-            # a small margin past message.timeout.ms, for the timed-out reports to arrive
-            if self._producer.flush(max(deadline - time.monotonic(), 0) + 0.5):
-                self._producer.purge(in_queue=True, in_flight=False)
-                self._producer.poll(0)
+            try:
+                # a small margin past message.timeout.ms, for the timed-out reports to arrive
+                if self._producer.flush(max(deadline - time.monotonic(), 0) + 0.5):
+                    self._producer.purge(in_queue=True, in_flight=False)
+                    self._producer.poll(0)
+            except (self._kafka.KafkaException, SystemError) as exc:
+                # a fatal error is raised out of flush, from inside a delivery report (as a
+                # SystemError whose cause is the KafkaException): the messages it did not
+                # report are RETRY, and the producer is made anew
+                _LOG.warning("kafka channel %s: producer failed: %s", self.spec.name,
+                             exc.__cause__ or exc)
+                self._producer_broken = True
             if self._producer_broken:
                 self._producer = self._kafka.Producer(self._settings)
         return [results.get(env.delivery_id) or Result(
