@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -67,7 +68,7 @@ def test_webhooks_to_internal_addresses_are_refused(strict: httpx.Client, url: s
 
 def test_kafka_plugin_library_paths_is_refused(strict: httpx.Client) -> None:
     body = {"name": "k", "kind": "kafka", "config": {
-        "bootstrap_servers": "h:9092", "topic": "t",
+        "bootstrap_servers": "127.0.0.1:9092", "topic": "t",
         "producer": {"plugin.library.paths": "/tmp/evil.so"}}}
     assert _field(strict.post("/v1/channels", json=body)) == \
         "config.producer.plugin.library.paths"
@@ -82,11 +83,11 @@ def test_secrets_never_come_back(api: httpx.Client) -> None:
             "headers": {"Authorization": "Bearer tok-123", "X-Api-Key": "hunter2",
                         "X-Trace": "visible"}}},
         {"name": "s-kafka", "kind": "kafka", "config": {
-            "bootstrap_servers": "h:9092", "topic": "t",
+            "bootstrap_servers": "127.0.0.1:9092", "topic": "t",
             "producer": {"sasl.username": "me", "sasl.password": "sasl-pw-9",
                          "ssl.key.pem": "pem-key-5"}}},
         {"name": "s-rabbit", "kind": "rabbitmq", "config": {
-            "url": "amqp://me:amqp-pw-7@h:5672/%2F", "routing_key": "q"}},
+            "url": "amqp://me:amqp-pw-7@127.0.0.1:5672/%2F", "routing_key": "q"}},
     ]
     answers = []
     for body in channels:
@@ -101,4 +102,21 @@ def test_secrets_never_come_back(api: httpx.Client) -> None:
     assert hook["headers"] == {"Authorization": "***", "X-Api-Key": "***", "X-Trace": "visible"}
     assert api.get("/v1/channels/s-kafka").json()["config"]["producer"]["sasl.username"] == "me"
     assert api.get("/v1/channels/s-rabbit").json()["config"]["url"] == \
-        "amqp://me:***@h:5672/%2F"
+        "amqp://me:***@127.0.0.1:5672/%2F"
+
+
+@pytest.mark.parametrize("config", [
+    {"kind": "kafka", "config": {"bootstrap_servers": "PLAINTEXT://10.0.0.7:9092",
+                                 "topic": "t"}},
+    {"kind": "kafka", "config": {"bootstrap_servers": "SASL_SSL://[fd00::1]:9092",
+                                 "topic": "t"}},
+    {"kind": "kafka", "config": {"bootstrap_servers": "nowhere.invalid:9092", "topic": "t"}},
+    {"kind": "rabbitmq", "config": {"url": "amqp://u:p\\@10.1.2.3/", "exchange": "",
+                                    "routing_key": "q"}},
+    {"kind": "webhook", "config": {"url": "https://nowhere.invalid/hook"}},
+], ids=["plaintext-prefix", "sasl-ssl-ipv6", "unresolved", "amqp-backslash", "webhook-dns"])
+def test_broker_policy_bypasses_are_refused(strict: httpx.Client, config: dict[str, Any]) -> None:
+    """Issue 40, finding 2: read as the client library reads it, and fail closed."""
+    field = "config.url" if config["kind"] != "kafka" else "config.bootstrap_servers"
+    assert _field(strict.post("/v1/channels", json={"name": "b", **config})) == field
+    assert strict.get("/v1/channels/b").status_code == 404

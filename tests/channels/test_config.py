@@ -54,11 +54,12 @@ def test_bad_config_names_the_field(kind: ChannelKind, config: dict[str, object]
 
 def test_good_configs_pass_unchanged() -> None:
     good: list[tuple[ChannelKind, dict[str, object]]] = [
-        (ChannelKind.WEBHOOK, {"url": "https://h/x", "secret": SECRET, "timeout": 2,
+        (ChannelKind.WEBHOOK, {"url": "https://127.0.0.1/x", "secret": SECRET, "timeout": 2,
                                "headers": {"a": "b"}, "concurrency": 4}),
-        (ChannelKind.KAFKA, {"bootstrap_servers": "h:1", "topic": "t",
+        (ChannelKind.KAFKA, {"bootstrap_servers": "127.0.0.1:1", "topic": "t",
                              "producer": {"linger.ms": 20}, "dead_letter": "dlq"}),
-        (ChannelKind.RABBITMQ, {"url": "amqp://h", "routing_key": "q", "exchange": "x"}),
+        (ChannelKind.RABBITMQ, {"url": "amqp://127.0.0.1", "routing_key": "q",
+                                "exchange": "x"}),
         (ChannelKind.RECORDING, {"fail": "retry", "fail_rate": 0.5, "seed": 3}),
         (ChannelKind.RECORDING, {}),
     ]

@@ -176,13 +176,13 @@ def test_a_literal_loopback_url_is_never_connected(receiver: Receiver,
 ])
 def test_kafka_client_options_outside_the_allow_list_are_refused(
         producer: dict[str, object], field: str, server: DestinationPolicy) -> None:
-    config = {"bootstrap_servers": "h:1", "topic": "t", "producer": producer}
+    config = {"bootstrap_servers": "127.0.0.1:1", "topic": "t", "producer": producer}
     assert _refused(ChannelKind.KAFKA, config, server) == field
 
 
 def test_kafka_tls_files_under_the_credential_roots_are_accepted(
         home: Path, server: DestinationPolicy) -> None:
-    config = {"bootstrap_servers": "h:1", "topic": "t",
+    config = {"bootstrap_servers": "127.0.0.1:1", "topic": "t",
               "producer": {"ssl.ca.location": str(home / "credentials" / "ca.pem"),
                            "ssl.key.location": "client.key", "linger.ms": 10}}
     assert validate_channel_config(ChannelKind.KAFKA, config, server) == config
@@ -192,9 +192,9 @@ def test_kafka_tls_files_under_the_credential_roots_are_accepted(
                                    "tcp_options=%7B%7D", "backpressure_detection=t"])
 def test_rabbitmq_url_options_outside_the_allow_list_are_refused(
         query: str, server: DestinationPolicy) -> None:
-    config = {"url": f"amqp://guest:guest@h:5672/%2F?{query}", "routing_key": "q"}
+    config = {"url": f"amqp://guest:guest@127.0.0.1:5672/%2F?{query}", "routing_key": "q"}
     assert _refused(ChannelKind.RABBITMQ, config, server) == "config.url"
-    ok = {"url": "amqp://guest:guest@h:5672/%2F?heartbeat=30", "routing_key": "q"}
+    ok = {"url": "amqp://guest:guest@127.0.0.1:5672/%2F?heartbeat=30", "routing_key": "q"}
     assert validate_channel_config(ChannelKind.RABBITMQ, ok, server) == ok
 
 
@@ -242,7 +242,7 @@ def test_each_tenant_has_its_own_file_and_credential_roots(home: Path,
     with pytest.raises(ValidationError):  # nor acme the default tenant's
         validate_channel_config(ChannelKind.FILE, {"path": str(home / "channels" / "y")},
                                 server, tenant="acme")
-    key = {"bootstrap_servers": "h:1", "topic": "t",
+    key = {"bootstrap_servers": "127.0.0.1:1", "topic": "t",
            "producer": {"ssl.key.location": str(home / "credentials" / "tenants" / "globex"
                                                 / "client.key")}}
     with pytest.raises(ValidationError) as err:

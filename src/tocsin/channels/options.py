@@ -98,10 +98,11 @@ def kafka_client_settings(entries: list[str], *, field: str = "ingest_kafka") ->
 
 def check_amqp_url(url: str, policy: DestinationPolicy) -> None:
     """ValidationError naming ``config.url`` for a refused query option, or a broker the
-    policy refuses (:func:`~tocsin.channels.addresses.check_broker`)."""
-    from tocsin.channels.addresses import check_broker, client_host
+    policy refuses (:func:`~tocsin.channels.addresses.check_amqp_broker`: the host pika
+    connects to)."""
+    from tocsin.channels.addresses import check_amqp_broker
 
-    check_broker(client_host(url) or "localhost", policy, field="config.url")
+    check_amqp_broker(url, policy)
     for name, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True):
         if name not in RABBITMQ_URL_OPTIONS:
             allowed = ", ".join(sorted(RABBITMQ_URL_OPTIONS))
