@@ -27,8 +27,10 @@ def put(body: ChannelIn, request: Request) -> dict[str, Any]:
     try:
         kind = ChannelKind(body.kind)
     except ValueError:
+        from tocsin.channels import kinds
+
         raise ValidationError("kind", f"{body.kind!r} is not one of "
-                                      f"{', '.join(k.value for k in ChannelKind)}") from None
+                                      f"{', '.join(kinds())}") from None
     from tocsin.channels import validate_channel_config
     from tocsin.channels.policy import DestinationPolicy
 
@@ -65,6 +67,18 @@ def list_(request: Request) -> dict[str, Any]:
 @router.get("/{name}", summary="One channel")
 def get(name: str, request: Request) -> dict[str, Any]:
     return channel_out(Deps.of(request).store.get_channel(name, tenant=tenant_for(request)))
+
+
+@router.post("/{name}/test", summary="Send one marked test message through a channel now, "
+             "and answer what came of it (delivered, retry or rejected, the error, the time)")
+def test(name: str, request: Request) -> dict[str, Any]:
+    from tocsin.channels.policy import DestinationPolicy
+    from tocsin.channels.probe import probe_channel
+
+    deps = Deps.of(request)
+    spec = deps.store.get_channel(name, tenant=tenant_for(request))
+    policy = DestinationPolicy.from_settings(deps.settings)
+    return probe_channel(spec, clock=deps.clock, policy=policy).to_json()
 
 
 @router.delete("/{name}", status_code=204, summary="Forget a channel")

@@ -123,13 +123,18 @@ def kinds() -> list[str]:
 
 
 def build_channel(spec: ChannelSpec, *,
-                  builders: Mapping[ChannelKind, ChannelBuilder] | None = None) -> Channel:
+                  builders: Mapping[ChannelKind, ChannelBuilder] | None = None,
+                  policy: DestinationPolicy | None = None) -> Channel:
     """A live channel for ``spec``, made by ``builders``' entry for its kind when there is
-    one; :class:`~tocsin.errors.ValidationError` for a kind this process does not take."""
+    one, under ``policy`` (default: this process's settings'); a
+    :class:`~tocsin.errors.ValidationError` for a kind this process does not take."""
     if builders and (builder := builders.get(spec.kind)) is not None:
         return builder(spec)
     cls: Any = _classes(spec.kind)[0]
-    channel: Channel = cls(spec)
+    if policy is None or spec.kind in _REGISTERED:  # the test kit's fakes take no policy
+        channel: Channel = cls(spec)
+    else:
+        channel = cls(spec, policy=policy)
     return channel
 
 

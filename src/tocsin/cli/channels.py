@@ -1,5 +1,5 @@
-"""``tocsin channels add|ls|pause|resume|paused``: register channels and stop their deliveries
-for a while."""
+"""``tocsin channels add|ls|test|pause|resume|paused``: register channels, try one, and stop
+their deliveries for a while."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from tocsin.cli.common import ApiOpt, TenantOpt, call, client_for, json_option
+from tocsin.cli.common import ApiOpt, TenantOpt, answering, call, client_for, json_option
+from tocsin.cli.output import emit
 
 __all__ = ["channels_app"]
 
@@ -17,7 +18,9 @@ channels_app = typer.Typer(no_args_is_help=True, help="Register and list channel
 @channels_app.command("add")
 def add(
     name: str,
-    kind: Annotated[str, typer.Option(help="file, webhook, kafka or rabbitmq.")] = "file",
+    kind: Annotated[str, typer.Option(
+        help="file, webhook, kafka, rabbitmq, sqs, redis_streams, nats, or a plug-in's kind."
+    )] = "file",
     config_json: Annotated[str | None, typer.Option("--config", help="Config as JSON.")] = None,
     path: Annotated[str | None, typer.Option(
         help="file: the JSON-lines file, relative to the server's file root.")] = None,
@@ -37,6 +40,17 @@ def add(
 def list_channels(api: ApiOpt = None) -> None:
     """List registered channels."""
     call(client_for(api).channels)
+
+
+@channels_app.command("test")
+def test_channel(name: str, tenant: TenantOpt = None, api: ApiOpt = None) -> None:
+    """Send one marked test message through a channel now and print what came of it; exit 1
+    unless it was delivered."""
+    with answering():
+        answer = client_for(api).test_channel(name, tenant)
+        emit(answer)
+    if not answer["delivered"]:
+        raise typer.Exit(1)
 
 
 @channels_app.command("pause")

@@ -7,6 +7,7 @@ from typing import Any, NotRequired, TypedDict
 __all__ = [
     "ApiKeyInfo",
     "ChannelInfo",
+    "ChannelTest",
     "Created",
     "DeliveryInfo",
     "Firing",
@@ -80,6 +81,21 @@ class ChannelInfo(TypedDict):
     tenant: str
     kind: str
     config: dict[str, Any]
+
+
+class ChannelTest(TypedDict):
+    """What came of a channel's test message (``tocsin channels test``)."""
+
+    tenant: str
+    channel: str
+    kind: str
+    delivery_id: str
+    """``test-<id>-1``: a consumer can tell a test message by it."""
+    outcome: str
+    """``delivered``, ``retry`` or ``rejected``."""
+    delivered: bool
+    error: str | None
+    took_ms: int
 
 
 class Readiness(TypedDict):

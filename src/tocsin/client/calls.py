@@ -17,6 +17,7 @@ from urllib.parse import quote
 from tocsin.client.answers import (
     ApiKeyInfo,
     ChannelInfo,
+    ChannelTest,
     Created,
     DeliveryInfo,
     Firing,
@@ -228,6 +229,12 @@ def add_channel(name: str, kind: str, config: Mapping[str, Any]) -> Call[Channel
     """Register or replace a channel (the server checks ``config`` for its ``kind``)."""
     return Call("POST", "/v1/channels", json={"name": name, "kind": kind,
                                               "config": dict(config)})
+
+
+def test_channel(name: str, tenant: str | None = None) -> Call[ChannelTest]:
+    """Send one marked test message through a channel now; what came of it."""
+    return Call("POST", _path("/v1/channels", name, "test"),
+                params={"tenant": tenant} if tenant else None)
 
 
 def channels() -> Call[list[ChannelInfo]]:
