@@ -209,9 +209,8 @@ class SQLiteStore(SqlStore):
             refuse_newer_schema(version, scripts[-1][0])
             for number, script in scripts:
                 if number > version:
-                    for statement in script.split(";"):
-                        if statement.strip():
-                            conn.execute(statement)
+                    for statement in _statements(script):
+                        conn.execute(statement)
                     version = number
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                          (str(version),))
@@ -256,3 +255,16 @@ class SQLiteStore(SqlStore):
             "delivered_ms = ?, last_error = NULL WHERE claim_epoch = ? "
             "AND status = 'CLAIMED' AND id IN (SELECT value FROM json_each(?))",
             (now_ms, epoch, json.dumps(ids))).rowcount)
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a migration script, each whole: a trigger's body holds semicolons
+    of its own."""
+    found, pending = [], ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                found.append(pending)
+            pending = ""
+    return found

@@ -57,6 +57,10 @@ class Dialect:
     """Run first in a transaction whose loss in a crash does no harm (the archive's deletes:
     rows lost to a crash are archived again by the next run): its commit does not wait for
     the log's flush to disk. Empty where commits do not wait anyway (SQLite: ``NORMAL``)."""
+    walk: bool = False
+    """Whether the claim walks the destinations whose wake-up time has come one index seek at
+    a time (see :func:`~tocsin.stores.sql.fair.due_destinations`) rather than as one range,
+    because the planner may not take the index for the range (PostgreSQL, by its statistics)."""
     one_writer: bool = False
     """Whether the database takes one writing transaction at a time (SQLite): a job's deletes
     run as one task, as more would only queue for the writer."""
@@ -84,7 +88,7 @@ a range of ``schedules_finished`` holds the few asked for: it is told the index.
 POSTGRES = Dialect(mark="%s", head=head_of_key("seq"), skip_locked=" FOR UPDATE OF s SKIP LOCKED",
                    lock_policy=" FOR UPDATE OF p", lock_row=" FOR UPDATE", blob="BYTEA",
                    analyze="ANALYZE schedules, deliveries", arrays=True,
-                   unflushed="SET LOCAL synchronous_commit = off",
+                   unflushed="SET LOCAL synchronous_commit = off", walk=True,
                    stale="SELECT pg_relation_size(oid) / current_setting('block_size')::int "
                          "> greatest(%s, 2 * relpages) FROM pg_class "
                          "WHERE oid = 'schedules'::regclass")

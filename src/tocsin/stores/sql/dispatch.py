@@ -22,11 +22,14 @@ from tocsin.stores.rows import (
 )
 from tocsin.stores.sql.base import Dialect, SqlBase, executemany, refresh_statistics, tenant_is
 from tocsin.stores.sql.fair import (
-    ALWAYS_MS,
-    DESTINATIONS,
+    NEVER_MS,
     ROUNDS,
     Destination,
+    Due,
     by_destination,
+    due_destinations,
+    earliest_wake,
+    raise_wakes,
     shares,
     weights,
 )
@@ -73,23 +76,32 @@ due-time index and filtered out every other destination's rows — 100 000 per c
 trickle beside a burst, seconds of claims under load."""
 
 
-def _destination_candidates(d: Dialect, column: str, *, lock: bool) -> str:
+def destination_candidates(d: Dialect, column: str, *, lock: bool) -> str:
     """``column`` of one destination's claimable candidates ``s``, earliest first, up to a
-    limit: :func:`_claimable`'s three arguments, then tenant, channel and the limit (the
-    claim's rows ``lock``-ed as the claim takes them, the peek's read)."""
+    limit: :func:`_claimable`'s three arguments, then tenant, channel, its wake-up time (the
+    seek starts there, past the entries of rows claimed earlier) and the limit (the claim's
+    rows ``lock``-ed as the claim takes them, the peek's read)."""
     return (f"SELECT s.{column} FROM schedules s WHERE {_claimable(d)} AND s.tenant = ? "
-            f"AND s.channel = ? ORDER BY {_BY_DESTINATION} LIMIT ?"
+            f"AND s.channel = ? AND s.next_ms >= ? ORDER BY {_BY_DESTINATION} LIMIT ?"
             f"{d.skip_locked if lock else ''}")
 
 
 def _pull_candidates(d: Dialect, column: str, *, lock: bool) -> str:
     """``column`` of one destination's unthrottled PENDING candidates ``s`` due by a time, heads
-    of their keys, earliest first, up to a limit (tenant, channel, the time, the limit), for
+    of their keys, earliest first, up to a limit (tenant, channel, its wake-up time, the time,
+    the limit), for
     :meth:`~tocsin.abc.DispatchStore.pull` (``lock``-ed as it takes them) and its peek."""
     return (f"SELECT s.{column} FROM schedules s WHERE s.status = 'PENDING' "
             "AND s.policy IS NULL AND s.tenant = ? AND s.channel = ? "
-            f"AND s.next_ms <= ? AND {d.head} ORDER BY {_BY_DESTINATION} "
+            f"AND s.next_ms >= ? AND s.next_ms <= ? AND {d.head} ORDER BY {_BY_DESTINATION} "
             f"LIMIT ?{d.skip_locked if lock else ''}")
+
+
+def _wake(conn: Any, d: Dialect, tenant: str, channel: str) -> int:
+    """A destination's wake-up time: none of its PENDING schedules is earlier."""
+    row = conn.execute(d.q("SELECT wake_ms FROM destinations WHERE tenant = ? AND channel = ?"),
+                       (tenant, channel)).fetchone()
+    return NEVER_MS if row is None else int(row[0])
 
 
 class SqlDispatch(SqlBase, DispatchStore):
@@ -169,19 +181,17 @@ class SqlDispatch(SqlBase, DispatchStore):
     def next_due_ms(self, *, now_ms: int, lease_ms: int) -> int | None:
         d = self._dialect
 
-        def work(conn: Any) -> tuple[Any, Any, int | None]:
-            row = conn.execute(
-                "SELECT (SELECT min(next_ms) FROM schedules WHERE status = 'PENDING' "
-                "AND policy IS NULL), "
-                "(SELECT min(claimed_ms) FROM schedules WHERE status = 'CLAIMED'), "
-                "(SELECT count(*) FROM paused_channels) + (SELECT count(*) FROM channel_holds)"
-            ).fetchone()
-            pending = row[0]
-            if row[2] and pending is not None:  # the plain min() unless something is paused
-                # by destination: a held burst's rows are passed over, not read
-                found = conn.execute(d.q(DESTINATIONS), (ALWAYS_MS,)).fetchone()
-                pending = found[2] if found else None
-            return pending, row[1], throttled_next_ms(conn, d, now_ms=now_ms)
+        def work(conn: Any) -> tuple[int | None, Any, int | None]:
+            # By destination: idle destinations and a held burst's rows are passed over, not
+            # read; a destination whose wake-up time is later counts by that time (no later
+            # than its schedules: a claim at that time raises it if it is early).
+            due = [x.first_ms for x in due_destinations(conn, d, now_ms)
+                   if x.first_ms is not None]
+            later = earliest_wake(conn, d, now_ms)
+            pending = min([*due, *([] if later is None else [later])], default=None)
+            claimed = conn.execute(
+                "SELECT min(claimed_ms) FROM schedules WHERE status = 'CLAIMED'").fetchone()[0]
+            return pending, claimed, throttled_next_ms(conn, d, now_ms=now_ms)
 
         pending, claimed, throttled = self._work(work, write=False)
         return earliest(pending if throttled is None else min(throttled, pending or throttled),
@@ -235,15 +245,17 @@ class SqlDispatch(SqlBase, DispatchStore):
         (:mod:`~tocsin.stores.sql.fair`); a share a destination cannot fill goes, in the next
         round, to those that filled theirs. Rows as :meth:`_claim_sorted`'s, over all."""
         d = self._dialect
-        active: list[Destination] = [(str(t), str(c)) for t, c, _ in conn.execute(
-            d.q(DESTINATIONS), (span[2],)).fetchall()]
+        listed = due_destinations(conn, d, span[2])
+        due = [x for x in listed if x.first_ms is not None and x.first_ms <= span[2]]
+        active: list[Destination] = [x.destination for x in due]
+        floor = {x.destination: x.wake_ms for x in due}
         weight = weights(conn, d, sorted({tenant for tenant, _ in active}))
-        candidate = _destination_candidates(d, "id", lock=True)
+        candidate = destination_candidates(d, "id", lock=True)
         rows: list[tuple[Any, ...]] = []
         for _ in range(ROUNDS):
             share = shares(active, weight, room)
             taken: Counter[Destination] = Counter()
-            for sql, args in by_destination(share, candidate, span):
+            for sql, args in by_destination(share, candidate, span, floor):
                 got = self._claim_sorted(conn, d.q(
                     "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
                     f"WHERE id IN ({sql})"), (epoch, now_ms, *args))
@@ -253,6 +265,7 @@ class SqlDispatch(SqlBase, DispatchStore):
             active = [dest for dest in active if dest in share and taken[dest] >= share[dest]]
             if room <= 0 or not active:
                 break
+        raise_wakes(conn, d, listed, span[2])
         rows.sort(key=lambda r: (r[-1], r[0]))
         return rows
 
@@ -264,10 +277,14 @@ class SqlDispatch(SqlBase, DispatchStore):
         def work(conn: Any) -> list[tuple[Any, ...]]:
             if conn.execute(d.q(_OPEN_OR_PAUSED), (tenant, channel, tenant, channel)).fetchone():
                 return []
-            return self._claim_sorted(conn, d.q(
+            wake = _wake(conn, d, tenant, channel)
+            rows = self._claim_sorted(conn, d.q(
                 "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
                 f"WHERE id IN ({candidates})"),
-                (epoch, now_ms, tenant, channel, now_ms, limit))
+                (epoch, now_ms, tenant, channel, wake, now_ms, limit))
+            if rows:
+                raise_wakes(conn, d, [Due(tenant, channel, wake, None)], now_ms)
+            return rows
 
         # Not urgent: a backlog's next rows go after any claim that someone's due schedule
         # waits for (on SQLite, a 1 000-row share of a burst in the window's claim held the
@@ -281,7 +298,8 @@ class SqlDispatch(SqlBase, DispatchStore):
         def work(conn: Any) -> int | None:
             if conn.execute(d.q(_OPEN_OR_PAUSED), (tenant, channel, tenant, channel)).fetchone():
                 return None
-            row = conn.execute(d.q(earliest), (tenant, channel, until_ms, 1)).fetchone()
+            row = conn.execute(d.q(earliest), (tenant, channel, _wake(conn, d, tenant, channel),
+                                               until_ms, 1)).fetchone()
             return None if row is None else int(row[0])
 
         return self._work(work, write=False)
@@ -298,11 +316,13 @@ class SqlDispatch(SqlBase, DispatchStore):
             if reclaim:
                 return now_ms
             due = None
-            active = {(str(t), str(c)): 1 for t, c, _ in conn.execute(
-                d.q(DESTINATIONS), (until_ms,)).fetchall()}
-            candidate = _destination_candidates(d, "next_ms", lock=False)
+            listed = [x for x in due_destinations(conn, d, until_ms)
+                      if x.first_ms is not None and x.first_ms <= until_ms]
+            active = {x.destination: 1 for x in listed}
+            floor = {x.destination: x.wake_ms for x in listed}
+            candidate = destination_candidates(d, "next_ms", lock=False)
             for sql, args in by_destination(active, candidate, (bucket_lo, bucket_hi, until_ms),
-                                            column="next_ms"):
+                                            floor, column="next_ms"):
                 row = conn.execute(d.q(f"SELECT min(next_ms) FROM ({sql}) AS m"),
                                    args).fetchone()
                 if row[0] is not None:

@@ -8,49 +8,123 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from itertools import cycle, islice
-from typing import Any
+from typing import Any, NamedTuple
 
 from tocsin.stores.sql.base import Dialect
 from tocsin.stores.sql.operations import NOT_PAUSED
 
-__all__ = ["ALWAYS_MS", "DESTINATIONS", "ROUNDS", "Destination", "by_destination", "shares",
-           "weights"]
+__all__ = ["LAG_MS", "NEVER_MS", "ROUNDS", "Destination", "Due", "by_destination",
+           "due_destinations", "earliest_wake", "listing", "raise_wakes", "shares", "weights"]
 
 Destination = tuple[str, str]
 """A channel of a tenant: ``(tenant, channel)``."""
 
-ALWAYS_MS = 2**62
-"""A time every schedule is due by (for :data:`DESTINATIONS` of every pending destination)."""
+NEVER_MS = 2**62
+"""The wake-up time of a destination with nothing pending."""
 ROUNDS = 3
 """How many times a claim hands out what its destinations left unused."""
+LAG_MS = 250
+"""A claim raises a destination's wake-up time once its earliest schedule is this much later
+(or not due, or gone): the seek from the wake-up time passes over the index entries of the
+rows claimed since, which a long transaction elsewhere keeps (a quarter of a second of a
+destination's rows), and each raise is one row version of ``destinations``."""
 _PER_STATEMENT = 100
 """Most destinations one claiming statement names (SQLite takes at most 500 terms of a
 compound select)."""
 
-_UNTHROTTLED = "status = 'PENDING' AND policy IS NULL"
-DESTINATIONS = (
-    # A skip scan of schedules_dest: from each destination's first row to the next
-    # destination's, one index seek each (the next channel of the tenant, else the next
-    # tenant: SQLite reads a row value comparison as a range of its first column, every row of
-    # the tenant), however many rows a destination has due. Row ids carry the walk because
-    # SQLite's scalar subqueries return one column.
-    "WITH RECURSIVE d(id) AS ("
-    f"SELECT (SELECT id FROM schedules WHERE {_UNTHROTTLED} "
-    "ORDER BY tenant, channel, next_ms LIMIT 1) "
+
+class Due(NamedTuple):
+    """A destination whose wake-up time has come, and its earliest unthrottled PENDING
+    schedule's time (None: nothing pending; later than the claim's time: nothing due)."""
+
+    tenant: str
+    channel: str
+    wake_ms: int
+    first_ms: int | None
+
+    @property
+    def destination(self) -> Destination:
+        """``(tenant, channel)``."""
+        return (self.tenant, self.channel)
+
+
+_PENDING = "f.status = 'PENDING' AND f.policy IS NULL"
+_FIRST = (f"(SELECT f.next_ms FROM schedules f WHERE {_PENDING} AND f.tenant = s.tenant "
+          "AND f.channel = s.channel AND f.next_ms >= s.wake_ms "
+          "ORDER BY f.tenant, f.channel, f.next_ms LIMIT 1)")
+"""The earliest unthrottled PENDING schedule's time of a destination ``s`` of
+``destinations``: one seek of ``schedules_dest`` from the wake-up time (no schedule of it is
+earlier), past the entries of rows claimed before it."""
+_RANGE = ("SELECT s.tenant, s.channel, s.wake_ms FROM destinations s WHERE s.wake_ms <= ? "
+          "ORDER BY s.wake_ms, s.tenant, s.channel")
+_WALK = (
+    # One index seek per destination, whatever the planner thinks of the table: without
+    # statistics, or with a histogram from before the idle destinations came, PostgreSQL
+    # would read all of them and sort.
+    "WITH RECURSIVE w(tenant, channel, wake_ms) AS ("
+    "(SELECT x.tenant, x.channel, x.wake_ms FROM destinations x WHERE x.wake_ms <= ? "
+    "ORDER BY x.wake_ms, x.tenant, x.channel LIMIT 1) "
     "UNION ALL "
-    "SELECT coalesce((SELECT n.id FROM schedules n WHERE n.status = 'PENDING' "
-    "AND n.policy IS NULL AND n.tenant = p.tenant AND n.channel > p.channel "
-    "ORDER BY n.tenant, n.channel, n.next_ms LIMIT 1), "
-    "(SELECT n.id FROM schedules n WHERE n.status = 'PENDING' AND n.policy IS NULL "
-    "AND n.tenant > p.tenant ORDER BY n.tenant, n.channel, n.next_ms LIMIT 1)) "
-    "FROM d JOIN schedules p ON p.id = d.id) "
-    "SELECT s.tenant, s.channel, s.next_ms FROM d JOIN schedules s ON s.id = d.id "
-    f"WHERE s.next_ms <= ? AND {NOT_PAUSED} ORDER BY s.next_ms, s.tenant, s.channel"
+    "(SELECT n.tenant, n.channel, n.wake_ms FROM w CROSS JOIN LATERAL ("
+    "SELECT x.tenant, x.channel, x.wake_ms FROM destinations x "
+    "WHERE (x.wake_ms, x.tenant, x.channel) > (w.wake_ms, w.tenant, w.channel) "
+    "AND x.wake_ms <= ? ORDER BY x.wake_ms, x.tenant, x.channel LIMIT 1) n)) "
+    "SELECT s.tenant, s.channel, s.wake_ms FROM w s"
 )
-"""The destinations, neither paused nor held, whose earliest unthrottled PENDING schedule is
-due by a time (one argument), with that schedule's time, earliest first. Its cost is one seek
-per destination with schedules pending, due or not (about 10 us each on SQLite, 8 on
-PostgreSQL)."""
+
+
+def listing(d: Dialect, until_ms: int) -> tuple[str, tuple[int, ...]]:
+    """The statement of :func:`due_destinations`, in dialect ``d``, and its arguments."""
+    walk, args = (_WALK, (until_ms, until_ms)) if d.walk else (_RANGE, (until_ms,))
+    return (d.q(f"SELECT s.tenant, s.channel, s.wake_ms, {_FIRST} FROM ({walk}) s "
+                f"WHERE {NOT_PAUSED}"), args)
+
+
+def due_destinations(conn: Any, d: Dialect, until_ms: int) -> list[Due]:
+    """The destinations, neither paused nor held, whose wake-up time is ``until_ms`` or
+    earlier, each with its earliest schedule's time, earliest first. Its cost is two seeks
+    per such destination; a destination whose schedules are all later costs nothing (a
+    destination keeps its wake-up time until a claim raises it, :func:`raise_wakes`)."""
+    rows = conn.execute(*listing(d, until_ms)).fetchall()
+    found = [Due(str(r[0]), str(r[1]), int(r[2]), None if r[3] is None else int(r[3]))
+             for r in rows]
+    found.sort(key=lambda x: (NEVER_MS if x.first_ms is None else x.first_ms, x.tenant,
+                              x.channel))
+    return found
+
+
+def earliest_wake(conn: Any, d: Dialect, after_ms: int) -> int | None:
+    """The earliest wake-up time after ``after_ms`` of a destination neither paused nor held
+    (no later than its earliest schedule); None when there is none."""
+    row = conn.execute(d.q(
+        "SELECT s.wake_ms FROM destinations s WHERE s.wake_ms > ? AND s.wake_ms < ? "
+        f"AND {NOT_PAUSED} ORDER BY s.wake_ms LIMIT 1"), (after_ms, NEVER_MS)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def raise_wakes(conn: Any, d: Dialect, dues: Sequence[Due], until_ms: int) -> None:
+    """Raise the wake-up time of each of ``dues`` (after a claim took from them) whose earliest
+    schedule is no longer due by ``until_ms``, is gone, or lies :data:`LAG_MS` past it, to its
+    earliest schedule's time (:data:`NEVER_MS`: none). PostgreSQL: the rows are locked first,
+    skipping those that a writer holds (it is writing a schedule of that destination: the
+    bound stays, a later claim raises it), and the times are read after, by a statement that
+    sees every schedule committed before the lock."""
+    for i in range(0, len(dues), _PER_STATEMENT):
+        part = dues[i:i + _PER_STATEMENT]
+        among = "(s.tenant, s.channel) IN (VALUES " + ", ".join("(?, ?)" for _ in part) + ")"
+        args = [a for x in part for a in x.destination]
+        stale = conn.execute(d.q(
+            f"SELECT s.tenant, s.channel FROM destinations s WHERE {among} "
+            f"AND NOT EXISTS (SELECT 1 FROM schedules f WHERE {_PENDING} "
+            "AND f.tenant = s.tenant AND f.channel = s.channel AND f.next_ms >= s.wake_ms "
+            f"AND f.next_ms <= ? AND f.next_ms < s.wake_ms + ?){d.skip_locked}"),
+            (*args, until_ms, LAG_MS)).fetchall()
+        if not stale:
+            continue
+        among = "(s.tenant, s.channel) IN (VALUES " + ", ".join("(?, ?)" for _ in stale) + ")"
+        conn.execute(d.q(
+            f"UPDATE destinations AS s SET wake_ms = coalesce({_FIRST}, ?) WHERE {among}"),
+            (NEVER_MS, *(a for r in stale for a in r)))
 
 
 def weights(conn: Any, d: Dialect, tenants: Sequence[str]) -> dict[str, int]:
@@ -83,16 +157,19 @@ def shares(destinations: Sequence[Destination], weight: Mapping[str, int],
     return {dest: n for dest, n in share.items() if n > 0}
 
 
-def by_destination(share: Mapping[Destination, int], candidate: str, args: Sequence[Any], *,
+def by_destination(share: Mapping[Destination, int], candidate: str, args: Sequence[Any],
+                   floor: Mapping[Destination, int], *,
                    column: str = "id") -> list[tuple[str, list[Any]]]:
     """Statements, each selecting ``column`` of up to ``_PER_STATEMENT`` destinations'
     shares: ``candidate`` is a select of one destination's candidates (aliased ``s``) ending
-    in its limit, with the placeholders ``args`` and then tenant, channel and limit."""
+    in its limit, with the placeholders ``args`` and then tenant, channel, the destination's
+    wake-up time (``floor``: none of its schedules is earlier) and limit."""
     items = list(share.items())
     out = []
     for i in range(0, len(items), _PER_STATEMENT):
         part = items[i:i + _PER_STATEMENT]
         sql = " UNION ALL ".join(f"SELECT {column} FROM ({candidate}) AS c{j}"
                                  for j in range(len(part)))
-        out.append((sql, [a for (tenant, channel), n in part for a in (*args, tenant, channel, n)]))
+        out.append((sql, [a for dest, n in part
+                          for a in (*args, *dest, floor.get(dest, 0), n)]))
     return out

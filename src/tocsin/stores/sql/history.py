@@ -1,6 +1,6 @@
 """What ``tocsin report`` (:mod:`tocsin.pipelines.report`) reads from a SQL store, written once:
-finished schedules, attempts and upcoming schedules within a time slice, each by a range of
-one index (``schedules_finished``, ``deliveries_ended``, ``schedules_next``)."""
+finished schedules and attempts within a time slice, each by a range of one index
+(``schedules_finished``, ``deliveries_ended``), and upcoming schedules (a scan of the pending)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,113 @@
+"""Destinations' wake-up times (schema 16), on both stores: a claim lists only the
+destinations whose wake-up time has come, so idle ones cost it nothing; whatever writes a
+schedule keeps every destination's wake-up time at or before its earliest PENDING schedule;
+and on PostgreSQL a claim raising a wake-up time never passes over a schedule being written
+meanwhile."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from tocsin.abc import Store
+from tocsin.domain import Status
+from tocsin.stores.postgres import PostgresStore
+from tocsin.stores.sql.fair import NEVER_MS, due_destinations
+
+from .test_store import NOW, ack, claim, new
+
+_BEHIND = ("SELECT count(*) FROM schedules s LEFT JOIN destinations d "
+           "ON d.tenant = s.tenant AND d.channel = s.channel "
+           "WHERE s.status = 'PENDING' AND s.policy IS NULL "
+           "AND (d.wake_ms IS NULL OR d.wake_ms > s.next_ms)")
+"""PENDING schedules whose destination would wake up after them (or never): none, ever."""
+
+
+def _sql(store: Store, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    d = store._dialect  # type: ignore[attr-defined]
+    return store._work(lambda conn: conn.execute(d.q(sql), args).fetchall(),  # type: ignore[attr-defined,no-any-return]
+                       write=False)
+
+
+def _behind(store: Store) -> int:
+    return int(_sql(store, _BEHIND)[0][0])
+
+
+def _wake(store: Store, tenant: str, channel: str = "out") -> int | None:
+    rows = _sql(store, "SELECT wake_ms FROM destinations WHERE tenant = ? AND channel = ?",
+                (tenant, channel))
+    return int(rows[0][0]) if rows else None
+
+
+def test_a_claim_lists_only_destinations_due(store: Store) -> None:
+    store.create([new(NOW + 86_400_000 + i, tenant=f"idle{i}") for i in range(300)],
+                 now_ms=NOW)
+    store.create([new(NOW - 10, tenant="busy") for _ in range(5)], now_ms=NOW - 1_000)
+    d = store._dialect  # type: ignore[attr-defined]
+    listed = store._work(lambda conn: due_destinations(conn, d, NOW),  # type: ignore[attr-defined]
+                         write=False)
+    assert [(x.tenant, x.first_ms) for x in listed] == [("busy", NOW - 10)]
+    assert {r.tenant for r in claim(store, store.next_epoch())} == {"busy"}
+    assert store.next_due_ms(now_ms=NOW, lease_ms=10**9) == NOW + 86_400_000
+
+
+def test_a_claim_raises_the_wake_up_time_of_what_it_emptied(store: Store) -> None:
+    store.create([new(NOW - 10, tenant="t"), new(NOW + 60_000, tenant="t")], now_ms=NOW - 100)
+    assert _wake(store, "t") == NOW - 10
+    [row] = claim(store, store.next_epoch())
+    assert _wake(store, "t") == NOW + 60_000, "the next claim does not list it until then"
+    store.acknowledge(epoch=row.epoch, acks=[ack(row, Status.DELIVERED)], now_ms=NOW)
+    [(later, _)] = store.create([new(NOW + 30_000, tenant="t")], now_ms=NOW)
+    assert _wake(store, "t") == NOW + 30_000
+    store.cancel(later.id, now_ms=NOW)
+    assert claim(store, store.next_epoch(), until_ms=NOW + 40_000) == []
+    assert _wake(store, "t") == NOW + 60_000, "a cancelled schedule's time is given up"
+
+
+def test_every_write_keeps_wake_up_times_at_or_before_the_schedules(store: Store) -> None:
+    store.create([new(NOW - 100 + i, tenant=f"t{i % 3}", channel=f"c{i % 2}")
+                  for i in range(30)], now_ms=NOW - 1_000)
+    assert _behind(store) == 0
+    rows = claim(store, store.next_epoch(), limit=12)
+    store.acknowledge(epoch=rows[0].epoch, now_ms=NOW,
+                      acks=[ack(r, Status.PENDING, next_ms=NOW - 5_000) for r in rows[:4]]
+                      + [ack(r, Status.DEAD) for r in rows[4:8]])
+    assert _behind(store) == 0, "retries moved earlier than their destination's time"
+    store.unclaim(epoch=rows[0].epoch, ids=[r.id for r in rows[8:]])
+    assert _behind(store) == 0, "handed back"
+    store.redrive_where(now_ms=NOW - 50_000)
+    assert _behind(store) == 0, "re-driven"
+    [(made, _)] = store.create([new(NOW + 90_000, tenant="t9")], now_ms=NOW)
+    claim(store, store.next_epoch(), limit=1_000)
+    store.reschedule(made.id, now_ms=NOW, due_ms=NOW - 60_000)
+    assert _behind(store) == 0, "moved earlier"
+    pulled = store.pull(epoch=store.next_epoch(), tenant="t9", channel="out", now_ms=NOW,
+                        limit=10)
+    assert [r.id for r in pulled] == [made.id]
+    assert _behind(store) == 0
+
+
+def test_a_schedule_written_during_a_claim_is_not_passed_over(postgres_store_url: str) -> None:
+    """A claim that empties a destination raises its wake-up time; a schedule of that
+    destination inserted meanwhile, not yet committed, is not seen by the claim's read. The
+    insert's share lock on the destination makes the claim leave its time alone."""
+    store = PostgresStore(postgres_store_url, buckets=16)
+    try:
+        store.create([new(NOW - 10, tenant="t")], now_ms=NOW - 100)
+        with psycopg.connect(postgres_store_url) as other:  # a transaction, open
+            other.execute(
+                "INSERT INTO schedules (id, tenant, channel, payload, payload_kind, headers, "
+                "due_ms, next_ms, bucket, status, created_ms) VALUES ('late', 't', 'out', "
+                "'\\x7b7d', 'json', '{}', %s, %s, 0, 'PENDING', %s)",
+                (NOW + 50_000, NOW + 50_000, NOW))
+            assert [r.tenant for r in claim(store, store.next_epoch())] == ["t"]
+            other.commit()
+        assert _wake(store, "t") == NOW - 10, "left for a later claim to raise"
+        assert store.next_due_ms(now_ms=NOW, lease_ms=10**9) == NOW + 50_000
+        assert claim(store, store.next_epoch(), until_ms=NOW) == []
+        assert _wake(store, "t") == NOW + 50_000
+        assert [r.id for r in claim(store, store.next_epoch(), until_ms=NOW + 50_000)] == ["late"]
+        assert _wake(store, "t") == NEVER_MS
+    finally:
+        store.close()
