@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -38,8 +39,9 @@ def test_only_the_dispatcher_session_takes_the_dispatcher_java_options(
         monkeypatch: pytest.MonkeyPatch) -> None:
     made: dict[str, str] = {}
 
-    def fake_session(master: str, *, app_name: str, java_options: str, **_: Any) -> None:
+    def fake_session(master: str, *, app_name: str, java_options: str, **_: Any) -> Any:
         made[app_name] = java_options
+        return SimpleNamespace(sparkContext=SimpleNamespace(master="spark://elsewhere:7077"))
 
     monkeypatch.setattr(session, "spark_session", fake_session)
     settings = Settings(spark_java_options="-XX:+UseSerialGC",

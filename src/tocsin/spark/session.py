@@ -124,10 +124,17 @@ def _add_python_path(path: str) -> None:
 def session_for(settings: Settings, *, app_name: str, master: str | None = None,
                 dispatcher: bool = False) -> SparkSession:
     """The Spark session ``settings`` ask for: their master (or ``master``), Spark's log level
-    and JVM options (``dispatcher``: the dispatcher's own after them); every ``tocsin``
-    command that runs Spark makes its session here."""
+    and JVM options (``dispatcher``: the dispatcher's own after them, and on a local master
+    memory given back at rest, :class:`~tocsin.spark.rest.AtRest`); every ``tocsin`` command
+    that runs Spark makes its session here."""
     java = settings.spark_java_options
     if dispatcher:
         java = f"{java} {settings.dispatcher_java_options}".strip()
-    return spark_session(master or settings.spark_master, app_name=app_name,
-                         log_level=settings.spark_log_level, java_options=java)
+    spark = spark_session(master or settings.spark_master, app_name=app_name,
+                          log_level=settings.spark_log_level, java_options=java)
+    if dispatcher and (spark.sparkContext.master or "").startswith("local"):
+        # A long-lived local session gives its memory back between bursts.
+        from tocsin.spark.rest import AtRest
+
+        AtRest(spark.sparkContext).start()
+    return spark
