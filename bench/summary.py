@@ -151,19 +151,41 @@ def isolation(name: str, doc: Doc) -> Iterator[Row]:
                        f"({ratio(doc.get('volume_drain_ratio'))})", source=name)
 
 
-def figures(area: str) -> Callable[[str, Doc], Iterator[Row]]:
-    """Rows of a results file whose shape this script does not know yet: its top-level
-    numbers (``…_per_s``, ``…_ms``, ``…_ratio``)."""
+def figures(area: str, *, known: tuple[str, ...] = ()) -> Callable[[str, Doc], Iterator[Row]]:
+    """Rows of a results file's top-level numbers (``…_per_s``, ``…_ms``, ``…_ratio``) that
+    no row reads yet (keys not starting with one of ``known``)."""
 
     def rows(name: str, doc: Doc) -> Iterator[Row]:
         store = _store_name(str(doc.get("store", "")))
         for key, value in doc.items():
             if (isinstance(value, (int, float)) and not isinstance(value, bool)
-                    and key.endswith(("_per_s", "_ms", "_ratio", "_mb"))):
+                    and key.endswith(("_per_s", "_ms", "_ratio", "_mb"))
+                    and not key.startswith(known)):
                 yield Row(area=area, figure=key.replace("_", " "), value=num(value),
                           peer="—", store=store, load="—", source=name)
 
     return rows
+
+
+_CLAIM_KEYS = tuple(f"{store}_{what}" for store in ("sqlite", "postgres")
+                    for what in ("claim_", "next_due_", "peek_"))
+
+
+def destinations(name: str, doc: Doc) -> Iterator[Row]:
+    for store in ("sqlite", "postgres"):
+        idle = next((k for k in doc if k.startswith(f"{store}_claim_ms_")
+                     and k.endswith("_idle")), None)
+        if idle is None:
+            continue
+        count = idle.removeprefix(f"{store}_claim_ms_").removesuffix("_idle")
+        yield Row(area="destinations", figure="claim of a due destination's rows",
+                  store=_store_name(store),
+                  load=f"beside {num(int(count) if count.isdigit() else None)} idle "
+                       "destinations",
+                  value=num(doc.get(idle), " ms"),
+                  peer=f"alone {num(doc.get(f'{store}_claim_ms_1'), ' ms')} "
+                       f"({ratio(doc.get(f'{store}_claim_ratio'))})", source=name)
+    yield from figures("destinations", known=_CLAIM_KEYS)(name, doc)
 
 
 def channels(name: str, doc: Doc) -> Iterator[Row]:
@@ -293,7 +315,7 @@ SOURCES: tuple[tuple[str, Callable[[str, Doc], Iterator[Row]], str], ...] = (
     ("lateness.json", lateness, "bench/run lateness"),
     ("isolation.json", isolation, "bench/run isolation"),
     ("isolation-postgres.json", isolation, "bench/run isolation --store postgres"),
-    ("destinations.json", figures("destinations"), "bench/run destinations"),
+    ("destinations.json", destinations, "bench/run destinations"),
     ("channels.json", channels, "bench/run channels"),
     ("import.json", import_, "bench/run import --shapes all"),
     ("ingest-sqlite.json", ingest, "bench/run ingest"),
