@@ -101,6 +101,7 @@ def test_config_is_checked_and_secrets_are_write_only() -> None:
         "servers": "nats://u:***@h:4222", "token": "***"}
     for bad, field in [({**good, "servers": "http://127.0.0.1"}, "config.servers"),
                        ({**good, "servers": "nats://10.0.0.1:4222"}, "config.servers"),
+                       ({**good, "servers": "nats://u:p\\@10.1.2.3:4222"}, "config.servers"),
                        ({**good, "servers": []}, "config.servers"),
                        ({**good, "subject": "a.*"}, "config.subject"),
                        ({**good, "password": None}, "config.password"),

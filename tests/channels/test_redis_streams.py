@@ -95,6 +95,8 @@ def test_config_is_checked_and_the_password_is_write_only() -> None:
                        ({**good, "url": "redis://127.0.0.1/0?ssl_keyfile=/etc/shadow"},
                         "config.url"),
                        ({**good, "url": "redis://10.1.2.3/0"}, "config.url"),
+                       # judged as redis-py reads it (10.1.2.3), not as yarl does (no host)
+                       ({**good, "url": "redis://u:p\\@10.1.2.3/0"}, "config.url"),
                        ({**good, "stream": ""}, "config.stream"),
                        ({**good, "maxlen": 0}, "config.maxlen"),
                        ({**good, "dedup_seconds": -1}, "config.dedup_seconds")]:

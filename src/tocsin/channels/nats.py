@@ -102,11 +102,11 @@ class NatsConfig:
 
     def admit(self, policy: DestinationPolicy) -> None:
         """Refuse a server the policy's broker check refuses (stored as given otherwise)."""
-        from tocsin.channels.addresses import check_broker, client_host
+        from tocsin.channels.addresses import check_broker
 
         for url in self.urls:
-            check_broker(client_host(url.replace("tls://", "nats://", 1)) or "localhost",
-                         policy, field="config.servers")
+            # the host urllib reads, as nats-py does
+            check_broker(urlsplit(url).hostname or "", policy, field="config.servers")
 
 
 def _nats() -> Any:

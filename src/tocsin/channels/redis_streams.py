@@ -86,9 +86,10 @@ class RedisStreamsConfig:
 
     def admit(self, policy: DestinationPolicy) -> None:
         """Refuse a server the policy's broker check refuses (stored as given otherwise)."""
-        from tocsin.channels.addresses import check_broker, client_host
+        from tocsin.channels.addresses import check_broker
 
-        check_broker(client_host(self.url) or "localhost", policy, field="config.url")
+        # the host urllib reads, as redis-py does
+        check_broker(urlsplit(self.url).hostname or "", policy, field="config.url")
 
 
 def _redis() -> Any:

@@ -130,10 +130,11 @@ class SQSConfig:
 
     def admit(self, policy: DestinationPolicy) -> None:
         """Refuse an endpoint the policy's broker check refuses (stored as given otherwise)."""
-        from tocsin.channels.addresses import check_broker, client_host
+        from tocsin.channels.addresses import check_broker
 
         field = "config.endpoint_url" if self.endpoint_url else "config.queue_url"
-        check_broker(client_host(self.endpoint) or "localhost", policy, field=field)
+        # the host urllib reads, as botocore does (not yarl's reading of the text)
+        check_broker(urlsplit(self.endpoint).hostname or "", policy, field=field)
 
 
 def _boto3() -> Any:
