@@ -22,7 +22,6 @@ reading it.
 from __future__ import annotations
 
 import json
-import re
 
 import anyio.to_thread
 from starlette.datastructures import Headers
@@ -32,43 +31,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tocsin.api.errors import error_body, status_of
 from tocsin.api.gate import ANONYMOUS_BODY_BYTES, gate_key
 from tocsin.errors import MediaTypeError, TocsinError, TooLargeError, ValidationError
+from tocsin.validation.nesting import json_depth_over
 from tocsin.validation.text import TEXT_ESCAPE, text_problem
 
 __all__ = ["BodyLimits", "json_depth_over"]
 
-_ESCAPE = re.compile(rb"\\.", re.DOTALL)
-"""A backslash and the byte it escapes: removed first, so no string ends early or late."""
-_STRING = re.compile(rb'"[^"]*"')
-"""A string once escapes are gone: one pass, no backtracking beyond one unclosed string."""
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-_SQUARE = bytes.maketrans(b"{}", b"[]")
 _INLINE_BYTES = 64 * 1024
 """Bodies up to this size are checked on the event loop (under a millisecond); larger ones in
 a worker thread."""
-
-
-def json_depth_over(body: bytes, limit: int) -> bool:
-    """Whether the JSON text ``body`` nests arrays and objects more than ``limit`` deep
-    (brackets inside strings do not count).
-
-    Linear in ``len(body)`` and at most ``limit`` passes of :meth:`bytes.replace`: escapes
-    and strings are cut out, the brackets kept (``{}`` counted as ``[]``), and each pass
-    removes the innermost pairs. A pair still there after ``limit`` passes encloses more
-    than ``limit`` levels. A body whose brackets never close (malformed, which the parser
-    refuses) is over the limit when more than ``limit`` stay open."""
-    if body.count(b"[") + body.count(b"{") <= limit:
-        return False
-    plain = _STRING.sub(b"", _ESCAPE.sub(b"", body))
-    brackets = plain.translate(_SQUARE, _NOT_BRACKETS)
-    for _ in range(limit):
-        reduced = brackets.replace(b"[]", b"")
-        if len(reduced) == len(brackets):
-            break
-        brackets = reduced
-    opened = brackets.find(b"[")
-    if opened < 0:
-        return False
-    return brackets.rfind(b"]") > opened or len(brackets) - opened > limit
 
 
 def _is_json(content_type: str | None) -> bool:

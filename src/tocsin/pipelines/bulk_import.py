@@ -198,7 +198,8 @@ def run_import(spark: SparkSession, path: str, *, settings: Settings,
     now_ms = clock.now_ms()
     fmt = fmt or SourceFormat.of(path)
     shape = RowShape(format=fmt, mapping=shape.mapping if shape else (),
-                     tenant=shape.tenant if shape else None)
+                     tenant=shape.tenant if shape else None,
+                     max_depth=settings.max_json_depth)
     rejects = rejects or str(settings.home / "rejects" / f"import-{now_ms}")
     with _job_conf(spark):
         frame = _read(spark, path, fmt)  # a path that cannot be read touches no store

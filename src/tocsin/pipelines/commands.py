@@ -47,6 +47,7 @@ from tocsin.domain import NewSchedule, Schedule
 from tocsin.errors import ConflictError, NotFoundError, TocsinError, ValidationError
 from tocsin.pipelines.writes import Change, change_many, create_many
 from tocsin.validation.models import ScheduleChange
+from tocsin.validation.nesting import too_deep
 from tocsin.validation.schedule import (
     Known,
     Problem,
@@ -170,9 +171,11 @@ class CommandApplier:
         return answers
 
     def _parse(self, m: Message, known: Known) -> Answer | NewSchedule | _Command:
+        if (deep := too_deep(m.value or b"", self.settings.max_json_depth)) is not None:
+            return Answer(m, None, Outcome.INVALID, field="body", reason=deep)
         try:
             body = json.loads(m.value or b"")
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             return Answer(m, None, Outcome.INVALID, field="body", reason=f"malformed JSON: {exc}")
         if not isinstance(body, dict):
             return Answer(m, None, Outcome.INVALID, field="body", reason="not a JSON object")

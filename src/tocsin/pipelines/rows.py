@@ -19,6 +19,7 @@ from typing import Any
 
 from tocsin.clock import from_ms
 from tocsin.errors import ValidationError
+from tocsin.validation.nesting import DEFAULT_DEPTH, too_deep
 from tocsin.validation.schedule import Problem
 
 __all__ = ["DERIVED_KEY_PREFIX", "EPOCH_MS", "RowShape", "SourceFormat", "derived_key",
@@ -184,14 +185,18 @@ class RowShape:
     format: SourceFormat
     mapping: tuple[tuple[str, str], ...] = ()
     tenant: str | None = None
+    max_depth: int = DEFAULT_DEPTH
+    """The deepest nesting a JSON line may have (``max_json_depth``): deeper is a reject."""
 
     def item(self, raw: Any, *, source: str) -> tuple[dict[str, Any], str | None] | Problem:
         """The item for ``raw`` (a JSON line, or a CSV/Parquet row as a dict) and, when it
         gives no key, its :func:`row_digest`; or why not."""
         if self.format is SourceFormat.JSON:
+            if (deep := too_deep(raw, self.max_depth)) is not None:
+                return Problem("body", deep)
             try:
                 row = json_value(raw)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 return Problem("body", f"malformed JSON: {exc}")
             if not isinstance(row, dict):
                 return Problem("body", "a line must hold one JSON object")
