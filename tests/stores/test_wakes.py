@@ -111,3 +111,22 @@ def test_a_schedule_written_during_a_claim_is_not_passed_over(postgres_store_url
         assert _wake(store, "t") == NEVER_MS
     finally:
         store.close()
+
+
+def test_a_write_from_another_search_path_keeps_the_wake_up_time(postgres_url: str,
+                                                                  postgres_store_url: str) -> None:
+    """The triggers' functions keep Tocsin's schema: a session whose search_path does not name
+    it (a script, a report tool) can still write a schedule."""
+    schema = postgres_store_url.rsplit("search_path%3D", 1)[1]
+    store = PostgresStore(postgres_store_url, buckets=16)
+    try:
+        store.open()
+        with psycopg.connect(postgres_url, autocommit=True) as other:
+            other.execute(
+                f'INSERT INTO "{schema}".schedules (id, tenant, channel, payload, payload_kind, '
+                "headers, due_ms, next_ms, bucket, status, created_ms) VALUES ('s', 't', 'out', "
+                "'\\x7b7d', 'json', '{}', %s, %s, 0, 'PENDING', %s)", (NOW, NOW, NOW))
+        assert _wake(store, "t") == NOW
+        assert [r.id for r in claim(store, store.next_epoch())] == ["s"]
+    finally:
+        store.close()

@@ -53,10 +53,12 @@ INSERT INTO destinations
     SELECT tenant, channel, min(next_ms) FROM schedules
     WHERE status = 'PENDING' AND policy IS NULL GROUP BY tenant, channel;
 
+-- The functions keep the search_path they were created with (Tocsin's schema), so a write to
+-- the schedules from a session with another search_path finds the destinations too.
 -- A schedule of destination (t, c) pending from x: lower the wake-up time to x, or hold it
 -- (a share lock until commit) where it is already x or earlier, so that a claim raising it
 -- meanwhile (FOR UPDATE SKIP LOCKED, then a fresh read) either waits for this row or skips it.
-CREATE FUNCTION tocsin_wake(t TEXT, c TEXT, x BIGINT) RETURNS void LANGUAGE plpgsql AS $$
+CREATE FUNCTION tocsin_wake(t TEXT, c TEXT, x BIGINT) RETURNS void LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
     UPDATE destinations SET wake_ms = x WHERE tenant = t AND channel = c AND wake_ms > x;
     IF FOUND THEN
@@ -72,7 +74,7 @@ END $$;
 
 -- Inserts (COPY included): one call per destination of the statement, in order (no two
 -- statements lock two destinations in opposite orders).
-CREATE FUNCTION tocsin_wake_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION tocsin_wake_inserted() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
     r RECORD;
 BEGIN
@@ -89,7 +91,7 @@ CREATE TRIGGER schedules_wake_insert AFTER INSERT ON schedules
 -- Updates: only a row that becomes PENDING and unthrottled, or moves earlier while it is
 -- (a retry, a hand-back, a re-drive, a reschedule); the claim and the acknowledgement do not
 -- fire it.
-CREATE FUNCTION tocsin_wake_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION tocsin_wake_updated() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
     PERFORM tocsin_wake(NEW.tenant, NEW.channel, NEW.next_ms);
     RETURN NULL;
