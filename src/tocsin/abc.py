@@ -498,7 +498,8 @@ class KeyStore(ABC):
     def open_session(self, digest: str, *, key_digest: str, now_ms: int,
                      expires_ms: int) -> None:
         """Keep a dashboard session (the digest of its token) opened with the key whose digest
-        is ``key_digest``, until ``expires_ms``; sessions expired by ``now_ms`` are dropped."""
+        is ``key_digest``, until ``expires_ms``; sessions expired by ``now_ms`` are dropped, and
+        so are the key's oldest beyond its 32 newest."""
 
     @abstractmethod
     def session_key(self, digest: str, *, now_ms: int) -> ApiKey | None:

@@ -107,6 +107,10 @@ class Settings(BaseSettings):
     tenant_max_recurring: int = Field(
         0, ge=0, description="Most recurring rules one tenant may hold (0 = no cap)."
     )
+    tenant_max_channels: int = Field(
+        0, ge=0, description="Most channels one tenant may register (0 = no cap); each costs "
+                             "the dispatcher a client and a destination to claim for."
+    )
     tenant_recurring_per_minute: int = Field(
         0, ge=0, description="Most messages a minute one tenant's active recurring rules may "
                              "make together: the sum of count x firings a minute (0 = no cap)."

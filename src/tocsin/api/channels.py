@@ -38,8 +38,12 @@ def put(body: ChannelIn, request: Request) -> dict[str, Any]:
     tenant = tenant_for(request, body.tenant)
     config = validate_channel_config(kind, body.config, policy, tenant=tenant)
     spec = ChannelSpec(name=body.name, kind=kind, config=config, tenant=tenant)
-    _check_dead_letter(spec, Deps.of(request).store)
-    return channel_out(Deps.of(request).store.put_channel(spec))
+    deps = Deps.of(request)
+    _check_dead_letter(spec, deps.store)
+    with deps.quotas.holding(tenant):
+        deps.quotas.admit_channel(deps.store, spec)
+        stored = deps.store.put_channel(spec)
+    return channel_out(stored)
 
 
 def _check_dead_letter(spec: ChannelSpec, store: Store) -> None:

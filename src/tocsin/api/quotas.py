@@ -11,6 +11,11 @@ Both are off by default (``tenant_max_pending`` and ``tenant_creates_per_second`
 embedded single user and the benchmarks are one tenant that should never be slowed down; an
 operator serving several tenants sets them (docs/security.md).
 
+A tenant's rule and channel caps are checked and the write made under one lock of that tenant
+(:meth:`Quotas.holding`), so concurrent creates in one API process cannot pass a cap together;
+``tenant_max_channels`` caps the channels a tenant may register (each costs the dispatcher a
+client and a destination to claim for). With several API processes each may admit one more.
+
 The rate is a token bucket per tenant, per API process (with n replicas a tenant may create n
 times the rate). It may go into debt: a request is admitted whenever the bucket is not empty
 and takes a token per schedule, so a batch larger than one second's worth passes, and the
@@ -23,10 +28,12 @@ from __future__ import annotations
 import math
 import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from tocsin.abc import Store
 from tocsin.config import Settings
-from tocsin.domain import Recurring
+from tocsin.domain import ChannelSpec, Recurring
 from tocsin.errors import QuotaExceededError, ValidationError
 
 __all__ = ["CreateRate", "Quotas"]
@@ -64,11 +71,33 @@ class Quotas:
     """The caps of one API process (see the module's docstring)."""
 
     def __init__(self, *, max_pending: int = 0, creates_per_second: float = 0.0,
-                 max_rules: int = 0, rules_per_minute: int = 0) -> None:
+                 max_rules: int = 0, rules_per_minute: int = 0, max_channels: int = 0) -> None:
         self.max_pending = max_pending
         self.rate = CreateRate(creates_per_second) if creates_per_second > 0 else None
         self.max_rules = max_rules
         self.rules_per_minute = rules_per_minute
+        self.max_channels = max_channels
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    @contextmanager
+    def holding(self, tenant: str) -> Iterator[None]:
+        """Hold ``tenant``'s lock: a cap's check and the write it admits, as one step."""
+        with self._guard:
+            lock = self._locks.setdefault(tenant, threading.Lock())
+        with lock:
+            yield
+
+    def admit_channel(self, store: Store, spec: ChannelSpec) -> None:
+        """Let ``spec`` be registered, or raise :class:`QuotaExceededError` when its tenant
+        holds ``max_channels`` others (replacing a channel always passes)."""
+        if not self.max_channels:
+            return
+        held = [c.name for c in store.list_channels(tenant=spec.tenant)]
+        if spec.name not in held and len(held) >= self.max_channels:
+            raise QuotaExceededError(f"tenant {spec.tenant!r} holds {len(held)} channels and "
+                                     f"the cap is {self.max_channels}",
+                                     retry_after_s=PENDING_RETRY_S)
 
     @property
     def active(self) -> bool:
@@ -81,7 +110,8 @@ class Quotas:
         return cls(max_pending=settings.tenant_max_pending,
                    creates_per_second=settings.tenant_creates_per_second,
                    max_rules=settings.tenant_max_recurring,
-                   rules_per_minute=settings.tenant_recurring_per_minute)
+                   rules_per_minute=settings.tenant_recurring_per_minute,
+                   max_channels=settings.tenant_max_channels)
 
     def admit_rule(self, store: Store, rule: Recurring) -> None:
         """Let ``rule`` (new, changed or resumed) be stored, or raise
@@ -123,12 +153,15 @@ class Quotas:
                         f"tenant {tenant!r} holds {held} pending schedules and the cap is "
                         f"{self.max_pending}; this request adds {n}",
                         retry_after_s=PENDING_RETRY_S)
-        if self.rate is not None:
-            for tenant, n in adding.items():
-                if wait_s := self.rate.take(tenant, n, now_ms=now_ms):
-                    raise QuotaExceededError(
-                        f"tenant {tenant!r} creates more than {self.rate.per_second:g} "
-                        f"schedules a second; retry in {wait_s} s", retry_after_s=wait_s)
+        for tenant, n in adding.items():
+            self.admit_rate(tenant, n, now_ms=now_ms)
+
+    def admit_rate(self, tenant: str, n: int, *, now_ms: int) -> None:
+        """Take ``n`` of ``tenant``'s create rate, or raise :class:`QuotaExceededError`."""
+        if self.rate is not None and (wait_s := self.rate.take(tenant, n, now_ms=now_ms)):
+            raise QuotaExceededError(
+                f"tenant {tenant!r} creates more than {self.rate.per_second:g} "
+                f"schedules a second; retry in {wait_s} s", retry_after_s=wait_s)
 
 
 def _rules(store: Store, tenant: str) -> list[Recurring]:

@@ -105,8 +105,10 @@ def create(body: RecurringIn, request: Request) -> dict[str, Any]:
                       channel=body.channel,
                       payload=b"null")
     recurring = _apply(blank, body, deps)
-    deps.quotas.admit_rule(deps.store, recurring)
-    return recurring_out(deps.store.create_recurring(recurring, now_ms=now), now_ms=now)
+    with deps.quotas.holding(tenant):
+        deps.quotas.admit_rule(deps.store, recurring)
+        created = deps.store.create_recurring(recurring, now_ms=now)
+    return recurring_out(created, now_ms=now)
 
 
 @router.get("", summary="List recurring schedules (cursor pagination)")
@@ -138,8 +140,10 @@ def patch(recurring_id: str, body: RecurringChange, request: Request) -> dict[st
         raise ValidationError("body", "give at least one field to change")
     now = deps.clock.now_ms()
     changed = _apply(current, body, deps)
-    deps.quotas.admit_rule(deps.store, changed)
-    return recurring_out(deps.store.update_recurring(changed, now_ms=now), now_ms=now)
+    with deps.quotas.holding(current.tenant):
+        deps.quotas.admit_rule(deps.store, changed)
+        updated = deps.store.update_recurring(changed, now_ms=now)
+    return recurring_out(updated, now_ms=now)
 
 
 def _set_paused(recurring_id: str, request: Request, paused: bool) -> dict[str, Any]:
@@ -148,9 +152,10 @@ def _set_paused(recurring_id: str, request: Request, paused: bool) -> dict[str, 
     current = deps.store.get_recurring(recurring_id, tenant=scope(request))
     if current.paused != paused:
         changed = dataclasses.replace(current, paused=paused)
-        if not paused:  # a pause always passes; a resume counts again
-            deps.quotas.admit_rule(deps.store, changed)
-        current = deps.store.update_recurring(changed, now_ms=now)
+        with deps.quotas.holding(current.tenant):
+            if not paused:  # a pause always passes; a resume counts again
+                deps.quotas.admit_rule(deps.store, changed)
+            current = deps.store.update_recurring(changed, now_ms=now)
     return recurring_out(current, now_ms=now)
 
 

@@ -18,7 +18,15 @@ from tocsin.clock import Clock, iso_ms
 from tocsin.dispatcher.beat import EXPANDER_BEAT_KEYS, ExpanderBeat
 from tocsin.dispatcher.core import Offset, bucket_ranges, log
 from tocsin.dispatcher.options import DispatchOptions
-from tocsin.domain import Expansion, NewSchedule, Recurring, expand
+from tocsin.domain import (
+    Expansion,
+    Firing,
+    NewSchedule,
+    Recurring,
+    SkippedFiring,
+    SkipReason,
+    expand,
+)
 from tocsin.errors import StoreError, TocsinError
 from tocsin.stores.retry import retrying
 
@@ -77,7 +85,8 @@ _Recorded = tuple[Recurring, Expansion, Sequence[NewSchedule], int | None]
 
 
 def expand_due(store: Store, *, bucket_lo: int, bucket_hi: int, now_ms: int, horizon_ms: int,
-               limit: int = 10_000, max_per_minute: int = 100_000) -> ExpandTally:
+               limit: int = 10_000, max_per_minute: int = 100_000,
+               max_pending: int = 0) -> ExpandTally:
     """Expand every recurring schedule of buckets ``[bucket_lo, bucket_hi]`` that is due for
     expansion at ``now_ms``: its firings up to ``now_ms + horizon_ms`` become schedules, or
     are recorded skipped (paused, misfire policy).
@@ -85,8 +94,13 @@ def expand_due(store: Store, *, bucket_lo: int, bucket_hi: int, now_ms: int, hor
     A rule that cannot be expanded (it makes more than ``max_per_minute`` messages a minute,
     or expanding it raises) is marked failed with the reason and left alone from then on; the
     other rules of the range are expanded all the same. Only a :class:`StoreError` (the store
-    is down) fails the whole range, to be retried."""
+    is down) fails the whole range, to be retried.
+
+    With ``max_pending`` (the tenants' pending cap), a tenant's firings are scheduled, whole
+    and in order, only while its pending schedules stay within the cap; the firings past it are
+    recorded skipped (:attr:`~tocsin.domain.SkipReason.PENDING_CAP`)."""
     tally = ExpandTally()
+    room: dict[str, int] = {}
     due = store.recurring_due(bucket_lo=bucket_lo, bucket_hi=bucket_hi, now_ms=now_ms,
                               limit=limit)
     for start in range(0, len(due), CHUNK):
@@ -98,6 +112,8 @@ def expand_due(store: Store, *, bucket_lo: int, bucket_hi: int, now_ms: int, hor
                                    now_ms=now_ms, horizon_ms=horizon_ms)
                 nxt = recurring.next_expand_ms_after(expansion.until_ms, now_ms=now_ms,
                                                      horizon_ms=horizon_ms)
+                if max_pending:
+                    expansion = _within_cap(store, recurring, expansion, room, max_pending)
                 batch.append((recurring, expansion, messages_of(recurring, expansion), nxt))
             except StoreError:
                 raise
@@ -114,6 +130,33 @@ def expand_due(store: Store, *, bucket_lo: int, bucket_hi: int, now_ms: int, hor
                 for s in expansion.skipped:
                     tally.reasons[s.reason] = tally.reasons.get(s.reason, 0) + 1
     return tally
+
+
+def _within_cap(store: Store, recurring: Recurring, expansion: Expansion, room: dict[str, int],
+                max_pending: int) -> Expansion:
+    """``expansion`` with the firings that would take ``recurring``'s tenant past
+    ``max_pending`` moved to its skipped ones; ``room`` keeps each tenant's room left."""
+    tenant = recurring.tenant
+    if tenant not in room:
+        room[tenant] = max_pending - store.pending_count(tenant=tenant)
+    by_firing: dict[int, list[Firing]] = {}
+    for f in expansion.firings:
+        by_firing.setdefault(f.firing_ms, []).append(f)
+    kept: list[Firing] = []
+    skipped = list(expansion.skipped)
+    for firing_ms, messages in by_firing.items():
+        if len(messages) <= room[tenant]:
+            kept += messages
+            room[tenant] -= len(messages)
+        else:
+            room[tenant] = 0  # firings stay in order: none after a skipped one
+            skipped.append(SkippedFiring(firing_ms=firing_ms, reason=SkipReason.PENDING_CAP))
+    if len(kept) == len(expansion.firings):
+        return expansion
+    log.warning("expander: recurring %s: tenant %r is at its pending cap of %d; %d firings "
+                "skipped", recurring.id, tenant, max_pending,
+                len(skipped) - len(expansion.skipped))
+    return Expansion(firings=kept, skipped=skipped, until_ms=expansion.until_ms)
 
 
 def _record(store: Store, batch: list[_Recorded], *, now_ms: int, tally: ExpandTally) -> int:
@@ -173,7 +216,8 @@ class ExpansionCore:
         """Expand one range as of ``until_ms`` (retried while the store is down)."""
         return retrying(lambda: expand_due(self.store, bucket_lo=lo, bucket_hi=hi,
                                            now_ms=until_ms, horizon_ms=self.options.horizon_ms,
-                                           max_per_minute=self.options.max_per_minute),
+                                           max_per_minute=self.options.max_per_minute,
+                                           max_pending=self.options.max_pending),
                         what="expand", clock=self.clock)
 
     def record_batch(self, batch_id: int, tally: ExpandTally) -> None:

@@ -48,6 +48,8 @@ class DispatchOptions:
     """Recurring firings up to this far ahead are expanded into schedules."""
     max_per_minute: int = _setting("recurring_max_per_minute")
     """A recurring schedule making more messages a minute than this is failed, not expanded."""
+    max_pending: int = _setting("tenant_max_pending")
+    """A tenant's pending cap: expansion schedules no firing past it (0: no cap)."""
     hand_over_ms: int = _setting_ms("hand_over_seconds")
     """A task's hand-over window (:mod:`tocsin.dispatcher.handover`); 0: no window, each
     schedule goes out with the micro-batch after its due time."""
@@ -92,7 +94,8 @@ class DispatchOptions:
                    breaker_failures=settings.breaker_failures,
                    breaker_open_ms=ms(settings.breaker_open_seconds),
                    breaker_max_open_ms=ms(settings.breaker_max_open_seconds),
-                   max_per_minute=settings.recurring_max_per_minute)
+                   max_per_minute=settings.recurring_max_per_minute,
+                   max_pending=settings.tenant_max_pending)
 
     def to_spark(self) -> dict[str, str]:
         """As Spark source/sink options (strings)."""

@@ -51,6 +51,9 @@ class SkipReason(StrEnum):
     """Missed (beyond the grace window) under :attr:`MisfirePolicy.SKIP`."""
     MISFIRE_COALESCED = "misfire: coalesced"
     """Missed, and a later missed firing fired in its place (:attr:`MisfirePolicy.FIRE_ONCE`)."""
+    PENDING_CAP = "pending cap"
+    """Its tenant held its pending cap (``tenant_max_pending``) when the firing was expanded:
+    its messages were not scheduled."""
 
 
 class MisfirePolicy(StrEnum):

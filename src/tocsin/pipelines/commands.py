@@ -42,9 +42,16 @@ from typing import Any, NamedTuple
 import pydantic
 
 from tocsin.abc import Store
+from tocsin.api.quotas import PENDING_RETRY_S, Quotas
 from tocsin.config import Settings
 from tocsin.domain import NewSchedule, Schedule
-from tocsin.errors import ConflictError, NotFoundError, TocsinError, ValidationError
+from tocsin.errors import (
+    ConflictError,
+    NotFoundError,
+    QuotaExceededError,
+    TocsinError,
+    ValidationError,
+)
 from tocsin.pipelines.writes import Change, change_many, create_many
 from tocsin.validation.models import ScheduleChange
 from tocsin.validation.nesting import too_deep
@@ -127,6 +134,8 @@ class CommandApplier:
         self.settings = settings
         self.tenant = settings.ingest_tenant
         """The one tenant this topic's commands act in."""
+        self.quotas = Quotas.of(settings)
+        """The API's caps on creating schedules, applied to the topic's creates alike."""
 
     def _tenant_of(self, named: str | None) -> str:
         """The tenant a command acts in: the topic's; naming another is refused."""
@@ -202,14 +211,44 @@ class CommandApplier:
         refused, the others applied."""
         if not creates:
             return []
-        results = create_many(self.store, [c[1] for c in creates],
-                              now_ms=creates[0][0].timestamp_ms)
-        return [Answer(m, Op.CREATE, Outcome.REFUSED, field="key",
-                       reason=f"key {item.key!r} was given to another request")
-                if isinstance(result, ConflictError) else
-                Answer(m, Op.CREATE, Outcome.APPLIED, id=result[0].id,
-                       status=result[0].status.value)
-                for (m, item), result in zip(creates, results, strict=True)]
+        refused = self._over_caps(creates)
+        admitted = [c for i, c in enumerate(creates) if i not in refused]
+        results = iter(create_many(self.store, [c[1] for c in admitted],
+                                   now_ms=creates[0][0].timestamp_ms) if admitted else [])
+        answers = []
+        for i, (m, item) in enumerate(creates):
+            if i in refused:
+                answers.append(refused[i])
+                continue
+            result = next(results)
+            answers.append(Answer(m, Op.CREATE, Outcome.REFUSED, field="key",
+                                  reason=f"key {item.key!r} was given to another request")
+                           if isinstance(result, ConflictError) else
+                           Answer(m, Op.CREATE, Outcome.APPLIED, id=result[0].id,
+                                  status=result[0].status.value))
+        return answers
+
+    def _over_caps(self, creates: list[tuple[Message, NewSchedule]]) -> dict[int, Answer]:
+        """The creates the tenant's caps refuse (by index), as the API would answer them: the
+        pending cap (``tenant_max_pending``) and the create rate
+        (``tenant_creates_per_second``), in order."""
+        if not self.quotas.active:
+            return {}
+        refused: dict[int, Answer] = {}
+        room = (self.quotas.max_pending - self.store.pending_count(tenant=self.tenant)
+                if self.quotas.max_pending else len(creates))
+        for i, (m, _) in enumerate(creates):
+            try:
+                if room <= 0:
+                    raise QuotaExceededError(
+                        f"tenant {self.tenant!r} holds its pending cap of "
+                        f"{self.quotas.max_pending} schedules", retry_after_s=PENDING_RETRY_S)
+                self.quotas.admit_rate(self.tenant, 1, now_ms=m.timestamp_ms)
+                room -= 1
+            except QuotaExceededError as exc:
+                refused[i] = Answer(m, Op.CREATE, Outcome.REFUSED, field="tenant",
+                                    reason=str(exc))
+        return refused
 
     def _changes(self, commands: list[tuple[Message, _Command]]) -> list[Answer]:
         """Cancels and reschedules, by ``id`` or by ``key`` and ``tenant``, in one

@@ -10,9 +10,12 @@ from tocsin.domain import ApiKey, Role
 from tocsin.errors import ConflictError, NotFoundError
 from tocsin.stores.sql.base import SqlBase, tenant_is
 
-__all__ = ["KEY_COLUMNS", "SqlKeys"]
+__all__ = ["KEY_COLUMNS", "MAX_SESSIONS_PER_KEY", "SqlKeys"]
 
 KEY_COLUMNS = "id, role, tenant, read_only, name, digest, created_ms, revoked_ms"
+MAX_SESSIONS_PER_KEY = 32
+"""Dashboard sessions one key may hold: signing in once more ends its oldest (a script that
+signs in in a loop would otherwise grow the table without bound)."""
 
 
 def key_from_row(row: Sequence[Any]) -> ApiKey:
@@ -58,6 +61,11 @@ class SqlKeys(SqlBase, KeyStore):
             conn.execute(self._dialect.q(
                 "INSERT INTO ui_sessions (digest, key_digest, created_ms, expires_ms) "
                 "VALUES (?, ?, ?, ?)"), (digest, key_digest, now_ms, expires_ms))
+            conn.execute(self._dialect.q(
+                "DELETE FROM ui_sessions WHERE key_digest = ? AND digest NOT IN ("
+                "SELECT digest FROM ui_sessions WHERE key_digest = ? "
+                "ORDER BY created_ms DESC, digest DESC LIMIT ?)"),
+                (key_digest, key_digest, MAX_SESSIONS_PER_KEY))
         self._work(work)
 
     def session_key(self, digest: str, *, now_ms: int) -> ApiKey | None:
