@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import multiprocessing
 import threading
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -512,6 +513,35 @@ def test_acknowledge_is_fenced_by_epoch(store: Store) -> None:
     assert store.acknowledge(epoch=newer, acks=[ack(second, Status.DELIVERED)],
                              now_ms=NOW + LEASE + 4) == 0
     assert store.get(made.id).attempts == 1
+
+
+def test_acknowledgements_add_to_the_counters_fenced_ones_too(store: Store) -> None:
+    """Delivered, retried and dead verdicts add to the delivery counters by outcome, their
+    lateness to the lateness counters, and verdicts the fence refused to ``fenced``: the same
+    on both stores, through each store's own path (PostgreSQL: one statement for deliveries)."""
+    from tocsin.stores.sql.metrics import FENCED
+
+    made = [s for s, _ in store.create([new(NOW - 40 + i) for i in range(6)], now_ms=NOW - 50)]
+    old = store.next_epoch()
+    first = {r.id: r for r in claim(store, old)}
+    newer = store.next_epoch()
+    taken = {r.id: r for r in claim(store, newer, now_ms=NOW + LEASE + 1, limit=2)}
+    mine = [first[s.id] for s in made if s.id not in taken]
+    assert len(mine) == 4
+    delivered = [ack(r, Status.DELIVERED, ended_ms=NOW + 60) for r in mine[:2]]
+    delivered += [ack(first[i], Status.DELIVERED) for i in taken]  # fenced: taken since
+    assert store.acknowledge(epoch=old, acks=delivered, now_ms=NOW + 70) == 2
+    assert store.acknowledge(epoch=old, acks=[
+        ack(mine[2], Status.PENDING, next_ms=NOW + 5_000, error="503"),
+        ack(mine[3], Status.DEAD, error="gone")], now_ms=NOW + 80) == 2
+    totals = store.counter_totals()
+    by_outcome = {json.loads(labels).get("outcome"): n for (name, labels), n in totals.items()
+                  if name == "deliveries"}
+    assert by_outcome == {"delivered": 4, "retried": 1, "dead": 1}
+    assert totals[(FENCED, "{}")] == 2
+    assert sum(n for (name, _), n in totals.items() if name == "lateness_le") == 4
+    assert [d.delivery_id for s in made for d in store.deliveries(s.id)].count(
+        f"{mine[0].id}-1") == 1
 
 
 def test_acknowledge_nothing(store: Store) -> None:
