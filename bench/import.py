@@ -33,9 +33,16 @@ million (``--growth-step``) at a time, and records each step's rate and
 ``<store>_growth_ratio`` (the last step's rate over the first's; target 0.8 for the last
 million of 20 million over the first).
 
+``--shuffled``: each shape is imported twice per round, side by side, the same rows in due
+order and in a random order (a seeded shuffle across the files, as an export sorted by
+customer or order id has them): ``<store>_rows_per_s_<shape>_shuffled`` and
+``<store>_shuffled_ratio_<shape>`` (shuffled over in order, the same round; target 0.8, and
+every shuffled shape at least 50 000 rows/s). With ``--growth``, each step imports a million
+rows drawn at random from all N (``<store>_growth_ratio_shuffled``).
+
     bench/run import [--rows 1000000] [--stores sqlite,postgres] [--files 8] [--shapes all]
-                     [--rounds 3]
-    bench/run import --growth 5000000 [--stores sqlite,postgres]
+                     [--rounds 3] [--shuffled]
+    bench/run import --growth 5000000 [--stores sqlite,postgres] [--shuffled]
 
 Writes bench/results/import.json (the keys of a run are merged into those already there).
 """
@@ -45,11 +52,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -70,10 +78,13 @@ TARGET_PER_SHAPE = 50_000
 """Every shape, on each store (rows/s)."""
 SHAPES = ("delay", "due_at_timestamp", "due_at_text", "due_at_epoch_ms", "nested", "csv",
           "jsonl", "one_file")
+TARGET_SHUFFLED_RATIO = 0.8
+"""Every shape's rows in a random order at least this times the same rows in due order."""
+SEED = 43
 _HOUR_MS = 3_600_000
 
 
-def _columns(shape: str, ns: range, now_ms: int, prefix: str) -> dict[str, Any]:
+def _columns(shape: str, ns: Sequence[int], now_ms: int, prefix: str) -> dict[str, Any]:
     """The columns of rows ``ns`` in ``shape`` (Parquet shapes)."""
     due = [now_ms + _HOUR_MS + n for n in ns]
     text = [f'{{"order": {n}, "amount": 1250}}' for n in ns]
@@ -98,15 +109,17 @@ def _columns(shape: str, ns: range, now_ms: int, prefix: str) -> dict[str, Any]:
 
 
 def write_shape(folder: Path, shape: str, rows: int, files: int, *, prefix: str = "k",
-                start: int = 0, now_ms: int | None = None) -> Path:
-    """``rows`` schedules (numbered from ``start``) in ``shape`` under ``folder``: ``files``
-    files (one for ``one_file``)."""
+                start: int = 0, now_ms: int | None = None,
+                numbers: Sequence[int] | None = None) -> Path:
+    """``rows`` schedules (numbered from ``start``, or ``numbers`` in their order) in
+    ``shape`` under ``folder``: ``files`` files (one for ``one_file``)."""
     folder.mkdir(parents=True, exist_ok=True)
     now_ms = now_ms or int(time.time() * 1000)
     files = 1 if shape == "one_file" else files
-    per = -(-rows // files)
+    every = range(start, start + rows) if numbers is None else numbers
+    per = -(-len(every) // files)
     for f in range(files):
-        ns = range(start + f * per, start + min(rows, (f + 1) * per))
+        ns = every[f * per:(f + 1) * per]
         if shape == "csv":
             with open(folder / f"part-{f:03d}.csv", "w") as out:
                 out.write("channel,payload,due_at\n")
@@ -172,23 +185,35 @@ def run_shape(spark: Any, kind: str, server_url: str | None, shape: str, data: P
     return result
 
 
+def shuffled(rows: int) -> list[int]:
+    """``range(rows)`` in a random order (seeded: every run shuffles alike)."""
+    numbers = list(range(rows))
+    random.Random(SEED).shuffle(numbers)
+    return numbers
+
+
 def run_growth(spark: Any, kind: str, server_url: str | None, rows: int, step: int,
-               home: Path, partitions: int | None, files: int) -> dict[str, Any]:
+               home: Path, partitions: int | None, files: int, *,
+               in_any_order: bool = False) -> dict[str, Any]:
     """Import ``rows`` rows of the ``due_at_timestamp`` shape into one fresh store of ``kind``,
-    ``step`` rows at a time; each step's rate."""
+    ``step`` rows at a time (``in_any_order``: each step a random draw of them, shuffled);
+    each step's rate."""
     url = _fresh(kind, server_url, home, "growth")
     settings = Settings(store=url, home=home)
     step = min(step, rows)
     rates: list[float] = []
     now_ms = int(time.time() * 1000)
+    order = shuffled(rows) if in_any_order else None
     for start in range(0, rows, step):
         data = write_shape(home / f"growth-{kind}-{start}", "due_at_timestamp", step, files,
-                           start=start, now_ms=now_ms)
+                           start=start, now_ms=now_ms,
+                           numbers=None if order is None else order[start:start + step])
         summary = run_import(spark, str(data), settings=settings, partitions=partitions,
                              rejects=str(home / f"{kind}-growth-{start}"))
         rates.append(summary.rows_per_s)
         print(f"{kind} growth {start + step:,} rows: {summary.rows_per_s:,.0f} rows/s",
               file=sys.stderr, flush=True)
+        shutil.rmtree(data, ignore_errors=True)
     stored = _stored(url)
     _drop(kind, server_url, url)
     return {"rows": rows, "step": step, "rates": rates, "stored": stored,
@@ -222,6 +247,9 @@ def main() -> None:
                              "order reversed each round); each shape's figure is its median "
                              "(one shape's rate moves by up to a third between runs of the "
                              "same code on this shared machine).")
+    parser.add_argument("--shuffled", action="store_true",
+                        help="Import each shape's rows in due order and shuffled, side by side "
+                             "(with --growth: every step's rows drawn at random).")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--partitions", type=int, default=None,
                         help="Writers (default: one per file split, at least the cores).")
@@ -242,41 +270,60 @@ def main() -> None:
     if args.growth:
         def growth(kind: str, server_url: str | None) -> None:
             result = run_growth(spark, kind, server_url, args.growth, args.growth_step, home,
-                                args.partitions, args.files)
-            out[f"{kind}_growth_ratio"] = result["growth_ratio"]
-            out[f"{kind}_growth"] = {**result, "date": stamp}
+                                args.partitions, args.files, in_any_order=args.shuffled)
+            tail = "_shuffled" if args.shuffled else ""
+            out[f"{kind}_growth_ratio{tail}"] = result["growth_ratio"]
+            out[f"{kind}_growth{tail}"] = {**result, "date": stamp}
 
         _on_stores(args, growth)
         out["growth_load_before"] = load
     else:
         data = {shape: write_shape(home / shape, shape, args.rows, args.files)
                 for shape in shapes}
+        mixed = shuffled(args.rows) if args.shuffled else []
+        for shape in shapes if args.shuffled else ():
+            data[f"{shape}_shuffled"] = write_shape(home / f"{shape}_shuffled", shape,
+                                                    args.rows, args.files, numbers=mixed)
+        runs_of = [*shapes, *(f"{shape}_shuffled" for shape in shapes if args.shuffled)]
         out.update({"rows": args.rows, "files": args.files, "date": stamp,
                     "load_before": load, "rounds": max(1, args.rounds)})
 
         def shaped(kind: str, server_url: str | None) -> None:
-            runs: dict[str, list[dict[str, Any]]] = {shape: [] for shape in shapes}
+            runs: dict[str, list[dict[str, Any]]] = {name: [] for name in runs_of}
             probes = out[f"{kind}_cpu_probe_s"] = [cpu_probe()]
             for k in range(max(1, args.rounds)):
                 for shape in shapes if k % 2 == 0 else shapes[::-1]:
-                    runs[shape].append(run_shape(spark, kind, server_url, shape, data[shape],
-                                                 warm, home, args.partitions))
+                    # in order and shuffled side by side, which first alternating by round
+                    pair = [shape, f"{shape}_shuffled"] if args.shuffled else [shape]
+                    for name in pair if k % 2 == 0 else pair[::-1]:
+                        runs[name].append(run_shape(spark, kind, server_url, shape,
+                                                    data[name], warm, home, args.partitions))
                 probes.append(cpu_probe())
-            for shape in shapes:
-                ranked = sorted(runs[shape], key=lambda r: r["rows_per_s"])
+            for name in runs_of:
+                ranked = sorted(runs[name], key=lambda r: r["rows_per_s"])
                 result = ranked[(len(ranked) - 1) // 2]  # the median run (the lower of two)
                 if len(ranked) > 1:
                     result = {**result, "rounds_rows_per_s": [r["rows_per_s"]
-                                                              for r in runs[shape]]}
-                out[f"{kind}_rows_per_s_{shape}"] = result["rows_per_s"]
-                out.setdefault(f"{kind}_shapes", {})[shape] = result
-                if shape == "delay":
+                                                              for r in runs[name]]}
+                out[f"{kind}_rows_per_s_{name}"] = result["rows_per_s"]
+                out.setdefault(f"{kind}_shapes", {})[name] = result
+                if name == "delay":
                     out[f"{kind}_rows_per_s"] = result["rows_per_s"]
                     out[f"{kind}_target_rows_per_s"] = TARGETS[kind]
                     out[kind] = result
+            for shape in shapes if args.shuffled else ():
+                ratios = sorted(a["rows_per_s"] / b["rows_per_s"] for a, b in zip(
+                    runs[f"{shape}_shuffled"], runs[shape], strict=True))
+                out[f"{kind}_shuffled_ratio_{shape}"] = round(ratios[(len(ratios) - 1) // 2], 3)
             rates = {s: out[f"{kind}_rows_per_s_{s}"] for s in shapes}
             out[f"{kind}_worst_over_best"] = round(min(rates.values()) / max(rates.values()),
                                                    3)
+            if args.shuffled:
+                out[f"{kind}_shuffled_worst"] = {
+                    "ratio": min(out[f"{kind}_shuffled_ratio_{s}"] for s in shapes),
+                    "rows_per_s": min(out[f"{kind}_rows_per_s_{s}_shuffled"] for s in shapes),
+                    "targets": {"ratio": TARGET_SHUFFLED_RATIO,
+                                "rows_per_s": TARGET_PER_SHAPE}}
 
         _on_stores(args, shaped)
         out["load_after"] = os.getloadavg()

@@ -69,6 +69,14 @@ class ManualClock(Clock):
         with self._lock:
             self._now = max(self._now, ms)
 
+    def __getstate__(self) -> dict[str, int]:
+        """Pickled as its time (a Spark job hands its clock to the executors): a copy that
+        moves on its own."""
+        return {"now": self.now_ms()}
+
+    def __setstate__(self, state: dict[str, int]) -> None:
+        self.__init__(state["now"])  # type: ignore[misc]
+
 
 def to_ms(instant: datetime) -> int:
     """An aware datetime as UTC milliseconds; naive datetimes are refused."""

@@ -52,6 +52,10 @@ up to this many partitions per core: all of them write, and the progress bar mov
 _SPREAD_BYTES = 1024 * 1024
 """... and no more than one partition per this much input (a small file is not worth the
 Python workers that more partitions start)."""
+ORDER_FIELDS = ("due_at", "delay", "key")
+"""The fields whose order is the store's order (:func:`in_store_order`): the indexes of due
+times, and the index of keys (a derived key begins with its due time)."""
+_SEQ = "_tocsin_seq"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -186,6 +190,47 @@ def _writers(spark: SparkSession, frame: DataFrame, partitions: int | None) -> D
     return frame.repartition(wanted, *hashable)
 
 
+def in_store_order(frame: DataFrame, shape: RowShape) -> DataFrame:
+    """``frame`` with the rows of each partition in the order of the store's indexes: by due
+    time (``due_at``, else ``delay``), then key, as far as the columns say (a JSON line's
+    fields read for the sort alone); rows that tie keep their order in the partition.
+
+    A user's export is rarely sorted by due time (by customer, by order id), and rows written
+    in any order land all over the store's indexes of due times and keys: each chunk's
+    transaction then changes a page of each index for nearly every row, where rows in due order
+    share them (SQLite, 1 M rows over 30 days in random order: 12 185 rows/s against 37 135
+    sorted). Sorted within its partition, a writer's chunks follow one another along the
+    indexes whatever the file's order. Only the order of the writes changes: every row is
+    checked and written as before, and a row's due time and key are its own."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import (
+        DateType,
+        NumericType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampNTZType,
+        TimestampType,
+    )
+
+    columns = dict(shape.mapping)
+    names = [columns.get(field, field) for field in ORDER_FIELDS]
+    if shape.format is SourceFormat.JSON:
+        read = StructType([StructField(name, StringType()) for name in names])
+        fields = F.from_json(F.col("value"), read)
+        keys = [fields[names[0]], fields[names[1]].try_cast("double"), fields[names[1]],
+                fields[names[2]]]
+    else:
+        sortable = (StringType, NumericType, TimestampType, TimestampNTZType, DateType)
+        types = {field.name: field.dataType for field in frame.schema.fields}
+        keys = [F.col(f"`{name}`") for name in names
+                if isinstance(types.get(name), sortable)]
+    if not keys:
+        return frame
+    numbered = frame.withColumn(_SEQ, F.monotonically_increasing_id())
+    return numbered.sortWithinPartitions(*keys, F.col(_SEQ)).drop(_SEQ)
+
+
 def run_import(spark: SparkSession, path: str, *, settings: Settings,
                fmt: SourceFormat | None = None, shape: RowShape | None = None,
                rejects: str | None = None, partitions: int | None = None,
@@ -217,7 +262,7 @@ def run_import(spark: SparkSession, path: str, *, settings: Settings,
 def _run(spark: SparkSession, path: str, frame: DataFrame, job: ImportJob, *, rejects: str,
          partitions: int | None, show_progress: bool) -> ImportSummary:
     fmt = job.shape.format
-    frame = _writers(spark, frame, partitions)
+    frame = in_store_order(_writers(spark, frame, partitions), job.shape)
     writers = frame.rdd.getNumPartitions()
     sc = spark.sparkContext
     counts = {name: sc.accumulator(0) for name in _COUNTS}
