@@ -28,9 +28,11 @@ from tocsin.domain import (
     Status,
     Tenant,
 )
+from tocsin.domain.audit import AuditEntry
 from tocsin.domain.selection import BulkResult, Selection
 
 __all__ = [
+    "AuditStore",
     "BulkChangeStore",
     "Channel",
     "ChannelHold",
@@ -656,9 +658,29 @@ class HealthStore(ABC):
         """Release connections."""
 
 
+class AuditStore(ABC):
+    """The audit log: who changed what, when and from where."""
+
+    @abstractmethod
+    def record_audit(self, entry: AuditEntry) -> None:
+        """Keep ``entry``."""
+
+    @abstractmethod
+    def list_audit(self, *, tenant: str | None = None, key_id: str | None = None,
+                   action: str | None = None, since_ms: int | None = None,
+                   until_ms: int | None = None, after_id: str | None = None,
+                   limit: int = 100) -> list[AuditEntry]:
+        """Entries matching every filter given (``action``: a prefix, as ``POST /v1/channels``;
+        ``[since_ms, until_ms)``), oldest first, after ``after_id``."""
+
+    @abstractmethod
+    def delete_audit(self, ids: Sequence[str]) -> int:
+        """Forget the entries ``ids`` (archived); how many there were."""
+
+
 class Store(ScheduleStore, DispatchStore, ChannelStore, RecurringStore, PolicyStore,
             TenantStore, KeyStore, OperationsStore, MetricsStore, BulkChangeStore, StatsStore,
-            HealthStore):
+            HealthStore, AuditStore):
     """The system of record: every role in one object. Every state change is one atomic
     statement or transaction, and every error is a :mod:`tocsin.errors` error
     (:class:`~tocsin.errors.StoreError` when the database fails). Callers may annotate the

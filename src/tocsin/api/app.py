@@ -10,6 +10,7 @@ from tocsin import __version__
 from tocsin.abc import Store
 from tocsin.api import (
     apikeys,
+    audit,
     bulk,
     channels,
     health,
@@ -56,11 +57,12 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None,
     app.state.deps = Deps(store=store, clock=clock or SystemClock(), settings=settings,
                           expect_dispatcher=expect_dispatcher, quotas=Quotas.of(settings))
     install_error_handlers(app)
+    app.add_middleware(audit.AuditTrail, store=store, clock=app.state.deps.clock)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes,
                        max_depth=settings.max_json_depth)
     app.add_middleware(KeyGate, store=store)  # outermost: the key before the body
     keyed = [m.router for m in (operations, status, bulk, stats, schedules, recurring, policies,
-                                channels, tenants, ordering, apikeys)]
+                                channels, tenants, ordering, apikeys, audit)]
     for router in [*keyed, policies.deliveries]:
         app.include_router(router, dependencies=[Depends(authenticate)])
     app.include_router(health.router)

@@ -15,6 +15,7 @@ from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from tocsin.cli import bulk, jobs, ops, policies, schedules, services
 from tocsin.cli.apikeys import apikeys_app
+from tocsin.cli.audit import audit
 from tocsin.cli.channels import channels_app
 from tocsin.cli.output import set_json
 from tocsin.cli.recurring import recurring_app
@@ -26,7 +27,7 @@ SECTIONS = {
     "Schedules": ("schedule", "ls", "get", "cancel", "reschedule"),
     "Set up": ("channels", "recurring", "policies", "apikeys", "tenant"),
     "Operate": ("status", "stats", "redrive", "keys", "release", "cancel-where",
-                "reschedule-where"),
+                "reschedule-where", "audit"),
     "Spark batch jobs": ("import", "bulk", "archive", "report"),
 }
 """How ``tocsin --help`` groups the verbs, in the order a newcomer meets them."""
@@ -113,6 +114,7 @@ ops.register(app)
 bulk.register(app)
 jobs.register(app)
 app.add_typer(apikeys_app, name="apikeys")
+app.command("audit")(audit)
 
 
 def main() -> None:

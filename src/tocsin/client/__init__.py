@@ -196,6 +196,7 @@ class Client:
     release = _sync(calls.release)
     create_key = _sync(calls.create_key)
     keys = _sync(calls.keys)
+    audit = _sync(calls.audit)
     revoke_key = _sync(calls.revoke_key)
 
 
@@ -276,4 +277,5 @@ class AsyncClient:
     release = _async(calls.release)
     create_key = _async(calls.create_key)
     keys = _async(calls.keys)
+    audit = _async(calls.audit)
     revoke_key = _async(calls.revoke_key)

@@ -368,6 +368,15 @@ def keys(*, tenant: str | None = None) -> Call[list[ApiKeyInfo]]:
                 pick="items")
 
 
+def audit(*, tenant: str | None = None, key_id: str | None = None, action: str | None = None,
+          since: str | None = None, until: str | None = None, cursor: str | None = None,
+          limit: int = 100) -> Call[dict[str, Any]]:
+    """A page of the audit log (admin keys only): ``items`` and ``next_cursor``."""
+    given = {"tenant": tenant, "key_id": key_id, "action": action, "since": since,
+             "until": until, "cursor": cursor, "limit": limit}
+    return Call("GET", "/v1/audit", params={k: v for k, v in given.items() if v is not None})
+
+
 def revoke_key(key_id: str) -> Call[ApiKeyInfo]:
     """Revoke an API key: it answers 401 from now on."""
     return Call("DELETE", _path("/v1/apikeys", key_id))

@@ -415,8 +415,22 @@ def run_archive(spark: SparkSession, *, settings: Settings, clock: Clock | None 
     spans = job.slices(first, per_round * ROUNDS) if first is not None else []
     if spans:
         _archive(spark, job, spans, root, summary, per_round=per_round, one_writer=one_writer)
+    summary["audit"] = _archive_audit(settings, job, root)
     summary["seconds"] = round(time.monotonic() - started, 3)
     return summary
+
+
+def _archive_audit(settings: Settings, job: ArchiveJob, root: str) -> int:
+    """The audit log's entries past retention, archived beside the schedules
+    (:mod:`tocsin.pipelines.archive_audit`)."""
+    from tocsin.pipelines.archive_audit import archive_audit
+
+    fs, base = filesystem_of(root)
+    store = open_store(settings.store_url, buckets=settings.buckets)
+    try:
+        return archive_audit(store, job.retention, now_ms=job.now_ms, fs=fs, base=base)
+    finally:
+        store.close()
 
 
 def _archive(spark: SparkSession, job: ArchiveJob, spans: list[tuple[int, int]], root: str,

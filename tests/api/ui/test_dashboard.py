@@ -17,7 +17,7 @@ from tocsin.stores.sqlite import SQLiteStore
 from tocsin.testing.api_server import ApiServer
 
 PAGES = ["/ui", "/ui/fragments/overview", "/ui/schedules", "/ui/dead", "/ui/channels",
-         "/ui/keys", "/ui/recurring", "/ui/policies"]
+         "/ui/keys", "/ui/recurring", "/ui/policies", "/ui/audit"]
 
 
 @pytest.fixture(scope="module")

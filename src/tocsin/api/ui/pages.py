@@ -269,6 +269,22 @@ def keys(request: Request) -> Response:
                  rows=Deps.of(request).store.halted_keys(tenant=scope(request)))
 
 
+@pages.get("/audit")
+def audit(request: Request) -> Response:
+    """The audit log's latest 200 entries, newest first (admin keys only)."""
+    try:
+        caller = principal_from_cookie(request)
+    except AuthenticationError:
+        return RedirectResponse("/ui/login", status_code=303)
+    rows = []
+    if caller.admin:
+        found = Deps.of(request).store.list_audit(
+            since_ms=Deps.of(request).clock.now_ms() - 7 * 86_400_000, limit=10_000)
+        rows = list(reversed(found))[:200]
+    return _page(request, "audit.html", "Audit log", "/ui/audit", rows=rows,
+                 forbidden=not caller.admin)
+
+
 @pages.get("/recurring")
 def recurring(request: Request) -> Response:
     from tocsin.api.views import recurring_out

@@ -2,7 +2,7 @@
 
 One mixin per role (:mod:`.schedules`, :mod:`.dispatch`, :mod:`.channels`, :mod:`.recurring`,
 :mod:`.policies`, :mod:`.tenants`, :mod:`.keys`, :mod:`.operations`, :mod:`.metrics`,
-:mod:`.bulk_changes`, :mod:`.stats`, :mod:`.health`) over :class:`.base.SqlBase`;
+:mod:`.bulk_changes`, :mod:`.stats`, :mod:`.health`, :mod:`.audit`) over :class:`.base.SqlBase`;
 :class:`SqlStore` is all of them. A backend (``tocsin.stores.sqlite``, ``tocsin.stores.postgres``)
 subclasses it and supplies only what differs: connections and transactions (``_work``),
 locking, bulk inserts, and the few statements with no common form.
@@ -11,6 +11,7 @@ locking, bulk inserts, and the few statements with no common form.
 from __future__ import annotations
 
 from tocsin.abc import Store
+from tocsin.stores.sql.audit import SqlAudit
 from tocsin.stores.sql.base import POSTGRES, SQLITE, Dialect, SqlBase
 from tocsin.stores.sql.bulk_changes import SqlBulkChanges
 from tocsin.stores.sql.channels import SqlChannels
@@ -29,5 +30,6 @@ __all__ = ["POSTGRES", "SQLITE", "Dialect", "SqlBase", "SqlStore"]
 
 
 class SqlStore(SqlSchedules, SqlDispatch, SqlChannels, SqlRecurring, SqlPolicies, SqlTenants,
-               SqlKeys, SqlOperations, SqlMetrics, SqlBulkChanges, SqlStats, SqlHealth, Store):
+               SqlKeys, SqlOperations, SqlMetrics, SqlBulkChanges, SqlStats, SqlHealth, SqlAudit,
+               Store):
     """Every role of a SQL :class:`~tocsin.abc.Store`, over the backend's ``_work``."""
