@@ -77,8 +77,11 @@ def test_importing_tocsin_imports_no_transport() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, tocsin, tocsin.channels, tocsin.abc, tocsin.domain; "
-            "print(sorted(m for m in ('confluent_kafka', 'pika', 'httpx', 'aiohttp', 'pyspark')"
+    code = ("import sys, tocsin, tocsin.channels, tocsin.abc, tocsin.domain, "
+            "tocsin.channels.plugins; from tocsin.domain import ChannelKind; "
+            "ChannelKind('example_lines'); "
+            "print(sorted(m for m in ('confluent_kafka', 'pika', 'httpx', 'aiohttp', 'pyspark', "
+            "'boto3', 'botocore', 'redis', 'nats', 'tocsin_example_channel')"
             " if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout

@@ -68,3 +68,34 @@ def test_each_kind_names_its_library(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert refused.value.field == "kind" and extra in str(refused.value)
     assert missing_library(ChannelKind.WEBHOOK) is None
     assert missing_library(ChannelKind.FILE) is None
+
+
+@pytest.mark.parametrize(("module", "kind", "config", "extra"), [
+    ("boto3", ChannelKind.SQS, {"queue_url": "http://127.0.0.1:9/1/q"}, "sqs"),
+    ("redis", ChannelKind.REDIS_STREAMS, {"url": "redis://127.0.0.1:9/0", "stream": "s"},
+     "redis"),
+    ("nats", ChannelKind.NATS, {"servers": "nats://127.0.0.1:9", "subject": "s"}, "nats")])
+def test_the_new_kinds_name_their_library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          module: str, kind: ChannelKind,
+                                          config: dict[str, str], extra: str) -> None:
+    store = SQLiteStore(tmp_path / "t.db", buckets=4)
+    store.put_channel(ChannelSpec(name="new", kind=kind, config=config))
+    assert undeliverable_channels(store) == []
+    assert validate_channel_config(kind, config)
+    monkeypatch.setitem(sys.modules, module, None)
+    lacking = missing_library(kind)
+    assert lacking is not None and f"pip install 'tocsin[{extra}]'" in lacking
+    assert undeliverable_channels(store) == [f"channel default/new: {lacking}"]
+    with pytest.raises(ValidationError) as refused:
+        validate_channel_config(kind, config)
+    assert refused.value.field == "kind"
+    store.close()
+
+
+def test_a_plugin_kind_not_installed_stops_the_dispatcher_naming_it(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "t.db", buckets=4)
+    store.put_channel(ChannelSpec(name="p", kind=ChannelKind("acme_queue"), config={}))
+    [line] = undeliverable_channels(store)
+    assert line.startswith("channel default/p: acme_queue channels come from a plug-in")
+    assert "entry point is 'acme_queue'" in line
+    store.close()
