@@ -136,6 +136,7 @@ ROUTES: dict[tuple[str, str], Callable[[Tenants], Call]] = {
     ("POST", "/v1/schedules/redrive"): lambda t: _redrive_where(t),
     ("POST", "/v1/channels/{name}/pause"): lambda t: Call(
         Kind.OWN, f"/v1/channels/{t.channel()}/pause", witness="/v1/paused-channels"),
+    ("POST", "/v1/channels/{name}/test"): lambda t: _named_test(t),
     ("POST", "/v1/channels/{name}/resume"): lambda t: Call(
         Kind.OWN, f"/v1/channels/{t.paused()}/resume", witness="/v1/paused-channels"),
     ("GET", "/v1/status"): lambda t: Call(Kind.LIST, "/v1/status", seen=f'"{t.paused()}"'),
@@ -150,6 +151,12 @@ ROUTES: dict[tuple[str, str], Callable[[Tenants], Call]] = {
     ("GET", "/metrics"): lambda t: Call(Kind.ADMIN, "/metrics"),  # two tenants: keyed
 }
 """Every route of the OpenAPI document, and how to call it about a fresh object of A's."""
+
+
+def _named_test(t: Tenants) -> Call:
+    """A test message: B's key gets 404 and sends nothing through A's channel."""
+    name = t.channel()
+    return Call(Kind.OWN, f"/v1/channels/{name}/test", witness=f"/v1/channels/{name}")
 
 
 def _dead(t: Tenants) -> Call:
