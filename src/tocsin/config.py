@@ -87,6 +87,14 @@ class Settings(BaseSettings):
         None, description="The API key the CLI and the Python client send; unset = the local "
                           "admin key (home/admin.key) when the API is on this machine."
     )
+    encryption_key: SecretStr | None = Field(
+        None, description="Seals channel secrets at rest (AES-256-GCM): 32 bytes in URL-safe "
+                          "base64 (tocsin encryption new-key); never printed."
+    )
+    encryption_old_keys: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="While rotating: earlier encryption keys, still "
+                                          "opened (comma-separated); never printed."
+    )
     readyz_needs_key: bool = Field(
         False, description="/readyz answers only with a valid API key (default: anyone, "
                            "for load balancers and probes)."
@@ -318,7 +326,8 @@ class Settings(BaseSettings):
             raise ValueError(exc.reason) from None
 
     @field_validator("file_roots", "credential_roots", "webhook_allow", "broker_allow",
-                     "ingest_kafka", "archive_tenant_retention", mode="before")
+                     "ingest_kafka", "archive_tenant_retention", "encryption_old_keys",
+                     mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         """A list from the environment is comma-separated."""
@@ -406,5 +415,8 @@ class Settings(BaseSettings):
     def environment(self) -> dict[str, str]:
         """The effective settings as ``TOCSIN_*`` environment variables (secrets included),
         for a child process such as the dispatcher."""
+        data = self._effective()
+        if self.encryption_key is not None:  # model_dump masks it: the child needs the key
+            data["encryption_key"] = self.encryption_key.get_secret_value()
         return {f"TOCSIN_{k.upper()}": ",".join(v) if isinstance(v, list) else str(v)
-                for k, v in self._effective().items() if v is not None and k != "api_key"}
+                for k, v in data.items() if v is not None and k != "api_key"}

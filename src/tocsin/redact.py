@@ -23,6 +23,7 @@ MASK = "***"
 
 _SECRET_NAME = re.compile(
     r"(secret|passw|token|credential|api[-_.]?key|private[-_.]?key|key\.pem|signature|"
+    r"encryption[-_.]?(old[-_.]?)?keys?|"
     r"^authorization$|^proxy-authorization$|^cookie$|^set-cookie$|^x-auth)",
     re.IGNORECASE,
 )

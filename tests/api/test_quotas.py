@@ -10,11 +10,11 @@ import httpx
 import pytest
 
 from tocsin.abc import Store
-from tocsin.api.quotas import CreateRate, Quotas
 from tocsin.apikeys.tokens import issue_key
 from tocsin.clock import ManualClock
 from tocsin.config import Settings
 from tocsin.domain import ChannelKind, ChannelSpec, Role, Status
+from tocsin.quotas import CreateRate, Quotas
 from tocsin.testing.api_server import ApiServer
 
 

@@ -5,6 +5,7 @@ query) or aborts a whole ``tocsin import``. On both stores."""
 from __future__ import annotations
 
 import json
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,3 +72,5 @@ def test_a_poison_line_does_not_abort_the_import(spark: SparkSession, backend_ur
     assert (summary.created, summary.rejected) == (20, 1)
     [reject] = read_rejects(summary.rejects)
     assert reject["field"] == "body" and "nested more than 64" in reject["reason"]
+    written = [p for p in Path(summary.rejects).rglob("*") if p.is_file()]  # owner-only
+    assert written and {stat.S_IMODE(p.stat().st_mode) for p in written} == {0o600}

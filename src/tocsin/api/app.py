@@ -29,10 +29,10 @@ from tocsin.api.errors import install_error_handlers
 from tocsin.api.gate import KeyGate
 from tocsin.api.limits import BodyLimits
 from tocsin.api.params import check_params
-from tocsin.api.quotas import Quotas
 from tocsin.api.responses import document_errors
 from tocsin.clock import Clock, SystemClock
 from tocsin.config import Settings
+from tocsin.quotas import Quotas
 
 __all__ = ["create_app"]
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from fastapi import Request
 
 from tocsin.abc import Store
-from tocsin.api.quotas import Quotas
 from tocsin.clock import Clock
 from tocsin.config import Settings
+from tocsin.quotas import Quotas
 from tocsin.validation.schedule import registered
 
 __all__ = ["Deps", "registered"]

@@ -88,7 +88,7 @@ def _open_dir(name: str, dir_fd: int) -> int:
         return os.open(name, flags, dir_fd=dir_fd)
     except FileNotFoundError:
         with contextlib.suppress(FileExistsError):
-            os.mkdir(name, 0o755, dir_fd=dir_fd)
+            os.mkdir(name, 0o700, dir_fd=dir_fd)
         return os.open(name, flags, dir_fd=dir_fd)
 
 
@@ -96,7 +96,7 @@ def open_append(root: str, below: tuple[str, ...]) -> int:
     """A descriptor appending to ``root/below...``, created (with its directories) when
     missing; :class:`OutsideRoots` when a component below the root is a symlink or the file
     is not a regular file with one link. The root itself is the operator's, made if missing."""
-    os.makedirs(root, exist_ok=True)
+    os.makedirs(root, mode=0o700, exist_ok=True)
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for name in below[:-1]:
@@ -113,7 +113,7 @@ def open_append(root: str, below: tuple[str, ...]) -> int:
         flags = (os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
                  | os.O_NONBLOCK | os.O_NOCTTY)
         try:
-            out = os.open(below[-1], flags, 0o644, dir_fd=fd)
+            out = os.open(below[-1], flags, 0o600, dir_fd=fd)  # tenants' data: owner-only
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise OutsideRoots(errno.ELOOP, "the file is a symlink") from None

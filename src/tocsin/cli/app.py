@@ -17,6 +17,7 @@ from tocsin.cli import bulk, jobs, ops, policies, schedules, services
 from tocsin.cli.apikeys import apikeys_app
 from tocsin.cli.audit import audit
 from tocsin.cli.channels import channels_app
+from tocsin.cli.encryption import encryption_app
 from tocsin.cli.output import set_json
 from tocsin.cli.recurring import recurring_app
 
@@ -25,7 +26,7 @@ __all__ = ["SECTIONS", "app", "main", "plain_help"]
 SECTIONS = {
     "Run Tocsin": ("up", "api", "dispatcher", "ingest", "migrate", "config"),
     "Schedules": ("schedule", "ls", "get", "cancel", "reschedule"),
-    "Set up": ("channels", "recurring", "policies", "apikeys", "tenant"),
+    "Set up": ("channels", "recurring", "policies", "apikeys", "tenant", "encryption"),
     "Operate": ("status", "stats", "redrive", "keys", "release", "cancel-where",
                 "reschedule-where", "audit"),
     "Spark batch jobs": ("import", "bulk", "archive", "report"),
@@ -114,11 +115,17 @@ ops.register(app)
 bulk.register(app)
 jobs.register(app)
 app.add_typer(apikeys_app, name="apikeys")
+app.add_typer(encryption_app, name="encryption")
 app.command("audit")(audit)
 
 
 def main() -> None:
-    """Entry point of the ``tocsin`` console script."""
+    """Entry point of the ``tocsin`` console script (whatever it creates is owner-only)."""
+    import os
+
+    from tocsin.owner_only import UMASK
+
+    os.umask(UMASK)
     try:
         app()
     except KeyboardInterrupt:

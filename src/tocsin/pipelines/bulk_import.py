@@ -22,6 +22,7 @@ import pyarrow as pa
 from tocsin.clock import Clock, SystemClock
 from tocsin.config import Settings
 from tocsin.errors import ValidationError, first_line
+from tocsin.owner_only import make_owner_only
 from tocsin.pipelines.loader import REJECT_FIELDS, ImportJob, Loader
 from tocsin.pipelines.progress import Progress
 from tocsin.pipelines.rows import RowShape, SourceFormat
@@ -294,6 +295,7 @@ def _run(spark: SparkSession, path: str, frame: DataFrame, job: ImportJob, *, re
         try:
             sc.setJobGroup(_GROUP, f"tocsin import {path}")
             out.write.mode("overwrite").json(rejects)
+            make_owner_only(rejects)  # the rows as sent: tenants' data
         except BaseException as exc:  # re-raised on the caller's thread
             failure.append(exc)
         finally:

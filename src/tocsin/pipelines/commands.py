@@ -42,7 +42,6 @@ from typing import Any, NamedTuple
 import pydantic
 
 from tocsin.abc import Store
-from tocsin.api.quotas import PENDING_RETRY_S, Quotas
 from tocsin.config import Settings
 from tocsin.domain import NewSchedule, Schedule
 from tocsin.errors import (
@@ -53,6 +52,7 @@ from tocsin.errors import (
     ValidationError,
 )
 from tocsin.pipelines.writes import Change, change_many, create_many
+from tocsin.quotas import PENDING_RETRY_S, Quotas
 from tocsin.validation.models import ScheduleChange
 from tocsin.validation.nesting import too_deep
 from tocsin.validation.schedule import (

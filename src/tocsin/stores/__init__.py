@@ -22,11 +22,27 @@ def open_store(url: str, *, buckets: int = BUCKETS) -> Store:
     if url.startswith("sqlite://"):
         from tocsin.stores.sqlite import SQLiteStore
 
-        return SQLiteStore(url.removeprefix("sqlite:///"), buckets=buckets)
+        return _keys_checked(SQLiteStore(url.removeprefix("sqlite:///"), buckets=buckets))
     if url.startswith(("postgresql://", "postgres://")):
         from tocsin.stores.postgres import PostgresStore
 
-        return PostgresStore(url, buckets=buckets).open()
+        return _keys_checked(PostgresStore(url, buckets=buckets).open())
     from tocsin.errors import ValidationError
 
     raise ValidationError("store", f"unsupported store URL {url!r}: use sqlite:///path or postgresql://")
+
+
+def _keys_checked(store: Store) -> Store:
+    """``store``, after saying in one log line when it holds sealed channel secrets and this
+    process has no encryption key (reading those channels then fails, naming the key)."""
+    import logging
+
+    from tocsin.stores.sql.channels import SqlChannels
+
+    if isinstance(store, SqlChannels) and store.sealer.current is None:
+        sealed = store.sealed_channels()
+        if sealed:
+            logging.getLogger("tocsin.store").warning(
+                "the store holds %d channels with secrets sealed at rest and "
+                "TOCSIN_ENCRYPTION_KEY is not set: those channels cannot be read", sealed)
+    return store

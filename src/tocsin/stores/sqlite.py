@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from tocsin.domain.defaults import BUCKETS
 from tocsin.errors import StoreError
+from tocsin.owner_only import create_owner_only
 from tocsin.stores.rows import CLAIM_COLUMNS, migrations, refuse_newer_schema
 from tocsin.stores.sql import SQLITE, SqlStore
 from tocsin.stores.sql.tenants import all_relaxed
@@ -65,7 +66,8 @@ class SQLiteStore(SqlStore):
             self._target = f"file:tocsin-{uuid.uuid4().hex}?mode=memory&cache=shared"
             self._uri = True
         else:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            # SQLite gives its -wal and -shm the database file's mode.
+            create_owner_only(path, siblings=("-wal", "-shm", "-journal"))
             self._target, self._uri = path, False
         self.path = path
         self._local = threading.local()

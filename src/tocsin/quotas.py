@@ -1,5 +1,6 @@
-"""Per-tenant caps on creating schedules: how many a tenant may hold PENDING (or CLAIMED), and
-how many it may create a second. A request over either answers 429 with ``Retry-After``.
+"""Per-tenant caps on creating schedules, the same on every way in (the API, the Kafka
+commands topic): how many a tenant may hold PENDING (or CLAIMED), and how many it may create
+a second. A request over either answers 429 with ``Retry-After``.
 
 Recurring rules make schedules too, so they are capped as well (:meth:`Quotas.admit_rule`):
 how many rules a tenant may hold (``tenant_max_recurring``), and how many messages a minute its
