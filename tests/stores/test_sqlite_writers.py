@@ -96,3 +96,25 @@ def test_a_claim_goes_before_other_processes_writers(tmp_path: Path) -> None:
     order = [r[0] for r in store._rows("SELECT v FROM meta WHERE k LIKE 'order-%' ORDER BY k")]
     assert order[0] == "claim" and sorted(order[1:]) == ["ack-1", "ack-2"]
     store.close()
+
+
+def test_a_writer_that_is_not_urgent_waits_for_claims_a_bounded_time(tmp_path: Path) -> None:
+    """Bug: while claims kept arriving (some urgent writer always waiting), a write that is
+    not urgent (an API create, a beat, a large acknowledgement) waited without bound. It now
+    lets them go first for at most YIELD_TO_URGENT_S, then queues like anyone."""
+    import fcntl
+
+    from tocsin.stores.sqlite import YIELD_TO_URGENT_S
+
+    store = SQLiteStore(tmp_path / "t.db", buckets=4)
+    order: list[str] = []
+    with open(f"{tmp_path / 't.db'}.claim-lock", "ab") as intent:
+        fcntl.flock(intent.fileno(), fcntl.LOCK_SH)  # an urgent writer waits, and waits on
+        writer = threading.Thread(target=_write, args=(store, "beat", order),
+                                  kwargs={"urgent": False})
+        writer.start()
+        writer.join(YIELD_TO_URGENT_S + 10)
+        done = not writer.is_alive()
+        fcntl.flock(intent.fileno(), fcntl.LOCK_UN)
+    writer.join(10)
+    assert done and order == ["beat"], "the write waited without bound behind claims"

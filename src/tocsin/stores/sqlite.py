@@ -51,6 +51,11 @@ default 1 000: a dispatch batch rewrites the same hot pages many times, and each
 run by whichever writer crosses the mark while it holds the write lock, copied them again. A
 200 000-row drain went from ~13 000/s to ~16 000/s. Much larger WALs make every page lookup
 slower (readers search the WAL index), so the WAL is kept bounded."""
+YIELD_TO_URGENT_S = 0.5
+"""A writer that is not urgent lets urgent ones (claims) go first for at most this long, then
+queues like anyone: it can no longer wait without bound behind claims."""
+URGENT_POLL_S = 0.002
+"""How often a writer yielding to urgent ones looks whether they are gone."""
 _BY_NEXT = itemgetter(12, 0)  # (next_ms, id) of a claim row with next_ms appended
 
 
@@ -141,23 +146,41 @@ class SQLiteStore(SqlStore):
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 fcntl.flock(intent, fcntl.LOCK_UN)
             else:
-                while True:
-                    fcntl.flock(intent, fcntl.LOCK_EX)  # no urgent writer waits, anywhere
-                    fcntl.flock(intent, fcntl.LOCK_UN)
-                    fcntl.flock(lock, fcntl.LOCK_EX)
-                    try:
-                        fcntl.flock(intent, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    except BlockingIOError:  # one came while this queued: it goes first
-                        fcntl.flock(lock, fcntl.LOCK_UN)
-                        continue
-                    fcntl.flock(intent, fcntl.LOCK_UN)
-                    break
+                self._queue_behind_urgent(lock, intent)
         except OSError as exc:
             raise StoreError(f"sqlite {self.path}: writer lock: {exc}") from exc
         try:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+    @staticmethod
+    def _queue_behind_urgent(lock: int, intent: int) -> None:
+        """Take the writer lock ``lock`` exclusively, letting urgent writers (holding
+        ``intent`` shared) go first for at most :data:`YIELD_TO_URGENT_S` from the first time
+        it sees one; after that it queues for the lock like anyone (claims arriving back to
+        back kept an API create or a beat waiting without bound)."""
+        deadline: float | None = None
+        while deadline is None or time.monotonic() < deadline:
+            try:
+                fcntl.flock(intent, fcntl.LOCK_EX | fcntl.LOCK_NB)  # no urgent writer waits
+            except BlockingIOError:
+                deadline = deadline or time.monotonic() + YIELD_TO_URGENT_S
+                time.sleep(URGENT_POLL_S)
+                continue
+            fcntl.flock(intent, fcntl.LOCK_UN)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(intent, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # one came while this queued: it goes first
+                deadline = deadline or time.monotonic() + YIELD_TO_URGENT_S
+                if time.monotonic() >= deadline:
+                    return  # waited its share: it keeps the lock
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                continue
+            fcntl.flock(intent, fcntl.LOCK_UN)
+            return
+        fcntl.flock(lock, fcntl.LOCK_EX)
 
     @contextmanager
     def _tx(self, *, durable: bool | None = None,
