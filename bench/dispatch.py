@@ -260,6 +260,7 @@ def tocsin_part(args: argparse.Namespace) -> dict[str, Any]:
     from tocsin.dispatcher.driver_relay import DriverRelay, relay_options
     from tocsin.dispatcher.options import DispatchOptions
     from tocsin.dispatcher.query import start_dispatcher
+    from tocsin.dispatcher.workers import ThreadedWorkers
     from tocsin.logs import DISPATCHER_JAVA_OPTIONS, SPARK_JAVA_OPTIONS
     from tocsin.spark.session import spark_session
     from tocsin.stores import open_store as store_for_relay
@@ -285,9 +286,10 @@ def tocsin_part(args: argparse.Namespace) -> dict[str, Any]:
     log(f"[tocsin] first batch done {ready_s}s after the session started")
     relay = None
     if not args.no_relay and opts.hand_over_ms > 0:  # as run_dispatcher starts it
-        relay = DriverRelay(DispatchCore(store_for_relay(url, buckets=args.buckets),
-                                         options=relay_options(opts), clock=SystemClock(),
-                                         threaded=True), trigger_s=args.trigger_s).start()
+        relay = DriverRelay(DispatchCore(
+            store_for_relay(url, buckets=args.buckets), options=relay_options(opts),
+            clock=SystemClock(), workers=ThreadedWorkers(send_threads=opts.send_threads)),
+            trigger_s=args.trigger_s).start()
 
     def profiled_drain(out: dict[str, Any]) -> None:
         if args.no_profile:

@@ -108,7 +108,8 @@ class PausedChannel(NamedTuple):
 class ChannelHold(NamedTuple):
     """A destination (a channel of a tenant) the dispatcher passes over until ``until_ms``:
     its circuit breaker is open (``reason`` ``open``; the first claim after ``until_ms`` is
-    its probe) or a dispatcher's lane for it is full (``busy``)."""
+    its probe) or a dispatcher's queue for it is full (``busy``): a
+    :class:`~tocsin.domain.HoldReason`."""
 
     tenant: str
     name: str
@@ -120,7 +121,7 @@ class ChannelHold(NamedTuple):
     last_error: str | None
     holder: str = ""
     """Who holds it: ``""`` for an open breaker (one per destination); a dispatcher process
-    for a full lane (each process its own row, ended by that process alone)."""
+    for a full queue (each process its own row, ended by that process alone)."""
 
 
 class FiringRecord(NamedTuple):
@@ -279,16 +280,16 @@ class DispatchStore(ABC):
              limit: int) -> list[ClaimedRow]:
         """Claim, for ``epoch``, up to ``limit`` of one destination's unthrottled PENDING
         schedules due by ``now_ms`` (heads of their keys), earliest first, passing over the
-        destination's ``busy`` holds but nothing if it is paused or its breaker is open. A
-        lane whose destination has a backlog takes its next rows so, as it has room, while
-        the hand-over windows' claims pass the destination over
-        (:mod:`tocsin.dispatcher.lanes`). Not a replay: each call claims anew."""
+        destination's ``busy`` holds but nothing if it is paused or its breaker is open. The
+        delivery engine's puller takes a backlogged destination's next rows so, as it has
+        room, while the hand-over windows' claims pass the destination over
+        (:mod:`tocsin.dispatcher.engine`). Not a replay: each call claims anew."""
 
     @abstractmethod
     def next_pull_ms(self, *, tenant: str, channel: str, until_ms: int) -> int | None:
         """The earliest next time ``<= until_ms`` of a schedule :meth:`pull` would take for
         this destination, or None (none, or the destination is paused or its breaker open).
-        A read: a lane that took a backlog and caught up asks it before it waits for its
+        A read: a backlog that caught up asks it before it waits for its
         destination's next due instant."""
 
     @abstractmethod
@@ -345,7 +346,7 @@ class DispatchStore(ABC):
 
     @abstractmethod
     def expire_holds(self, *, now_ms: int) -> int:
-        """End the holds whose ``until_ms`` has passed (a breaker due for its probe, a lane
+        """End the holds whose ``until_ms`` has passed (a breaker due for its probe, a queue
         whose process stopped refreshing it). How many."""
 
 

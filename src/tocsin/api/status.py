@@ -15,6 +15,7 @@ from tocsin.api.deps import Deps
 from tocsin.api.views import iso
 from tocsin.dispatcher.beat import DISPATCHER, SOURCE
 from tocsin.dispatcher.expansion import EXPANDER
+from tocsin.domain import HoldReason
 from tocsin.domain.defaults import ms
 from tocsin.errors import StoreError
 
@@ -40,7 +41,8 @@ def held_by_channel(holds: list[ChannelHold]) -> dict[tuple[str, str], ChannelHo
     out: dict[tuple[str, str], ChannelHold] = {}
     for h in holds:
         seen = out.get((h.tenant, h.name))
-        if seen is None or (h.reason == "open") > (seen.reason == "open") or (
+        if seen is None or (h.reason == HoldReason.OPEN) > (
+                seen.reason == HoldReason.OPEN) or (
                 h.reason == seen.reason and h.until_ms > seen.until_ms):
             out[(h.tenant, h.name)] = h
     return out

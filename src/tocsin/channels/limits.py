@@ -5,8 +5,9 @@ producer timeouts, a RabbitMQ URL's ``connection_attempts``, ``retry_delay`` and
 timeouts) are what the tenant asked for; :class:`SendLimits` are what the operator allows
 (``TOCSIN_SEND_*`` settings, docs/configuration.md). A channel applies the smaller of the two
 when it is built, so one send to one destination ends within ``timeout_s`` whatever the
-destination does; the dispatcher's lanes (:mod:`tocsin.dispatcher.lanes`) also stop waiting
-for a send at that deadline, as the last guard against a transport that hangs anyway.
+destination does; the dispatcher's delivery engine (:mod:`tocsin.dispatcher.engine`) also
+stops waiting for a send at that deadline, as the last guard against a transport that hangs
+anyway.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ from typing import Any
 
 import typer
 
+from tocsin.domain import HoldReason
+
 __all__ = ["emit", "json_wanted", "render_status", "set_json"]
 
 _forced = False
@@ -118,6 +120,7 @@ def render_status(status: dict[str, Any]) -> None:
     held = status.get("held_channels") or []
     table.add_row("held channels", "\n".join(
         f"[red]{h['tenant']}/{h['name']}: breaker open[/] until {h['until']} after "
-        f"{h['failures']} failures ({h['last_error']})" if h["reason"] == "open"
-        else f"{h['tenant']}/{h['name']}: lane full" for h in held) or "none")
+        f"{h['failures']} failures ({h['last_error']})" if h["reason"] == HoldReason.OPEN
+        else f"{h['tenant']}/{h['name']}: busy (a dispatcher's queue is full)"
+        for h in held) or "none")
     Console().print(table)

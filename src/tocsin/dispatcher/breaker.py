@@ -49,7 +49,7 @@ class BreakerPolicy:
 
 
 class Breaker:
-    """One destination's breaker (not thread-safe: its lane owns it)."""
+    """One destination's breaker (not thread-safe: the engine's loop owns it)."""
 
     def __init__(self, policy: BreakerPolicy) -> None:
         self.policy = policy

@@ -2,8 +2,8 @@
 
     next_offset ──▶ parts ──▶ claim (each bucket range) ──▶ deliver ──▶ record_batch
     (driver: due?  (driver)    (executor: epoch-fenced     (executor:    (driver: the beat)
-     new epoch)                 claim, replay-safe)         lanes: send,
-                                                            verdict,
+     new epoch)                 claim, replay-safe)         the engine:
+                                                            send, verdict,
                                                             acknowledge)
 
 The Spark source and sink (:mod:`tocsin.dispatcher.source`, :mod:`tocsin.dispatcher.sink`) call
@@ -21,21 +21,30 @@ from collections.abc import Sequence
 from functools import partial
 from typing import NamedTuple, TypeVar
 
-from tocsin.abc import ClaimedRow, Store
+from tocsin.abc import ChannelHold, ClaimedRow, Store
 from tocsin.clock import Clock
 from tocsin.dispatcher.beat import DISPATCHER, SOURCE, batch_counts, beat_info
 from tocsin.dispatcher.channel_cache import ChannelCache
 from tocsin.dispatcher.deliver import Tally
-from tocsin.dispatcher.lanes import CLAIM_ROWS, Lanes
+from tocsin.dispatcher.engine import Engine
+from tocsin.dispatcher.knobs import (
+    CLAIM_MARKER_KEEP_MS,
+    CLAIM_MARKER_PRUNE_MS,
+    CLAIM_ROWS,
+    READER_LAG_MS,
+    WAKE_AHEAD_MS,
+    WORKER_IDLE_MS,
+)
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runs import RUN_BEAT_MS, RUN_STALE_MS
-from tocsin.domain import Ack, ChannelSpec
+from tocsin.dispatcher.workers import SteppedWorkers, Workers
+from tocsin.domain import Ack, ChannelSpec, HoldReason
 from tocsin.errors import NotFoundError, StoreError
 from tocsin.stores.retry import retrying
 
 __all__ = ["CLAIM_MARKER_KEEP_MS", "CLAIM_ROWS", "READER_LAG_MS", "WAKE_AHEAD_MS",
            "WORKER_IDLE_MS", "BucketSpan", "DispatchCore", "Offset", "bucket_ranges",
-           "channel_spec", "log"]
+           "channel_spec", "log"]  # the knobs re-exported for the modules that read them here
 
 T = TypeVar("T")
 Offset = dict[str, int]
@@ -43,23 +52,6 @@ Offset = dict[str, int]
 first batch runs even when nothing is due (``"warm": 1``): it starts the workers and opens the
 channels, and ``/readyz`` waits for it."""
 log = logging.getLogger("tocsin.dispatcher")
-CLAIM_MARKER_KEEP_MS = 24 * 3600 * 1000
-"""Replay markers are kept a day: far longer than any replay or lease."""
-CLAIM_MARKER_PRUNE_MS = 300_000
-"""Replay markers are pruned at most this often."""
-READER_LAG_MS = 1_000
-"""With hand-over windows, a micro-batch's own claim takes only what has been due this long
-(:meth:`DispatchCore.parts`)."""
-WORKER_IDLE_MS = 60_000
-"""Spark stops a pool of Python workers idle for this long (``PythonWorkerFactory``,
-hard-coded)."""
-WAKE_AHEAD_MS = 5_000
-"""After a quiet spell long enough for the workers to have stopped, a batch starts when
-something falls due within this much more than a window: its tasks start the workers, and the
-schedule is handed over at its instant by warm ones (instead of a batch every 30 s to keep
-them: a second of JVM and Python CPU each, and a gigabyte of idle workers)."""
-
-
 def bucket_ranges(buckets: int, parts: int) -> list[tuple[int, int]]:
     """Split ``buckets`` into at most ``parts`` contiguous, nearly equal, inclusive ranges."""
     parts = max(1, min(parts, buckets))
@@ -90,19 +82,22 @@ class DispatchCore:
     """Claim → deliver → verdict → acknowledge over one store, with time from ``clock``.
 
     ``channels`` defaults to live channels built from the store's specs; ``rng`` draws the
-    retry jitter (seed it for repeatable back-off). ``threaded``: deliver in per-destination
-    lanes on their own threads (:mod:`tocsin.dispatcher.lanes`; the Spark workers), rather than
-    in the caller's thread before :meth:`deliver` returns (the in-process runner, tests)."""
+    retry jitter (seed it for repeatable back-off). ``workers`` run the delivery engine
+    (:mod:`tocsin.dispatcher.engine`): its own fixed threads in a dispatcher process
+    (:class:`~tocsin.dispatcher.workers.ThreadedWorkers`), or, by default, the caller's thread,
+    stepped, so that :meth:`deliver` returns with its rows delivered (the in-process runner,
+    tests on a manual clock)."""
 
     def __init__(self, store: Store, *, options: DispatchOptions, clock: Clock,
                  channels: ChannelCache | None = None,
-                 rng: random.Random | None = None, threaded: bool = False) -> None:
+                 rng: random.Random | None = None, workers: Workers | None = None) -> None:
         self.store = store
         self.options = options
         self.clock = clock
         self.channels = channels or ChannelCache(partial(channel_spec, store), clock=clock)
         self.rng = rng or random.Random()
-        self.lanes = Lanes(self, settings=options.lanes, threaded=threaded)
+        self.engine = Engine(self, settings=options.engine,
+                             workers=workers if workers is not None else SteppedWorkers())
         self._last_beat_ms: int | None = None
         self._last_prune_ms: int | None = None
         self._last_runs_ms: int | None = None
@@ -158,7 +153,7 @@ class DispatchCore:
         if released:
             log.warning("dispatcher: released %d claims of dispatcher runs that stopped beating",
                         released)
-        self.store.expire_holds(now_ms=now)  # breakers due a probe, lanes of stopped processes
+        self.store.expire_holds(now_ms=now)  # breakers due a probe, holds of stopped processes
         # A burst that doubled the table leaves PostgreSQL planning the claim for the table it
         # was (a due-time index scan past every row of the burst for each trickle's claim)
         # until autovacuum looks, up to a minute later.
@@ -246,11 +241,21 @@ class DispatchCore:
             what="claim", clock=self.clock)
 
     def deliver(self, rows: Sequence[ClaimedRow]) -> Tally:
-        """Hand claimed rows to their destinations' lanes, which send them, judge each answer
-        and acknowledge every verdict under its epoch. Unthreaded, that is done when this
-        returns and the tally is theirs; threaded, the tally is what the lanes finished since
-        the last call (see :meth:`collect`)."""
-        return self.lanes.submit(rows)
+        """Hand claimed rows to the delivery engine, which sends them, judges each answer and
+        acknowledges every verdict under its epoch; the tally of what it finished since the
+        last call (stepped, that includes these rows)."""
+        return self.engine.submit(rows)
+
+    def collect(self) -> Tally:
+        """What the engine finished since the last call."""
+        return self.engine.collect()
+
+    def pause_until(self, ms: int) -> None:
+        """Wait until the clock reads ``ms``; a chunk that finishes ends the wait early (a
+        key's next schedule may be claimable now)."""
+        self.engine.workers.pause_until(ms)
+
+    # -- the store calls of the delivery path ---------------------------------------------
 
     def acknowledge(self, by_epoch: dict[int, list[Ack]]) -> Tally:
         """Apply verdicts under their epochs; a tally of the ``fenced`` ones (claimed since by
@@ -263,19 +268,44 @@ class DispatchCore:
             tally.fenced += len(acks) - applied
         return tally
 
-    def collect(self) -> Tally:
-        """What the lanes finished since the last call (threaded; else nothing)."""
-        return self.lanes.collect()
+    def unclaim(self, rows: Sequence[ClaimedRow]) -> None:
+        """Hand rows back unsent (PENDING again, no attempt spent), by their epochs; rows
+        that cannot be handed back now are left to the lease (logged)."""
+        by_epoch: dict[int, list[str]] = {}
+        for row in rows:
+            by_epoch.setdefault(row.epoch, []).append(row.id)
+        for epoch, ids in by_epoch.items():
+            try:
+                self.store.unclaim(epoch=epoch, ids=ids)
+            except StoreError as exc:
+                log.warning("dispatcher: could not hand back %d rows: %s", len(ids), exc)
 
-    def pause_until(self, ms: int) -> None:
-        """Wait until the clock reads ``ms``; threaded, a lane that finishes a chunk ends the
-        wait early (a key's next schedule may be claimable now)."""
-        if not self.lanes.threaded:
-            self.clock.sleep_until(ms)
-            return
-        left = ms - self.clock.now_ms()
-        if left > 0:
-            self.lanes.wait(left / 1000)
+    def hold(self, hold: ChannelHold) -> None:
+        """Pass over a destination in claims until ``hold.until_ms``."""
+        self.store.hold_channel(hold)
+
+    def unhold(self, tenant: str, name: str, *, reason: HoldReason,
+               holder: str | None = None) -> None:
+        """End a destination's hold of ``reason`` (and ``holder``)."""
+        self.store.unhold_channel(tenant, name, reason=reason, holder=holder)
+
+    def pull(self, *, epoch: int, tenant: str, channel: str, now_ms: int,
+             limit: int) -> list[ClaimedRow]:
+        """Claim one destination's next due rows (its backlog) for ``epoch``."""
+        return self.store.pull(epoch=epoch, tenant=tenant, channel=channel, now_ms=now_ms,
+                               limit=limit)
+
+    def next_pull_ms(self, *, tenant: str, channel: str, until_ms: int) -> int | None:
+        """When the destination's next row falls due, up to ``until_ms`` (None: none)."""
+        return self.store.next_pull_ms(tenant=tenant, channel=channel, until_ms=until_ms)
+
+    def next_epoch(self, now_ms: int) -> int:
+        """A new epoch of this run."""
+        return self.store.next_epoch(run=self.options.run, now_ms=now_ms)
+
+    def tenant_weight(self, tenant: str) -> int:
+        """``tenant``'s weight (its destinations' room is this many times larger)."""
+        return self.store.get_tenant(tenant).weight
 
     def record_batch(self, batch_id: int, tally: Tally, *, started_ms: int) -> None:
         """Beat ``dispatcher`` with the batch's figures and add its duration to the
@@ -305,6 +335,7 @@ class DispatchCore:
         self._last_prune_ms = now
 
     def close(self) -> None:
-        """Stop the lanes and close the live channels (the store is the caller's)."""
-        self.lanes.close()
+        """Stop the engine (an ordered stop: hand back, finish, join), then close the live
+        channels (the store is the caller's)."""
+        self.engine.close()
         self.channels.close()

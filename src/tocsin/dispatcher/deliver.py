@@ -1,8 +1,9 @@
 """Delivery of claimed schedules: group by channel, send, and judge each answer (delivered, a
 retry after back-off, or dead: dead-lettered, halting its ordering key when the channel says).
 
-Pure of Spark and of the store: :meth:`tocsin.dispatcher.core.DispatchCore.deliver` calls
-:func:`judge` and acknowledges the verdicts it returns.
+Pure of Spark and of the store: the delivery engine (:mod:`tocsin.dispatcher.engine`) sends
+with :func:`send` or :func:`send_async`, judges the answers with :func:`verdicts`, and its
+writer acknowledges them.
 """
 
 from __future__ import annotations
@@ -11,18 +12,18 @@ import json
 import random
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tocsin.abc import ClaimedRow
-from tocsin.clock import Clock
+from tocsin.abc import Channel, ClaimedRow
 from tocsin.dispatcher.channel_cache import ChannelCache
 from tocsin.domain import Ack, ChannelSpec, Envelope, Outcome, Result, RetryPolicy, Status
 from tocsin.domain.delivery import LATENESS_BOUNDS_MS, NO_HEADERS
 from tocsin.domain.schedule import PayloadKind
 from tocsin.ids import delivery_id
 
-__all__ = ["LATENESS_BOUNDS_MS", "Tally", "envelope_of", "judge", "send", "verdicts"]
+__all__ = ["LATENESS_BOUNDS_MS", "Tally", "envelope_of", "send", "send_async",
+           "verdicts"]
 
 @dataclass(kw_only=True, slots=True)
 class Tally:
@@ -85,30 +86,6 @@ def _verdict(env: Envelope, result: Result, spec: ChannelSpec | None, retry: Ret
                          and env.ordering_key), tenant=env.tenant, channel=env.channel)
 
 
-def judge(rows: Iterable[ClaimedRow], *, channels: ChannelCache, retry: RetryPolicy,
-          clock: Clock, rng: random.Random) -> tuple[dict[int, list[Ack]], Tally]:
-    """Hand claimed rows to their channels, one destination after another; the verdict on
-    each, by epoch, and their tally (``fenced`` is left to the acknowledgement). The
-    dispatcher's lanes (:mod:`tocsin.dispatcher.lanes`) make the same calls per destination,
-    each on its own thread."""
-    by_destination: dict[tuple[str, str], list[ClaimedRow]] = defaultdict(list)
-    for row in rows:  # a schedule goes to the channel of its own tenant
-        by_destination[(row.tenant, row.channel)].append(row)
-    tally = Tally()
-    by_epoch: dict[int, list[Ack]] = defaultdict(list)
-    for (tenant, name), group in by_destination.items():
-        spec = channels.spec(name, tenant=tenant)
-        envelopes = [envelope_of(r) for r in group]
-        started = clock.now_ms()
-        results = send(channels, spec, name, envelopes)
-        acks, part = verdicts(group, envelopes, results, spec=spec, retry=retry,
-                              started_ms=started, ended_ms=clock.now_ms(), rng=rng)
-        for epoch, items in acks.items():
-            by_epoch[epoch].extend(items)
-        tally.add(part)
-    return by_epoch, tally
-
-
 def verdicts(rows: Sequence[ClaimedRow], envelopes: Sequence[Envelope], results: list[Result],
              *, spec: ChannelSpec | None, retry: RetryPolicy, started_ms: int, ended_ms: int,
              rng: random.Random) -> tuple[dict[int, list[Ack]], Tally]:
@@ -133,6 +110,17 @@ def verdicts(rows: Sequence[ClaimedRow], envelopes: Sequence[Envelope], results:
         else:
             tally.dead += 1
     return by_epoch, tally
+
+
+async def send_async(channel: Channel, name: str,
+                     envelopes: Sequence[Envelope]) -> list[Result]:
+    """Await ``channel``'s :meth:`~tocsin.abc.Channel.send_async`: one result each, never
+    raising (a transport that raises is RETRY)."""
+    try:
+        return await channel.send_async(envelopes)
+    except Exception as exc:  # a broken transport must not lose the batch: retry it
+        return [Result(delivery_id=e.delivery_id, outcome=Outcome.RETRY,
+                       error=f"channel {name!r} failed: {exc!r}"[:1000]) for e in envelopes]
 
 
 def send(channels: ChannelCache, spec: ChannelSpec | None, name: str,

@@ -5,8 +5,8 @@ Each trigger it asks the store when the next schedule falls due (one indexed rea
 falls due within a hand-over window it holds one relay window over every bucket — handing
 over only in the first half of each period of the main grid
 (:func:`~tocsin.dispatcher.handover.relay_zone`) — and looks again at once. What it claims
-goes to lanes of the driver process, which send and acknowledge it under the window's epoch
-like any other claim.
+goes to the delivery engine of the driver process, which sends and acknowledges it under the
+window's epoch like any other claim.
 
 A ``tocsin-relay`` Spark query did the same at the cost, on an idle machine, of a long-lived
 Python process for its source (~115 MB resident), its planners' and workers' Python processes
@@ -49,7 +49,7 @@ class DriverRelay:
 
     def start(self) -> DriverRelay:
         """Start the thread, with the GC of this process tuned as in every process that
-        delivers (:func:`~tocsin.spark.worker.tune_gc`): the relay's lanes take a whole burst
+        delivers (:func:`~tocsin.spark.worker.tune_gc`): the relay's engine takes a whole burst
         when they find it first."""
         from tocsin.spark.worker import tune_gc
 
@@ -58,7 +58,8 @@ class DriverRelay:
         return self
 
     def stop(self) -> None:
-        """Stop after the current window; the lanes finish what they hold, then close."""
+        """Stop after the current window; the engine finishes or hands back what it holds,
+        then the channels close."""
         self._stop.set()
         self._thread.join(timeout=30)
         self.core.close()

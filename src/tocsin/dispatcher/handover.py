@@ -7,7 +7,7 @@ until its window ends, and hands each further schedule over at its due time::
         next = store.next_claimable_ms(range, until=end)    a read (throttled ones too)
         sleep until next (at most POLL_MS, then look again: new schedules, cancels, tokens)
         claim what is due now (the window's epoch)          the compare-and-set
-        hand it to the lanes (they send and acknowledge; the window does not wait)
+        hand it to the delivery engine (it sends and acknowledges; the window does not wait)
 
 The claim at the due instant is the hand-over: a cancel that commits before it wins, one after
 it finds the schedule CLAIMED and answers 409 — the same compare-and-set as a micro-batch's
@@ -32,28 +32,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tocsin.abc import ClaimedRow
-from tocsin.dispatcher.core import CLAIM_ROWS, BucketSpan, DispatchCore, log
+from tocsin.dispatcher.core import BucketSpan, DispatchCore, log
 from tocsin.dispatcher.deliver import Tally
+from tocsin.dispatcher.knobs import (
+    AHEAD_ROWS,
+    CLAIM_ROWS,
+    KEY_RUN_BUDGET_MS,
+    POLL_MS,
+    RACE_PAUSE_MS,
+)
 from tocsin.errors import StoreError
 
 __all__ = ["AHEAD_ROWS", "KEY_RUN_BUDGET_MS", "POLL_MS", "RACE_PAUSE_MS", "hold", "key_runs",
            "relay_zone", "released_only", "window_end"]
-
-POLL_MS = 100
-"""A waiting window looks at the store at least this often (a schedule created or moved
-to fall due soon, a cancel)."""
-RACE_PAUSE_MS = 5
-"""After a claim that found nothing it was told of (another task took it, a cancel won, a
-policy without a free token), doubling with each such claim in a row up to :data:`POLL_MS`."""
-AHEAD_ROWS = 2 * CLAIM_ROWS
-"""A window whose process has this many rows waiting in its lanes waits, before its next
-claim, for them to send on (at most :data:`POLL_MS` a claim). A lane's busy hold is written by
-its acknowledger (:mod:`tocsin.dispatcher.lanes`), behind the window's own claims for the
-store's writer: a window catching up on a backlog claimed 53 000 rows in 0.9 s, which its
-lane took 4.5 s to send, every one CLAIMED (a cancel answering 409) while it waited."""
-KEY_RUN_BUDGET_MS = 1_000
-"""Without a window, how long a task keeps claiming the next heads of its keys."""
-
 
 def window_end(now_ms: int, window_ms: int, *, shift_ms: int = 0) -> int:
     """The first instant of the grid ``k * window_ms + shift_ms`` at least half a window after
@@ -107,10 +98,11 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
                 core.pause_until(min(start, end_ms))
                 continue
             horizon = min(stop, end_ms)
-        if full and core.lanes.threaded:
+        if full:  # the engine's queues are full: wait for a chunk to finish first (the
+            # busy holds are written by the engine's writer, behind this window's claims)
             held = clock.now_ms() + POLL_MS
-            while core.lanes.queued() >= AHEAD_ROWS and (left := held - clock.now_ms()) > 0:
-                core.lanes.wait(left / 1000)  # until a lane finishes a chunk
+            while core.engine.queued() >= AHEAD_ROWS and (left := held - clock.now_ms()) > 0:
+                core.engine.wait(left / 1000)
         try:
             # after a full claim more is due at once: claim again without asking (the ask was
             # 5 % of a window's CPU in a burst, where every claim is full)
@@ -150,7 +142,7 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
         if not wait:
             if not any(r.ordering_key is not None for r in rows):
                 break
-            if core.lanes.threaded:  # the next heads are claimable once these are acknowledged
-                core.lanes.drain(max(end_ms - clock.now_ms(), 0) / 1000)
+            # the next heads are claimable once these are acknowledged
+            core.engine.drain(max(end_ms - clock.now_ms(), 0) / 1000)
     tally.add(core.collect())
     return tally, claimed

@@ -110,6 +110,7 @@ class LocalDispatcher:
             self.expansion.record_batch(self.batches, step.expanded)
             self._expansion_offset = end
         started = self.clock.now_ms()
+        step.delivered.add(self.dispatch.deliver([]))  # the engine's timers, at the clock's now
         end = self.dispatch.next_offset(self._offset)
         if end != self._offset:
             self.dispatch.warm()
@@ -146,5 +147,5 @@ class LocalDispatcher:
                 stop.wait(interval_s)
 
     def close(self) -> None:
-        """Close the live channels (the store is the caller's)."""
+        """Stop the delivery engine and close the live channels (the store is the caller's)."""
         self.dispatch.close()

@@ -13,7 +13,8 @@ from typing import Any
 
 from tocsin.config import Settings
 from tocsin.dispatcher.breaker import BreakerPolicy
-from tocsin.dispatcher.lanes import CLAIM_ROWS, LaneSettings
+from tocsin.dispatcher.destination import EngineSettings
+from tocsin.dispatcher.knobs import CLAIM_ROWS
 from tocsin.domain import RetryPolicy
 from tocsin.domain.defaults import ms
 
@@ -59,12 +60,16 @@ class DispatchOptions:
     (:mod:`tocsin.spark.daemon`), and after a quiet spell a batch starts ahead of the next due
     schedule (:data:`~tocsin.dispatcher.core.WAKE_AHEAD_MS`)."""
     send_deadline_ms: int = _setting_ms("send_timeout_max_seconds")
-    """The operator's cap on one send (``send_timeout_max_seconds``); a lane stops waiting a
+    """The operator's cap on one send (``send_timeout_max_seconds``); the engine stops waiting a
     little after it."""
     lane_room_ms: int = _setting_ms("lane_seconds")
-    """A lane's queue holds about this much of its measured sending (:mod:`.lanes`)."""
+    """A destination's queue holds about this much of its measured sending
+    (:mod:`.destination`)."""
     lane_min_rows: int = _setting("lane_min_rows")
-    """The smallest room of a lane."""
+    """The smallest room of a destination's queue."""
+    send_threads: int = _setting("channel_threads")
+    """Threads of the delivery engine's send pool (:mod:`.workers`), however many
+    destinations."""
     breaker_failures: int = _setting("breaker_failures")
     """Failed attempts in a row that open a destination's breaker."""
     breaker_open_ms: int = _setting_ms("breaker_open_seconds")
@@ -91,6 +96,7 @@ class DispatchOptions:
                    horizon_ms=ms(settings.recurring_horizon_seconds),
                    send_deadline_ms=ms(settings.send_timeout_max_seconds),
                    lane_room_ms=ms(settings.lane_seconds), lane_min_rows=settings.lane_min_rows,
+                   send_threads=settings.channel_threads,
                    breaker_failures=settings.breaker_failures,
                    breaker_open_ms=ms(settings.breaker_open_seconds),
                    breaker_max_open_ms=ms(settings.breaker_max_open_seconds),
@@ -114,12 +120,13 @@ class DispatchOptions:
         return cls(**values)  # type: ignore[arg-type]
 
     @property
-    def lanes(self) -> LaneSettings:
-        """The lane settings these options describe."""
-        return LaneSettings(
+    def engine(self) -> EngineSettings:
+        """The delivery engine's settings these options describe."""
+        return EngineSettings(
             room_s=self.lane_room_ms / 1000, min_rows=self.lane_min_rows,
             max_rows=max(self.lane_min_rows, 2 * CLAIM_ROWS), chunk_rows=CLAIM_ROWS,
-            send_deadline_s=self.send_deadline_ms / 1000, max_wait_ms=self.lease_ms // 2,
+            send_deadline_ms=self.send_deadline_ms, max_wait_ms=self.lease_ms // 2,
+            send_threads=self.send_threads,
             breaker=BreakerPolicy(failures=self.breaker_failures, open_ms=self.breaker_open_ms,
                                   max_open_ms=self.breaker_max_open_ms))
 

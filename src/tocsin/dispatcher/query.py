@@ -95,6 +95,7 @@ def run_dispatcher(settings: Settings) -> None:
     from tocsin.dispatcher.preflight import undeliverable_channels
     from tocsin.dispatcher.progress import ProgressLog
     from tocsin.dispatcher.runs import RUN_ENV, RunBeat, new_run_id
+    from tocsin.dispatcher.workers import ThreadedWorkers
     from tocsin.spark.checkpoints import adopt_legacy_checkpoints
     from tocsin.stores import open_store
 
@@ -147,9 +148,11 @@ def run_dispatcher(settings: Settings) -> None:
         # gaps between batches, and opening the channels competed with the warm-up.
         if (settings.relay and options.hand_over_ms > 0
                 and _await_warm(queries, warm, terminated)):
-            relay = DriverRelay(DispatchCore(store, options=relay_options(options),
-                                             clock=SystemClock(), threaded=True),
-                                trigger_s=settings.trigger_seconds).start()
+            relay_opts = relay_options(options)
+            relay = DriverRelay(DispatchCore(
+                store, options=relay_opts, clock=SystemClock(),
+                workers=ThreadedWorkers(send_threads=relay_opts.send_threads)),
+                trigger_s=settings.trigger_seconds).start()
         _await_any_termination(queries, terminated)
     finally:
         stop_archive.set()

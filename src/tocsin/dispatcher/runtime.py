@@ -9,6 +9,7 @@ from tocsin.abc import Store
 from tocsin.dispatcher.core import DispatchCore
 from tocsin.dispatcher.expansion import ExpansionCore
 from tocsin.dispatcher.options import DispatchOptions
+from tocsin.dispatcher.workers import ThreadedWorkers
 from tocsin.spark.worker import Worker
 from tocsin.spark.worker import worker as process_worker
 
@@ -38,11 +39,11 @@ class DispatchWorker:
             old = self._dispatch.get(key)
             if old is None or old.options != options:
                 if old is not None:
-                    old.lanes.close()  # its lanes' threads end; what they hold stays CLAIMED
-                self._dispatch[key] = DispatchCore(store, options=options,
-                                                   clock=self.process.clock,
-                                                   channels=old.channels if old else None,
-                                                   threaded=True)
+                    old.engine.close()  # hands back, finishes, joins; the channels stay
+                self._dispatch[key] = DispatchCore(
+                    store, options=options, clock=self.process.clock,
+                    channels=old.channels if old else None,
+                    workers=ThreadedWorkers(send_threads=options.send_threads))
             return self._dispatch[key]
 
     def expansion(self, options: DispatchOptions) -> ExpansionCore:

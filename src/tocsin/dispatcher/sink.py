@@ -1,10 +1,10 @@
 """The dispatcher's sink: a stream writer that delivers on the executors.
 
 ``write`` runs in each Spark task with the record batches its bucket range claimed; it hands
-them to :meth:`~tocsin.dispatcher.core.DispatchCore.deliver` (the destinations' lanes send them
-and acknowledge each verdict under its epoch, on threads of their own:
-:mod:`tocsin.dispatcher.lanes`), holds its bucket range for a hand-over window
-(:mod:`tocsin.dispatcher.handover`), then returns the tally of what the lanes finished
+them to :meth:`~tocsin.dispatcher.core.DispatchCore.deliver` (the process's delivery engine
+sends them and acknowledges each verdict under its epoch, on its own threads:
+:mod:`tocsin.dispatcher.engine`), holds its bucket range for a hand-over window
+(:mod:`tocsin.dispatcher.handover`), then returns the tally of what the engine finished
 meanwhile; what is still in flight stays CLAIMED and is acknowledged when it completes.
 ``commit`` runs on the driver once every task of the batch succeeded, and records the batch's
 figures as the dispatcher's heartbeat (read by ``/readyz`` and ``/metrics``).

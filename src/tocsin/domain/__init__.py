@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tocsin.domain.apikey import ApiKey, Role
-from tocsin.domain.channel import ChannelKind, ChannelSpec, OnDead
+from tocsin.domain.channel import ChannelKind, ChannelSpec, HoldReason, OnDead
 from tocsin.domain.cron import CronTrigger
 from tocsin.domain.delivery import Ack, Delivery, Envelope, Outcome, Result
 from tocsin.domain.policy import Policy, RateBucket
@@ -39,6 +39,7 @@ __all__ = [
     "Expansion",
     "Firing",
     "FiringOutcome",
+    "HoldReason",
     "MisfirePolicy",
     "NewSchedule",
     "OnDead",

@@ -10,7 +10,7 @@ from typing import Any
 from tocsin.domain.tenant import DEFAULT_TENANT
 from tocsin.errors import ValidationError
 
-__all__ = ["ChannelKind", "ChannelSpec", "OnDead"]
+__all__ = ["ChannelKind", "ChannelSpec", "HoldReason", "OnDead"]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -58,6 +58,17 @@ class ChannelKind(StrEnum):
     def builtin(self) -> bool:
         """Whether Tocsin itself defines this kind (not a plug-in's)."""
         return self._name_ in type(self).__members__
+
+
+class HoldReason(StrEnum):
+    """Why the dispatcher passes over a destination (a tenant's channel) in its claims: the
+    ``reason`` of a :class:`~tocsin.abc.ChannelHold`, spelled so in the store."""
+
+    BUSY = "busy"
+    """A dispatcher process has a full queue for it, or pulls its backlog itself (one hold
+    per process, ended by that process alone)."""
+    OPEN = "open"
+    """Its circuit breaker is open: nothing goes until the probe (one hold per destination)."""
 
 
 class OnDead(StrEnum):

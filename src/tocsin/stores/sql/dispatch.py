@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tocsin.abc import ChannelHold, ClaimedRow, DispatchStore, RunInfo
-from tocsin.domain import Ack, Status
+from tocsin.domain import Ack, HoldReason, Status
 from tocsin.domain.delivery import LATENESS_BOUNDS_MS
 from tocsin.stores.rows import (
     CLAIM_COLUMNS,
@@ -51,7 +51,7 @@ _DEAD = ("UPDATE schedules SET status = 'DEAD', attempts = attempts + 1, last_er
 
 _OPEN_OR_PAUSED = ("SELECT 1 FROM paused_channels WHERE tenant = ? AND name = ? UNION ALL "
                    "SELECT 1 FROM channel_holds WHERE tenant = ? AND name = ? "
-                   "AND reason <> 'busy'")
+                   f"AND reason <> '{HoldReason.BUSY}'")
 """Whether a destination (tenant and channel, twice) is paused by an operator or held by
 something other than a full lane (its breaker is open): a pull takes nothing then."""
 

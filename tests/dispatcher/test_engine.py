@@ -1,5 +1,6 @@
-"""Bulkheads on the Spark-free core, both stores: breakers, lanes that hold a full destination,
-sends that pass their deadline, a slow destination that waits alone."""
+"""The delivery engine on the Spark-free core, both stores, stepped and on its own threads:
+breakers, a full destination held, sends that pass their deadline, a slow destination that
+waits alone, backlogs that pull, an ordered stop, threads that do not grow with destinations."""
 
 from __future__ import annotations
 
@@ -11,29 +12,46 @@ from functools import partial
 
 import pytest
 
-from tocsin.abc import Channel, ClaimedRow, Store
+from tocsin.abc import Channel, ChannelHold, ClaimedRow, Store
 from tocsin.clock import ManualClock
 from tocsin.dispatcher.breaker import Breaker, BreakerPolicy, BreakerState
 from tocsin.dispatcher.channel_cache import ChannelCache
 from tocsin.dispatcher.core import DispatchCore, channel_spec
-from tocsin.dispatcher.lanes import BUSY, OPEN
+from tocsin.dispatcher.knobs import AHEAD_CHUNKS, BACKLOG_NICE, LINGER_MS, SEND_GRACE_MS
 from tocsin.dispatcher.options import DispatchOptions
-from tocsin.domain import ChannelKind, ChannelSpec, Envelope, NewSchedule, Outcome, Result, Status
+from tocsin.dispatcher.workers import ThreadedWorkers
+from tocsin.domain import (
+    ChannelKind,
+    ChannelSpec,
+    Envelope,
+    HoldReason,
+    NewSchedule,
+    Outcome,
+    Result,
+    Status,
+)
 from tocsin.stores import open_store
 from tocsin.testing.dispatch import wait_until
 
 NOW = 1_900_000_000_000
+BUSY, OPEN = HoldReason.BUSY, HoldReason.OPEN
+SLOW_MS = 40_000
+"""A ``slow`` destination's send moves the manual clock on this much."""
+SEND_THREADS = 4
 
 
 @dataclass
 class Destinations:
-    """How each fake destination answers: ``ok``, ``fail`` (RETRY), or ``hang`` (until
-    ``release`` is set); what each took."""
+    """How each fake destination answers: ``ok``, ``fail`` (RETRY), ``hang`` (until
+    ``release`` is set) or ``slow`` (moves the clock on); what each took; every channel's
+    ``send``, ``sent`` and ``close``, in order."""
 
+    clock: ManualClock
     modes: dict[str, str] = field(default_factory=dict)
     got: dict[str, list[str]] = field(default_factory=dict)
     release: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    events: list[str] = field(default_factory=list)
 
 
 class FakeChannel(Channel):
@@ -44,14 +62,21 @@ class FakeChannel(Channel):
     def send(self, envelopes: Sequence[Envelope]) -> list[Result]:
         d = self.destinations
         mode = d.modes.get(self.spec.name, "ok")
+        d.events.append(f"send {self.spec.name}")
         if mode == "hang":
             d.release.wait(30)
+        if mode == "slow":
+            d.clock.advance(SLOW_MS)
+        d.events.append(f"sent {self.spec.name}")
         if mode == "fail":
             return [Result(e.delivery_id, Outcome.RETRY, "HTTP 503 Service Unavailable")
                     for e in envelopes]
         with d.lock:
             d.got.setdefault(self.spec.name, []).extend(e.schedule_id for e in envelopes)
         return [Result(e.delivery_id, Outcome.DELIVERED) for e in envelopes]
+
+    def close(self) -> None:
+        self.destinations.events.append(f"close {self.spec.name}")
 
 
 @dataclass
@@ -68,28 +93,30 @@ class Rig:
                                  now_ms=self.clock.now_ms())
         return [s.id for s, _ in made]
 
-    def claim(self) -> list[ClaimedRow]:
+    def claim(self, limit: int = 1000) -> list[ClaimedRow]:
         now = self.clock.now_ms()
         return self.store.claim(epoch=self.store.next_epoch(), bucket_lo=0, bucket_hi=7,
-                                until_ms=now, now_ms=now, lease_ms=120_000, limit=1000)
+                                until_ms=now, now_ms=now, lease_ms=120_000, limit=limit)
 
     def status(self, ids: list[str]) -> list[Status]:
         return [self.store.get(i).status for i in ids]
 
 
-def _rig(backend_url: str, *, threaded: bool, **lane: object) -> Iterator[Rig]:
+def _rig(backend_url: str, *, threaded: bool, names: Sequence[str] = ("up", "down", "slow"),
+         **settings: object) -> Iterator[Rig]:
     store = open_store(backend_url, buckets=8)
     clock = ManualClock(NOW)
-    destinations = Destinations()
-    for name in ("up", "down", "slow"):
+    destinations = Destinations(clock)
+    for name in names:
         store.put_channel(ChannelSpec(name=name, kind=ChannelKind.FILE,
                                       config={"path": f"{name}.jsonl"}))
     cache = ChannelCache(partial(channel_spec, store), clock=clock,
                          build=lambda spec: FakeChannel(spec, destinations))
     options = DispatchOptions(store_url=backend_url, buckets=8, breaker_failures=3,
                               breaker_open_ms=5_000, breaker_max_open_ms=60_000)
-    core = DispatchCore(store, options=options, clock=clock, channels=cache, threaded=threaded)
-    core.lanes.settings = replace(core.lanes.settings, **lane)  # type: ignore[arg-type]
+    core = DispatchCore(store, options=options, clock=clock, channels=cache,
+                        workers=ThreadedWorkers(send_threads=SEND_THREADS) if threaded else None)
+    core.engine.settings = replace(core.engine.settings, **settings)  # type: ignore[arg-type]
     try:
         yield Rig(store, clock, core, destinations)
     finally:
@@ -105,7 +132,15 @@ def rig(backend_url: str) -> Iterator[Rig]:
 
 @pytest.fixture
 def threaded_rig(backend_url: str) -> Iterator[Rig]:
-    yield from _rig(backend_url, threaded=True, min_rows=4, send_deadline_s=0.3)
+    yield from _rig(backend_url, threaded=True, min_rows=4, send_deadline_ms=300)
+
+
+ENGINE_THREADS = ("tocsin-engine", "tocsin-writer", "tocsin-puller", "tocsin-send",
+                  "tocsin-backlog")
+
+
+def engine_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(ENGINE_THREADS)]
 
 
 def test_a_breaker_opens_after_failures_in_a_row_and_a_probe_closes_it() -> None:
@@ -163,7 +198,7 @@ def test_an_open_breaker_holds_its_destination_and_hands_back_unsent(rig: Rig) -
     assert rig.status(up + more_up) == [Status.DELIVERED] * 4
 
 
-def test_a_full_lane_holds_its_destination_while_others_go_on(threaded_rig: Rig) -> None:
+def test_a_full_destination_is_held_while_others_go_on(threaded_rig: Rig) -> None:
     rig = threaded_rig
     rig.destinations.modes["slow"] = "hang"
     slow = rig.add("slow", 12)
@@ -194,22 +229,11 @@ def test_a_send_past_its_deadline_is_retried_and_holds_no_one_else(threaded_rig:
     wait_until(lambda: rig.status(up) == [Status.DELIVERED] * 5, timeout_s=2,
                what="the healthy destination's deliveries while the other hangs")
     assert rig.status([stuck]) == [Status.CLAIMED]
+    rig.clock.advance(300 + SEND_GRACE_MS)  # the deadline is the engine clock's
     wait_until(lambda: rig.store.get(stuck).status is Status.PENDING, timeout_s=10,
                what="the hung send's deadline")
     after = rig.store.get(stuck)
     assert after.attempts == 1 and after.last_error == "no answer within the send deadline"
-
-
-def test_a_tenants_weight_scales_its_lanes_room(rig: Rig) -> None:
-    from tocsin.domain import Tenant
-
-    rig.core.lanes.submit([])
-    lane = rig.core.lanes._lane(("default", "up"))
-    base = lane.room
-    assert base == rig.core.lanes.settings.min_rows
-    rig.store.put_tenant(Tenant("default", weight=3), now_ms=rig.clock.now_ms())
-    rig.clock.advance(10_000)  # past the cached weight
-    assert lane.room == 3 * base
 
 
 def test_a_claimed_row_round_trips_through_arrow_by_name() -> None:
@@ -226,8 +250,6 @@ def test_a_claimed_row_round_trips_through_arrow_by_name() -> None:
 
 
 def test_each_process_ends_only_its_own_busy_hold(rig: Rig) -> None:
-    from tocsin.abc import ChannelHold
-
     store, now = rig.store, rig.clock.now_ms()
     for holder in ("host:1", "host:2"):
         store.hold_channel(ChannelHold("default", "up", BUSY, now, now + 10_000, 0, None, holder))
@@ -243,12 +265,10 @@ def test_each_process_ends_only_its_own_busy_hold(rig: Rig) -> None:
     assert [r.id for r in rig.claim()] == up
 
 
-def test_a_lane_sends_on_while_its_acknowledgement_waits(backend_url: str) -> None:
-    """The store's writer is busy (an acknowledgement blocks): the lane sends its next
+def test_a_destination_sends_on_while_its_acknowledgement_waits(backend_url: str) -> None:
+    """The store's writer is busy (an acknowledgement blocks): the destination sends its next
     chunks meanwhile, at most AHEAD_CHUNKS chunks ahead, and the rows read CLAIMED until
     their verdicts are written."""
-    from tocsin.dispatcher.lanes import AHEAD_CHUNKS
-
     rig = next(rigs := _rig(backend_url, threaded=True, chunk_rows=2))
     try:
         release, calls = threading.Event(), []
@@ -281,8 +301,6 @@ def test_a_lane_sends_on_while_its_acknowledgement_waits(backend_url: str) -> No
 
 
 def test_a_pull_takes_one_destinations_due_rows_past_its_busy_hold(rig: Rig) -> None:
-    from tocsin.abc import ChannelHold
-
     store, now = rig.store, rig.clock.now_ms()
     up, later, other = rig.add("up", 3), rig.add("up", 2, due_ms=now + 1_000), rig.add("slow", 2)
     keyed = store.create([NewSchedule(channel="up", payload=b"{}", due_ms=now, ordering_key="k")
@@ -307,9 +325,9 @@ def test_a_pull_takes_one_destinations_due_rows_past_its_busy_hold(rig: Rig) -> 
                       limit=100) == [], "a pause is respected"
 
 
-def test_a_backlogs_lane_takes_its_own_rows_while_the_windows_pass_it_over(
+def test_a_backlogs_destination_takes_its_own_rows_while_the_windows_pass_it_over(
         threaded_rig: Rig) -> None:
-    """A lane with a backlog holds its destination and claims its next rows itself, as it
+    """A destination with a backlog holds its destination and claims its next rows itself, as it
     has room; the claims of the windows meanwhile take only the other destinations."""
     rig = threaded_rig
     rig.destinations.modes["slow"] = "hang"
@@ -324,68 +342,189 @@ def test_a_backlogs_lane_takes_its_own_rows_while_the_windows_pass_it_over(
     rig.core.deliver(claimed)
     wait_until(lambda: rig.status(up) == [Status.DELIVERED] * 2, timeout_s=5,
                what="the other destination's deliveries")
-    assert rig.status(backlog) == [Status.PENDING] * 30, "nothing taken beyond the lane's room"
+    assert rig.status(backlog) == [Status.PENDING] * 30, "nothing taken beyond its room"
     rig.destinations.modes["slow"] = "ok"
     rig.destinations.release.set()
     wait_until(lambda: rig.status(first + backlog) == [Status.DELIVERED] * 40, timeout_s=10,
-               what="the backlog, taken by its own lane")
+               what="the backlog, taken by its own destination")
     assert sorted(rig.destinations.got["slow"]) == sorted(first + backlog), "each once"
     assert {rig.store.get(i).attempts for i in backlog} == {1}
     wait_until(lambda: rig.store.channel_holds() == [], timeout_s=5, what="the hold's end")
 
 
-def test_a_backlogs_lane_threads_run_at_a_lower_priority_until_it_ends(
-        threaded_rig: Rig) -> None:
-    import os
-
-    from tocsin.dispatcher.lanes import BACKLOG_NICE
-
-    def nice(thread: threading.Thread | None) -> int | None:
-        if thread is None or thread.native_id is None or not thread.is_alive():
-            return None
-        return os.getpriority(os.PRIO_PROCESS, thread.native_id)
-
-    rig = threaded_rig
-    rig.destinations.modes["slow"] = "hang"
-    slow, up = rig.add("slow", 10), rig.add("up", 1)
-    rig.core.deliver(rig.claim())
-    lanes = rig.core.lanes
-    backlog, trickle = lanes._lane(("default", "slow")), lanes._lane(("default", "up"))
-    wait_until(lambda: nice(backlog.puller) == BACKLOG_NICE == nice(backlog.thread),
-               timeout_s=5, what="the backlog's threads lowered")
-    wait_until(lambda: rig.status(up) == [Status.DELIVERED], timeout_s=5, what="the trickle")
-    assert nice(trickle.thread) == 0, "another destination's lane keeps its priority"
-    rig.destinations.modes["slow"] = "ok"
-    rig.destinations.release.set()
-    wait_until(lambda: rig.status(slow) == [Status.DELIVERED] * 10, timeout_s=10,
-               what="the backlog sent")
-    wait_until(lambda: not backlog.pulling and nice(backlog.thread) in (0, None), timeout_s=5,
-               what="the lane's sender back at the normal priority (or ended)")
-
-
-def test_a_backlogs_lane_that_caught_up_takes_the_next_rows_at_their_instant(
+def test_a_backlogs_destination_that_caught_up_takes_the_next_rows_at_their_instant(
         threaded_rig: Rig) -> None:
     """A puller that caught up keeps its destination while a schedule falls due within
     LINGER_MS and takes it at its instant (a burst goes on); once none does, it ends and the
     hold with it."""
-    from tocsin.dispatcher.lanes import LINGER_MS
-
     rig = threaded_rig
     rig.destinations.modes["slow"] = "hang"
     first = rig.add("slow", 10)
     rig.core.deliver(rig.claim())
-    lane = rig.core.lanes._lane(("default", "slow"))
-    wait_until(lambda: lane.pulling, timeout_s=5, what="the backlog's puller")
+    def pulling() -> bool:
+        return any(i.pulling for i in rig.core.engine.info() if i.channel == "slow")
+
+    wait_until(pulling, timeout_s=5, what="the backlog's puller")
     soon = rig.add("slow", 3, due_ms=rig.clock.now_ms() + LINGER_MS // 2)
     rig.destinations.modes["slow"] = "ok"
     rig.destinations.release.set()
     wait_until(lambda: rig.status(first) == [Status.DELIVERED] * 10, timeout_s=10,
                what="the backlog sent")
     time.sleep(0.3)  # the puller caught up: it waits for the next instant, holding on
-    assert lane.pulling and [h.reason for h in rig.store.channel_holds()] == [BUSY]
+    assert pulling() and [h.reason for h in rig.store.channel_holds()] == [BUSY]
     assert rig.status(soon) == [Status.PENDING] * 3, "nothing taken before it is due"
     rig.clock.advance(LINGER_MS // 2)
     wait_until(lambda: rig.status(soon) == [Status.DELIVERED] * 3, timeout_s=5,
                what="the next rows, taken by the puller at their instant")
-    wait_until(lambda: not lane.pulling and rig.store.channel_holds() == [], timeout_s=5,
+    wait_until(lambda: not pulling() and rig.store.channel_holds() == [], timeout_s=5,
                what="the puller's end, nothing more due, and the hold's")
+
+
+def test_a_backlogs_sends_and_pulls_run_at_a_lower_priority(threaded_rig: Rig) -> None:
+    """A backlog's sends run on the niced pool and its pulls on the niced puller; another
+    destination's sends keep the normal priority."""
+    import os
+
+    rig = threaded_rig
+    rig.destinations.modes["slow"] = "hang"
+    slow, up = rig.add("slow", 10), rig.add("up", 1)
+    rig.core.deliver(rig.claim())
+    wait_until(lambda: rig.status(up) == [Status.DELIVERED], timeout_s=5, what="the trickle")
+
+    def nices(prefix: str) -> set[int]:
+        return {os.getpriority(os.PRIO_PROCESS, t.native_id) for t in engine_threads()
+                if t.name.startswith(prefix) and t.native_id is not None}
+
+    wait_until(lambda: nices("tocsin-backlog") == {BACKLOG_NICE}, timeout_s=5,
+               what="the backlog's send on the niced pool")
+    assert nices("tocsin-puller") == {BACKLOG_NICE}
+    assert nices("tocsin-send") == {0} and nices("tocsin-engine") == {0}
+    rig.destinations.release.set()
+    rig.destinations.modes["slow"] = "ok"
+    wait_until(lambda: rig.status(slow) == [Status.DELIVERED] * 10, timeout_s=10,
+               what="the backlog sent")
+
+
+def test_rows_too_old_to_send_are_handed_back_when_stepped(backend_url: str) -> None:
+    """Bug: the unthreaded path dropped the rows it found too old to send (they stayed
+    CLAIMED until the lease). Stepped, the engine hands them back: PENDING, no attempt."""
+    rig = next(rigs := _rig(backend_url, threaded=False, chunk_rows=1,
+                            send_deadline_ms=600_000))
+    try:
+        rig.destinations.modes["slow"] = "slow"  # each send moves the clock on 40 s
+        ids = rig.add("slow", 3)
+        rig.core.deliver(rig.claim())  # the third row waited 80 s > max_wait_ms (60 s)
+        assert rig.core.engine.settings.max_wait_ms == 60_000
+        sent = rig.destinations.got["slow"]
+        [left] = set(ids) - set(sent)
+        assert len(sent) == 2 and rig.status(sent) == [Status.DELIVERED] * 2
+        assert rig.store.get(left).status is Status.PENDING
+        assert rig.store.get(left).attempts == 0
+    finally:
+        next(rigs, None)
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+def test_rows_submitted_after_close_are_handed_back_at_once(backend_url: str,
+                                                            threaded: bool) -> None:
+    """Bug: rows submitted after close stayed CLAIMED until the lease."""
+    rig = next(rigs := _rig(backend_url, threaded=threaded))
+    try:
+        ids = rig.add("up", 3)
+        claimed = rig.claim()
+        rig.core.close()
+        rig.core.deliver(claimed)
+        assert rig.status(ids) == [Status.PENDING] * 3
+        assert {rig.store.get(i).attempts for i in ids} == {0}
+        assert "up" not in rig.destinations.got
+    finally:
+        next(rigs, None)
+
+
+def test_closing_waits_for_sends_in_flight_then_joins_then_closes_channels(
+        threaded_rig: Rig) -> None:
+    """Bug: closing shut channels with sends in flight and joined no thread. The ordered
+    stop: the send in flight is answered and acknowledged, the queued rows go back PENDING,
+    the engine's threads end, and only then are the channels closed."""
+    rig = threaded_rig
+    rig.destinations.modes["slow"] = "hang"
+    rig.core.engine.settings = replace(rig.core.engine.settings, chunk_rows=2,
+                                       send_deadline_ms=30_000)
+    ids = rig.add("slow", 10)
+    rig.core.deliver(rig.claim())
+    wait_until(lambda: "send slow" in rig.destinations.events, timeout_s=5,
+               what="a send in flight")
+    before = {t.ident for t in threading.enumerate()}
+    closer = threading.Thread(target=rig.core.close)
+    closer.start()
+    time.sleep(0.3)
+    assert closer.is_alive(), "close waits for the send in flight"
+    assert not any(e.startswith("close") for e in rig.destinations.events)
+    rig.destinations.release.set()
+    closer.join(10)
+    assert not closer.is_alive()
+    events = rig.destinations.events
+    assert events.index("close slow") > max(i for i, e in enumerate(events) if e == "sent slow")
+    assert not [t for t in engine_threads() if t.ident in before], "every thread joined"
+    statuses = rig.status(ids)
+    sent = len(rig.destinations.got["slow"])
+    assert statuses.count(Status.DELIVERED) == sent >= 2
+    assert statuses.count(Status.PENDING) == 10 - sent, "the rest handed back, none CLAIMED"
+    assert rig.store.channel_holds() == [], "its busy hold ended"
+
+
+def test_one_loop_decides_for_every_destination_and_no_hold_outlives_its_work(
+        threaded_rig: Rig) -> None:
+    """Bug: a destination's hold was decided under its room lock by the submitting task and
+    by the lane's threads at once (a hold written after the lane emptied stood with nothing
+    to end it). Every decision is now the engine loop's: submits from four threads at once,
+    each plan made on the loop's thread, and once the work is done no hold stands."""
+    import tocsin.dispatcher.engine as engine_module
+
+    rig = threaded_rig
+    deciders: set[str] = set()
+    plan = engine_module.plan
+
+    def recording_plan(*args: object, **kwargs: object) -> object:
+        deciders.add(threading.current_thread().name)
+        return plan(*args, **kwargs)  # type: ignore[arg-type]
+
+    engine_module.plan = recording_plan  # type: ignore[assignment]
+    try:
+        ids = rig.add("up", 200)
+        batches = [rig.claim(limit=10) for _ in range(20)]
+        submitters = [threading.Thread(target=lambda b=batches[i::4]: [rig.core.deliver(x)
+                                                                        for x in b])
+                      for i in range(4)]
+        for t in submitters:
+            t.start()
+        for t in submitters:
+            t.join(10)
+        wait_until(lambda: rig.status(ids) == [Status.DELIVERED] * 200, timeout_s=20,
+                   what="every row delivered")
+        assert rig.core.engine.drain(10)
+        wait_until(lambda: rig.store.channel_holds() == [], timeout_s=5,
+                   what="no hold left once the destination is empty")
+        assert deciders == {"tocsin-engine"}
+        assert sorted(rig.destinations.got["up"]) == sorted(ids), "each once"
+    finally:
+        engine_module.plan = plan  # type: ignore[assignment]
+
+
+def test_threads_do_not_grow_with_destinations(backend_url: str) -> None:
+    """Two hundred destinations with work: the engine's threads stay the fixed set (the
+    loop, the writer, the puller and the two pools), and none is left per destination."""
+    names = [f"d{i}" for i in range(200)]
+    rig = next(rigs := _rig(backend_url, threaded=True, names=names))
+    try:
+        ids = [i for name in names for i in rig.add(name, 2)]
+        rig.core.deliver(rig.claim(limit=1000))
+        wait_until(lambda: rig.status(ids) == [Status.DELIVERED] * len(ids), timeout_s=30,
+                   what="every destination's rows")
+        bound = 3 + SEND_THREADS + max(1, SEND_THREADS // 4)
+        assert len(engine_threads()) <= bound
+        assert rig.core.engine.drain(5)
+        wait_until(lambda: rig.core.engine.info() == [], timeout_s=5,
+                   what="idle destinations forgotten")
+    finally:
+        next(rigs, None)

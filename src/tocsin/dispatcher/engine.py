@@ -1,0 +1,654 @@
+"""The delivery engine: every destination of one dispatcher process, on a fixed set of threads.
+
+A task (a micro-batch's, a hand-over window's, the relay's) claims rows and hands them to
+:meth:`Engine.submit`, which only posts them to the engine's inbox and returns. One loop owns
+every destination's state (:class:`~tocsin.dispatcher.destination.Destination`, a dict entry,
+forgotten when idle) and makes every decision (:func:`~tocsin.dispatcher.destination.plan`);
+its workers do the waiting, and answer with messages on the same inbox::
+
+    submit ─▶ inbox ─▶ loop: offer · plan ─┬─ chunk ─▶ send pool ──(Sent)──────────▶ inbox
+                  ▲                        ├─ verdicts, holds, hand-backs ─▶ writer ─(Written)─┤
+                  │                        └─ want n rows ─▶ puller ─────(Pulled)─────────────┤
+                  └───────────────────────────────────────────────────────────────────────────┘
+
+Rows stay CLAIMED under the epoch that claimed them until the writer records their verdicts (a
+replay's rows already here are skipped; a crash leaves them to the lease or a dead run's
+release, and they go out again under the same delivery id). What the loop decides per
+destination — room and busy holds, an open breaker's hold and probe, rows too old to send,
+sends past their deadline, a backlog's pulls and lingering — is in
+:mod:`tocsin.dispatcher.destination`; the knobs are in :mod:`tocsin.dispatcher.knobs`. Who runs
+the loop and the jobs is :mod:`tocsin.dispatcher.workers`: the engine's own threads in a
+dispatcher process, the caller's thread in the deterministic harness — the same code.
+
+:meth:`Engine.close` is an ordered stop: no new rows (rows submitted after it are handed back
+at once), the queues handed back, the pulls and this process's holds ended, the sends in
+flight answered (or passed their deadline), every write done, the threads joined; the caller
+closes the channels after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import heapq
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, NamedTuple
+
+from tocsin.abc import Channel, ChannelHold, ClaimedRow
+from tocsin.dispatcher.breaker import Breaker, BreakerState
+from tocsin.dispatcher.channel_cache import ChannelCache
+from tocsin.dispatcher.deliver import Tally, envelope_of, send, send_async, verdicts
+from tocsin.dispatcher.destination import (
+    Destination,
+    EngineSettings,
+    acknowledged,
+    idle,
+    offer,
+    plan,
+    pulled,
+    room,
+    sent,
+)
+from tocsin.dispatcher.knobs import (
+    ACK_ROWS,
+    CHANNEL_IDLE_MS,
+    CHANNEL_SWEEP_MS,
+    LINGER_MS,
+    LOOP_TICK_MS,
+    PULL_EPOCH_MS,
+    WEIGHT_TTL_MS,
+)
+from tocsin.dispatcher.workers import Workers
+from tocsin.domain import Ack, ChannelSpec, Envelope, HoldReason, Outcome, Result
+from tocsin.errors import StoreError
+
+if TYPE_CHECKING:
+    from tocsin.clock import Clock
+    from tocsin.dispatcher.core import DispatchCore
+
+__all__ = ["DestinationInfo", "Engine", "holder"]
+
+log = logging.getLogger("tocsin.dispatcher.engine")
+Key = tuple[str, str]
+
+
+def holder() -> str:
+    """This process, as the holder of its busy holds (each process ends only its own). Asked
+    each time, not kept at import: the worker daemon forks every worker from one process."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DestinationInfo:
+    """One destination as it stands (for logs and tests)."""
+
+    tenant: str
+    channel: str
+    queued: int
+    sending: int
+    room: int
+    breaker: BreakerState
+    pulling: bool
+
+
+class _Submit(NamedTuple):
+    rows: Sequence[ClaimedRow]
+
+
+class _Sent(NamedTuple):
+    key: Key
+    flight: int
+    rows: list[ClaimedRow]
+    by_epoch: dict[int, list[Ack]] | None
+    """None: the send failed before any answer (the rows are handed back)."""
+    tally: Tally
+    outcomes: list[tuple[Outcome, str | None]]
+    started_ms: int
+
+
+class _Written(NamedTuple):
+    acked: list[tuple[Key, list[str], int]]
+    handed_back: int
+    tally: Tally
+
+
+class _Pulled(NamedTuple):
+    key: Key
+    rows: list[ClaimedRow]
+    want: int
+    next_due: int | None
+
+
+class _Stop(NamedTuple):
+    pass
+
+
+_Message = _Submit | _Sent | _Written | _Pulled | _Stop
+
+
+class _Unhold(NamedTuple):
+    key: Key
+    reason: HoldReason
+
+
+_Op = ChannelHold | _Unhold | list[ClaimedRow]
+"""The writer's other work, in order: a hold, the end of one, rows to hand back."""
+
+
+class _AckJob(NamedTuple):
+    key: Key
+    by_epoch: dict[int, list[Ack]]
+    ids: list[str]
+    started_ms: int
+    tally: Tally
+    backlog: bool
+
+
+class Engine:
+    """The delivery engine of one :class:`~tocsin.dispatcher.core.DispatchCore`."""
+
+    def __init__(self, core: DispatchCore, *, settings: EngineSettings,
+                 workers: Workers) -> None:
+        self.core = core
+        self.clock: Clock = core.clock
+        self.settings = settings
+        self.workers = workers
+        self._inbox: queue.SimpleQueue[_Message] = queue.SimpleQueue()
+        # the loop's own state (only the loop thread touches it)
+        self._dests: dict[Key, Destination] = {}
+        self._timers: list[tuple[int, Key]] = []
+        self._wakes: dict[Key, int] = {}
+        self._dirty: set[Key] = set()
+        self._abandoned: dict[tuple[Key, int], Channel | None] = {}
+        self._weights: dict[str, tuple[int, int]] = {}
+        self._stopping = False
+        self._swept_ms: int | None = None
+        self.finished = False
+        """The loop has stopped: everything handed back or written."""
+        # shared with the callers' threads, under the lock
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._done = Tally()
+        self._held = 0
+        """Rows given to the engine and not yet finished (written, or handed back)."""
+        self._pending = 0
+        """Rows submitted that the loop has not queued yet."""
+        self._queued = 0
+        """Rows queued by destinations that do not pull (published by the loop)."""
+        self._closing = False
+        # the writer's and the puller's queues
+        self._wlock = threading.Lock()
+        self._acks: deque[_AckJob] = deque()
+        self._ops: deque[_Op] = deque()
+        self._plock = threading.Lock()
+        self._pulls: deque[tuple[Key, int]] = deque()
+        self._pull_epoch: tuple[int, int] | None = None
+        workers.start(self)
+
+    # -- the callers' side -------------------------------------------------------------------
+
+    def submit(self, rows: Sequence[ClaimedRow]) -> Tally:
+        """Hand claimed rows to their destinations; the tally of what finished since the last
+        call. After :meth:`close`, the rows are handed back at once (PENDING again)."""
+        with self._lock:
+            closing = self._closing
+            if not closing and rows:
+                self._held += len(rows)
+                self._pending += len(rows)
+        if closing:
+            self.core.unclaim(rows)
+        elif rows:
+            self._post(_Submit(rows))
+        else:
+            self.workers.kick()
+        return self.collect()
+
+    def collect(self) -> Tally:
+        """What finished since the last call."""
+        with self._lock:
+            done, self._done = self._done, Tally()
+        return done
+
+    def wait(self, timeout_s: float) -> None:
+        """Until a chunk finishes, or ``timeout_s``."""
+        with self._lock:
+            self._changed.wait(timeout_s)
+
+    def queued(self) -> int:
+        """Rows waiting to be sent by destinations that do not pull their own (what the
+        windows' claims put there)."""
+        with self._lock:
+            return self._pending + self._queued
+
+    def busy(self) -> bool:
+        """Whether the engine holds any row not yet finished."""
+        with self._lock:
+            return self._held > 0
+
+    def drain(self, timeout_s: float) -> bool:
+        """Wait until the engine holds no row (True), or ``timeout_s`` (a bound on waiting,
+        in real seconds: a manual clock does not move while the workers answer)."""
+        deadline = time.monotonic() + timeout_s
+        self.workers.kick()
+        while self.busy():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.wait(min(left, 0.05))
+        return True
+
+    def info(self) -> list[DestinationInfo]:
+        """Every destination the engine has (a snapshot, read without the loop's help)."""
+        for _ in range(10):
+            try:
+                items = sorted(self._dests.items())
+                break
+            except RuntimeError:  # the loop changed the dict meanwhile
+                continue
+        else:
+            return []
+        return [DestinationInfo(tenant=k[0], channel=k[1], queued=len(d.queue),
+                                sending=d.sending, room=room(d, self.settings),
+                                breaker=d.breaker.state, pulling=d.pulling) for k, d in items]
+
+    def close(self) -> None:
+        """The ordered stop (see the module): returns when the engine's threads are joined."""
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+        self._post(_Stop())
+        self.workers.stop()
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def _post(self, message: _Message) -> None:
+        self._inbox.put(message)
+        self.workers.kick()
+
+    def run(self) -> None:
+        """The loop's thread: wait for a message or the next timer, then :meth:`step`."""
+        while not self.finished:
+            now = self.clock.now_ms()
+            wait = LOOP_TICK_MS
+            if self._timers:
+                wait = max(0, min(wait, self._timers[0][0] - now))
+            try:
+                first: _Message | None = self._inbox.get(timeout=wait / 1000)
+            except queue.Empty:
+                first = None
+            try:
+                self.step(first)
+            except Exception:  # never let one bad decision stop every destination
+                log.exception("delivery engine: a step failed")
+
+    def step(self, first: _Message | None = None) -> None:
+        """Apply every message waiting, then decide for each destination that changed or
+        whose timer is due. The only place state changes."""
+        now = self.clock.now_ms()
+        if first is not None:
+            self._apply(first, now)
+        while True:
+            try:
+                message = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            self._apply(message, now)
+        while self._timers and self._timers[0][0] <= now:
+            at, key = heapq.heappop(self._timers)
+            if self._wakes.get(key) == at:
+                del self._wakes[key]
+            self._dirty.add(key)
+        dirty, self._dirty = self._dirty, set()
+        for key in dirty:
+            self._decide(key, now)
+        if self._swept_ms is None:
+            self._swept_ms = now
+        elif now - self._swept_ms >= CHANNEL_SWEEP_MS and not self._stopping:
+            self._swept_ms = now
+            self.workers.send(self._close_idle_channels, backlog=True)
+        queued = sum(len(d.queue) for d in self._dests.values() if not d.pulling)
+        out = self._stopping and any(d.flights or d.pull_out for d in self._dests.values())
+        with self._lock:
+            self._queued = queued
+            if self._stopping and self._held == 0 and not out:
+                self.finished = True
+            self._changed.notify_all()
+
+    def _apply(self, message: _Message, now: int) -> None:
+        if isinstance(message, _Submit):
+            with self._lock:
+                self._pending -= len(message.rows)
+            by_key: dict[Key, list[ClaimedRow]] = {}
+            for row in message.rows:
+                by_key.setdefault((row.tenant, row.channel), []).append(row)
+            for key, rows in by_key.items():
+                self._offer(key, rows, now)
+        elif isinstance(message, _Sent):
+            self._answered(message, now)
+        elif isinstance(message, _Written):
+            for key, ids, started in message.acked:
+                d = self._dests.get(key)
+                if d is not None:
+                    acknowledged(d, ids, started, now)
+                    self._dirty.add(key)
+            n = sum(len(ids) for _, ids, _ in message.acked) + message.handed_back
+            with self._lock:
+                self._held -= n
+                self._done.add(message.tally)
+        elif isinstance(message, _Pulled):
+            d = self._dests.get(message.key)
+            if d is None or self._stopping:
+                back = message.rows
+                if d is not None:
+                    d.pull_out = False
+            else:
+                before = len(d.ids)
+                back = pulled(d, message.rows, message.want, message.next_due, now)
+                self._release(len(message.rows) - len(back) - (len(d.ids) - before))
+            self._hand_back(message.key, back)
+            self._dirty.add(message.key)
+        else:
+            self._stopping = True
+            self._dirty.update(self._dests)
+
+    def _offer(self, key: Key, rows: list[ClaimedRow], now: int) -> None:
+        d = self._dests.get(key)
+        if d is None:
+            d = self._dests[key] = Destination(key, Breaker(self.settings.breaker))
+        if self._stopping:
+            back = rows
+        else:
+            before = len(d.ids)
+            back = offer(d, rows, now)
+            self._release(len(rows) - len(back) - (len(d.ids) - before))  # a replay's repeats
+        self._hand_back(key, back)
+        self._dirty.add(key)
+
+    def _release(self, n: int) -> None:
+        if n:
+            with self._lock:
+                self._held -= n
+
+    def _decide(self, key: Key, now: int) -> None:
+        d = self._dests.get(key)
+        if d is None:
+            return
+        d.weight = self._weight(key[0], now)
+        p = plan(d, now, self.settings, holder=holder(), stopping=self._stopping)
+        for reason in p.unhold:
+            self._write(_Unhold(key, reason))
+        if p.hold is not None:
+            self._write(p.hold)
+        self._hand_back(key, p.stale)
+        for flight in p.overdue:
+            self._overdue(d, flight, now)
+        for flight, chunk in p.chunks:
+            self.workers.send(_SendJob(self, key, flight, chunk), backlog=d.pulling)
+        if p.pull:
+            with self._plock:
+                self._pulls.append((key, p.pull))
+            self.workers.pull()
+        wake = now if p.overdue else p.wake_ms
+        if wake is not None and wake < self._wakes.get(key, wake + 1):
+            self._wakes[key] = wake
+            heapq.heappush(self._timers, (wake, key))
+        if idle(d):
+            del self._dests[key]
+
+    def _answered(self, m: _Sent, now: int) -> None:
+        if (m.key, m.flight) in self._abandoned:  # past its deadline: already judged RETRY
+            channel = self._abandoned.pop((m.key, m.flight))
+            if channel is not None:
+                self.workers.send(channel.close, backlog=True)
+            return
+        d = self._dests.get(m.key)
+        if d is None:  # cannot happen: a flight keeps its destination
+            return
+        hold, back = sent(d, m.flight, m.outcomes, now)
+        if hold is not None:
+            log.warning("destination %s/%s: breaker open for %d ms after %d failures: %s",
+                        *m.key, hold.until_ms - now, hold.failures, hold.last_error)
+            self._write(hold)
+            self._hand_back(m.key, back)
+        if m.by_epoch is None:
+            d.sending -= len(m.rows)
+            d.ids.difference_update(r.id for r in m.rows)
+            self._hand_back(m.key, m.rows)
+        else:
+            with self._wlock:
+                self._acks.append(_AckJob(m.key, m.by_epoch, [r.id for r in m.rows],
+                                          m.started_ms, m.tally, d.pulling))
+            self.workers.write()
+        self._dirty.add(m.key)
+
+    def _overdue(self, d: Destination, flight: int, now: int) -> None:
+        """A send passed its deadline: answer RETRY for it, and drop the channel (closed when
+        its send returns, if ever), so the next send builds a new one."""
+        f = d.flights[flight]
+        tenant, name = d.key
+        channel = self.core.channels.discard(tenant, name)
+        log.warning("destination %s/%s: a send passed its deadline; channel rebuilt", *d.key)
+        envelopes = [envelope_of(r) for r in f.rows]
+        results = [Result(e.delivery_id, Outcome.RETRY, "no answer within the send deadline")
+                   for e in envelopes]
+        try:
+            spec = self.core.channels.spec(name, tenant=tenant)
+        except StoreError:
+            spec = None
+        by_epoch, tally = verdicts(f.rows, envelopes, results, spec=spec,
+                                   retry=self.core.options.retry, started_ms=f.started_ms,
+                                   ended_ms=now, rng=self.core.rng)
+        self._answered(_Sent(d.key, flight, f.rows, by_epoch, tally,
+                             [(r.outcome, r.error) for r in results], f.started_ms), now)
+        self._abandoned[(d.key, flight)] = channel  # its late answer only closes the channel
+
+    def _hand_back(self, key: Key, rows: Sequence[ClaimedRow]) -> None:
+        if rows:
+            self._write(list(rows))
+
+    def _write(self, op: _Op) -> None:
+        with self._wlock:
+            self._ops.append(op)
+        self.workers.write()
+
+    def _weight(self, tenant: str, now: int) -> int:
+        """``tenant``'s weight, read at most every :data:`WEIGHT_TTL_MS`."""
+        cached = self._weights.get(tenant)
+        if cached is not None and now - cached[0] < WEIGHT_TTL_MS:
+            return cached[1]
+        try:
+            weight = self.core.tenant_weight(tenant)
+        except StoreError:
+            weight = cached[1] if cached else 1
+        self._weights[tenant] = (now, weight)
+        return weight
+
+    # -- the workers' side -------------------------------------------------------------------
+
+    def _close_idle_channels(self) -> None:
+        """Close the channels of destinations idle for :data:`CHANNEL_IDLE_MS`."""
+        try:
+            closed = self.core.channels.close_idle(idle_ms=CHANNEL_IDLE_MS)
+        except Exception:  # housekeeping: the next sweep tries again
+            log.exception("delivery engine: closing idle channels failed")
+            return
+        if closed:
+            log.info("delivery engine: closed %d idle channels", closed)
+
+    def send_chunk(self, key: Key, flight: int, rows: list[ClaimedRow]) -> None:
+        """A send worker's job: hand one chunk to the channel and judge each answer. A
+        channel whose client is asynchronous (webhooks) is awaited on the process's one
+        channel loop instead, and the worker is free at once (with :class:`SteppedWorkers`
+        the job waits for it, so a step ends with its answer)."""
+        core, (tenant, name) = self.core, key
+        try:
+            spec = core.channels.spec(name, tenant=tenant)
+            envelopes = [envelope_of(r) for r in rows]
+            started = self.clock.now_ms()
+            channel = _live_async(core.channels, spec)
+            if channel is not None:
+                from tocsin.channels.shared import shared_loop
+
+                future = asyncio.run_coroutine_threadsafe(
+                    send_async(channel, name, envelopes), shared_loop().loop)
+                answered = partial(self._judged, key, flight, rows, envelopes, spec, started)
+                if self.workers.detach_async:
+                    future.add_done_callback(lambda f: answered(_results(f, name, envelopes)))
+                else:
+                    answered(_results(future, name, envelopes))
+                return
+            self._judged(key, flight, rows, envelopes, spec, started,
+                         send(core.channels, spec, name, envelopes))
+        except Exception:  # nothing was judged: the rows go back PENDING
+            log.exception("destination %s/%s: a chunk failed", tenant, name)
+            self._post(_Sent(key, flight, rows, None, Tally(), [], self.clock.now_ms()))
+
+    def _judged(self, key: Key, flight: int, rows: list[ClaimedRow],
+                envelopes: list[Envelope], spec: ChannelSpec | None, started: int,
+                results: list[Result]) -> None:
+        """Judge a chunk's answers and tell the loop."""
+        core = self.core
+        try:
+            by_epoch, tally = verdicts(rows, envelopes, results, spec=spec,
+                                       retry=core.options.retry, started_ms=started,
+                                       ended_ms=self.clock.now_ms(), rng=core.rng)
+            message = _Sent(key, flight, rows, by_epoch, tally,
+                            [(r.outcome, r.error) for r in results], started)
+        except Exception:  # nothing was judged: the rows go back PENDING
+            log.exception("destination %s/%s: a chunk's answers failed", *key)
+            message = _Sent(key, flight, rows, None, Tally(), [], self.clock.now_ms())
+        self._post(message)
+
+    def writer_has_work(self) -> bool:
+        """Whether the store-writer has anything queued."""
+        with self._wlock:
+            return bool(self._acks or self._ops)
+
+    def write_round(self) -> bool:
+        """The store-writer's round: the verdicts of destinations on time (every one that
+        gathered, one transaction per epoch), then holds and hand-backs in order, then up to
+        :data:`ACK_ROWS` of the backlogs' verdicts. False when there was nothing to write."""
+        with self._wlock:
+            urgent = [a for a in self._acks if not a.backlog]
+            backlog: list[_AckJob] = []
+            n = 0
+            for a in self._acks:
+                if a.backlog and (not backlog or n + len(a.ids) <= ACK_ROWS):
+                    backlog.append(a)
+                    n += len(a.ids)
+            taken = {id(a) for a in (*urgent, *backlog)}
+            self._acks = deque(a for a in self._acks if id(a) not in taken)
+            ops, self._ops = self._ops, deque()
+        if not (urgent or backlog or ops):
+            return False
+        tally, handed = Tally(), 0
+        self._acknowledge(urgent, tally)
+        for op in ops:
+            handed += self._apply_op(op)
+        self._acknowledge(backlog, tally)
+        acked = [(a.key, a.ids, a.started_ms) for a in (*urgent, *backlog)]
+        self._post(_Written(acked, handed, tally))
+        return True
+
+    def _acknowledge(self, jobs: list[_AckJob], tally: Tally) -> None:
+        if not jobs:
+            return
+        by_epoch: dict[int, list[Ack]] = {}
+        for job in jobs:
+            tally.add(job.tally)
+            for epoch, acks in job.by_epoch.items():
+                by_epoch.setdefault(epoch, []).extend(acks)
+        try:
+            tally.add(self.core.acknowledge(by_epoch))
+        except Exception:  # left CLAIMED: the lease sends them again, same delivery ids
+            log.exception("delivery engine: an acknowledgement failed")
+
+    def _apply_op(self, op: _Op) -> int:
+        """One hold, end of hold or hand-back; how many rows it handed back."""
+        try:
+            if isinstance(op, ChannelHold):
+                self.core.hold(op)
+            elif isinstance(op, _Unhold):
+                self.core.unhold(*op.key, reason=op.reason,
+                                 holder=holder() if op.reason is HoldReason.BUSY else None)
+            else:
+                self.core.unclaim(op)
+                return len(op)
+        except StoreError as exc:  # a hold expires anyway; a hand-back is left to the lease
+            log.warning("delivery engine: could not write %r: %s", op, exc)
+            return len(op) if isinstance(op, list) else 0
+        return 0
+
+    def pull_round(self) -> bool:
+        """The puller's round: one destination's next rows (False: none was asked)."""
+        with self._plock:
+            if not self._pulls:
+                return False
+            key, want = self._pulls.popleft()
+        tenant, name = key
+        rows: list[ClaimedRow] = []
+        next_due = None
+        try:
+            now = self.clock.now_ms()
+            rows = self.core.pull(epoch=self._puller_epoch(now), tenant=tenant, channel=name,
+                                  now_ms=now, limit=want)
+            if len(rows) < want:
+                next_due = self.core.next_pull_ms(tenant=tenant, channel=name,
+                                                  until_ms=self.clock.now_ms() + LINGER_MS)
+        except StoreError as exc:  # the windows' claims take the destination's rows again
+            log.warning("destination %s/%s: could not take its next rows: %s", *key, exc)
+            want = len(rows) + 1  # fewer than asked, none due: the backlog is over
+        with self._lock:
+            self._held += len(rows)
+        self._post(_Pulled(key, rows, want, next_due))
+        return True
+
+    def _puller_epoch(self, now: int) -> int:
+        """The puller's epoch, a new one every :data:`PULL_EPOCH_MS`."""
+        if self._pull_epoch is None or now - self._pull_epoch[1] > PULL_EPOCH_MS:
+            self._pull_epoch = (self.core.next_epoch(now), now)
+        return self._pull_epoch[0]
+
+
+def _live_async(channels: ChannelCache, spec: ChannelSpec | None) -> Channel | None:
+    """``spec``'s live channel when its client is asynchronous (else None: sent blocking, by
+    :func:`~tocsin.dispatcher.deliver.send`, which also answers a build that fails)."""
+    if spec is None:
+        return None
+    try:
+        channel = channels.channel(spec)
+    except Exception:  # reported per envelope by send()
+        return None
+    return channel if channel.is_async else None
+
+
+def _results(future: concurrent.futures.Future[list[Result]], name: str,
+             envelopes: Sequence[Envelope]) -> list[Result]:
+    """A finished asynchronous send's results (RETRY for each when it failed)."""
+    try:
+        return future.result()
+    except BaseException as exc:  # cancelled (the loop stopped), or broken
+        return [Result(e.delivery_id, Outcome.RETRY, f"channel {name!r} failed: {exc!r}"[:1000])
+                for e in envelopes]
+
+
+class _SendJob:
+    """A send worker's job (a callable, so the pools need no closures)."""
+
+    __slots__ = ("chunk", "engine", "flight", "key")
+
+    def __init__(self, engine: Engine, key: Key, flight: int, chunk: list[ClaimedRow]) -> None:
+        self.engine, self.key, self.flight, self.chunk = engine, key, flight, chunk
+
+    def __call__(self) -> None:
+        self.engine.send_chunk(self.key, self.flight, self.chunk)

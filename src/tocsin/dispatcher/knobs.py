@@ -1,0 +1,66 @@
+"""Every constant that tunes the dispatcher's delivery path, named once.
+
+Each has one line of why here; the measurements behind them are in docs/architecture.md
+("The delivery engine: knobs") and docs/benchmarks.md. Settings an operator changes
+(room, threads, deadlines, breakers) are in :class:`tocsin.config.Settings`, not here.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ACK_ROWS", "AHEAD_CHUNKS", "AHEAD_ROWS", "BACKLOG_NICE", "CHANNEL_IDLE_MS",
+    "CHANNEL_SWEEP_MS", "CLAIM_MARKER_KEEP_MS",
+    "CLAIM_MARKER_PRUNE_MS", "CLAIM_ROWS", "CLOSE_GRACE_MS", "HOLD_MS", "KEY_RUN_BUDGET_MS",
+    "LINGER_MS", "LOOP_TICK_MS", "POLL_MS", "PULL_CHUNKS", "PULL_EPOCH_MS", "RACE_PAUSE_MS",
+    "READER_LAG_MS", "SEND_GRACE_MS", "WAKE_AHEAD_MS", "WEIGHT_TTL_MS", "WORKER_IDLE_MS",
+]
+
+# -- claims ------------------------------------------------------------------------------------
+CLAIM_ROWS = 1_000
+"""Most rows one claim (and one send, one pull) takes: a claim holds the store's writer."""
+READER_LAG_MS = 1_000
+"""With hand-over windows, a micro-batch claims only what has been due this long."""
+POLL_MS = 100
+"""A waiting hand-over window looks at the store at least this often."""
+RACE_PAUSE_MS = 5
+"""After a claim that found nothing it was told of; doubles up to :data:`POLL_MS`."""
+AHEAD_ROWS = 2 * CLAIM_ROWS
+"""A window whose engine has this many rows queued waits before its next claim."""
+KEY_RUN_BUDGET_MS = 1_000
+"""Without a window, how long a task keeps claiming the next heads of its keys."""
+CLAIM_MARKER_KEEP_MS = 24 * 3600 * 1000
+"""Replay markers are kept a day: far longer than any replay or lease."""
+CLAIM_MARKER_PRUNE_MS = 300_000
+"""Replay markers are pruned at most this often."""
+WORKER_IDLE_MS = 60_000
+"""Spark stops a pool of Python workers idle for this long (hard-coded in Spark)."""
+WAKE_AHEAD_MS = 5_000
+"""After a quiet spell, a batch starts this much ahead of the next due schedule."""
+
+# -- the delivery engine -----------------------------------------------------------------------
+AHEAD_CHUNKS = 2
+"""A destination sends while fewer than this many chunks wait for their acknowledgement."""
+ACK_ROWS = 2 * CLAIM_ROWS
+"""Most backlog verdicts the store-writer writes in one round (a trickle's go first)."""
+HOLD_MS = 10_000
+"""A busy hold lasts this long unless renewed (renewed at half): a dead process's expires."""
+SEND_GRACE_MS = 2_000
+"""How long past the send deadline the engine still waits for a channel's answer."""
+PULL_CHUNKS = 4
+"""A destination with a backlog keeps at most this many chunks queued or unacknowledged."""
+LINGER_MS = 100
+"""A backlog that caught up waits for its next schedule when it falls due within this."""
+PULL_EPOCH_MS = 60_000
+"""The puller takes a new epoch this often (a dead run's release finds its claims)."""
+BACKLOG_NICE = 10
+"""The nice value of the puller and the backlog send pool: on-time work gets the CPU first."""
+LOOP_TICK_MS = 100
+"""The engine's loop looks at its timers at least this often (a manual clock moved)."""
+WEIGHT_TTL_MS = 5_000
+"""A tenant's weight is read again at most this often."""
+CHANNEL_IDLE_MS = 600_000
+"""A destination's channel unused this long is closed: an idle destination keeps nothing open."""
+CHANNEL_SWEEP_MS = 60_000
+"""The engine looks for idle channels this often."""
+CLOSE_GRACE_MS = 2_000
+"""Closing waits this long past the send deadline for sends in flight, then leaves them."""
