@@ -63,21 +63,29 @@ def key_id(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()[:8]
 
 
+def _aead(raw: bytes) -> Any:
+    """AES-256-GCM with ``raw`` (``cryptography`` is loaded only when a key is set)."""
+    try:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise EncryptionKeyError("an encryption key is set but the cryptography package is "
+                                 "missing: pip install cryptography") from exc
+    return AESGCM(raw)
+
+
 class Sealer:
     """Seals with ``current`` (None: seals nothing) and opens envelopes of any key it holds."""
 
     def __init__(self, current: str | None = None, old: Iterable[str] = ()) -> None:
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
         self._keys: dict[str, Any] = {}
         self.current: str | None = None
         for n, text in enumerate(old):
             raw = _key_bytes(text, f"old key {n + 1}")
-            self._keys[key_id(raw)] = AESGCM(raw)
+            self._keys[key_id(raw)] = _aead(raw)
         if current:
             raw = _key_bytes(current, "TOCSIN_ENCRYPTION_KEY")
             self.current = key_id(raw)
-            self._keys[self.current] = AESGCM(raw)
+            self._keys[self.current] = _aead(raw)
 
     def __repr__(self) -> str:
         return f"Sealer(current={self.current!r}, keys={sorted(self._keys)!r})"
@@ -117,7 +125,7 @@ class Sealer:
         try:
             return str(aead.decrypt(base64.urlsafe_b64decode(nonce),
                                     base64.urlsafe_b64decode(sealed), _AAD).decode())
-        except (InvalidTag, binascii.Error, ValueError):
+        except (InvalidTag, binascii.Error, ValueError):  # a key's text never in the message
             raise EncryptionKeyError(f"a channel secret sealed with key {kid} does not open: "
                                      "it was changed or damaged") from None
 
