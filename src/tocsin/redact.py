@@ -28,11 +28,28 @@ _SECRET_NAME = re.compile(
     re.IGNORECASE,
 )
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+SECRET_QUERY = frozenset({"code", "sig", "key", "token", "apikey", "access_token", "auth",
+                          "signature", "secret", "password", "pwd"})
+"""Query parameters that carry a credential whatever their name says: Azure Functions'
+``code``, Azure Logic Apps' ``sig``, Google Chat's ``key`` and ``token``..."""
+SECRET_PATHS = (re.compile(r"(^|\.)hooks\.slack\.com$"),
+                re.compile(r"(^|\.)(discord|discordapp)\.com$"),
+                re.compile(r"(^|\.)webhook\.office\.com$"),
+                re.compile(r"(^|\.)logic\.azure\.com$"),
+                re.compile(r"(^|\.)chat\.googleapis\.com$"),
+                re.compile(r"(^|\.)(api\.)?telegram\.org$"))
+"""Hosts whose webhook URLs carry the secret in the path (Slack's
+``/services/T…/B…/<secret>``, Discord's ``/api/webhooks/<id>/<token>``): shown as the origin
+and a masked path."""
 
 
 def is_secret_name(name: str) -> bool:
     """Whether a setting or header called ``name`` holds a secret."""
     return bool(_SECRET_NAME.search(name))
+
+
+def _secret_query(name: str) -> bool:
+    return is_secret_name(name) or name.lower() in SECRET_QUERY
 
 
 def redact_url(url: str) -> str:
@@ -49,10 +66,14 @@ def redact_url(url: str) -> str:
     if password:
         userinfo, _, hostport = parts.netloc.rpartition("@")
         out = out.replace(parts.netloc, f"{userinfo.split(':', 1)[0]}:{MASK}@{hostport}", 1)
+    host = (parts.hostname or "").rstrip(".")
+    if parts.path.strip("/") and any(p.search(host) for p in SECRET_PATHS):
+        netloc = out.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
+        return f"{parts.scheme}://{netloc}/{MASK}"  # the path is the secret: origin alone
     if parts.query:
         pairs = parse_qsl(parts.query, keep_blank_values=True)
-        if any(is_secret_name(k) and v for k, v in pairs):
-            query = urlencode([(k, MASK if is_secret_name(k) and v else v) for k, v in pairs],
+        if any(_secret_query(k) and v for k, v in pairs):
+            query = urlencode([(k, MASK if _secret_query(k) and v else v) for k, v in pairs],
                               safe="*")
             out = out.replace("?" + parts.query, "?" + query, 1)
     return out
@@ -86,6 +107,7 @@ def masked(value: Any, path: str = "") -> str | None:
         return None
     if isinstance(value, list | tuple):
         return next((p for v in value if (p := masked(v, path)) is not None), None)
-    if isinstance(value, str) and (value == MASK or f":{MASK}@" in value):
+    if isinstance(value, str) and (value == MASK or f":{MASK}@" in value
+                                   or value.endswith(f"/{MASK}") or f"={MASK}" in value):
         return path
     return None

@@ -120,3 +120,37 @@ def test_broker_policy_bypasses_are_refused(strict: httpx.Client, config: dict[s
     field = "config.url" if config["kind"] != "kafka" else "config.bootstrap_servers"
     assert _field(strict.post("/v1/channels", json={"name": "b", **config})) == field
     assert strict.get("/v1/channels/b").status_code == 404
+
+
+WEBHOOK_SECRETS = {
+    "slack": ("https://hooks.slack.com/services/T0001/B0001/slackSECRET123", "slackSECRET123"),
+    "discord": ("https://discord.com/api/webhooks/123/discordTOKEN456", "discordTOKEN456"),
+    "azure-logic": ("https://prod-01.westeurope.logic.azure.com:443/workflows/w/triggers/"
+                    "manual/paths/invoke?api-version=2016-10-01&sv=1.0&sig=azSIG789",
+                    "azSIG789"),
+    "azure-func": ("https://fn.azurewebsites.net/api/hook?code=funcCODE012", "funcCODE012"),
+    "google-chat": ("https://chat.googleapis.com/v1/spaces/AAA/messages?key=gKEY345"
+                    "&token=gTOKEN678", "gTOKEN678"),
+}
+
+
+def test_secrets_in_webhook_urls_are_hidden_from_a_read_only_key(
+        api: httpx.Client, api_store: Store) -> None:
+    """Issue 40, finding 5: the path of a Slack/Discord/Azure/Google webhook URL, and its
+    ``code``/``sig``/``key``/``token`` parameters, are secrets: the origin alone shows."""
+    from tocsin.apikeys.tokens import issue_key
+    from tocsin.domain import ChannelKind, ChannelSpec, Role
+
+    for name, (url, _) in WEBHOOK_SECRETS.items():
+        api_store.put_channel(ChannelSpec(name=f"u-{name}", kind=ChannelKind.WEBHOOK,
+                                          config={"url": url}))
+    _, token = issue_key(api_store, role=Role.ADMIN, read_only=True, now_ms=0)
+    reader = {"authorization": f"Bearer {token}"}
+    answers = [api.get("/v1/channels", headers=reader).text]
+    answers += [api.get(f"/v1/channels/u-{name}", headers=reader).text
+                for name in WEBHOOK_SECRETS]
+    for text in answers:
+        assert not [s for _, s in WEBHOOK_SECRETS.values() if s in text], text
+    shown = api.get("/v1/channels/u-slack", headers=reader).json()["config"]["url"]
+    assert shown == "https://hooks.slack.com/***"
+    assert "gKEY345" not in answers[0]

@@ -95,10 +95,10 @@ class _DownStore(SQLiteStore):
     """A store that cannot be reached."""
 
     def ping(self) -> None:
-        raise StoreError("connection refused")
+        raise StoreError("connection refused: postgresql://tocsin:pw-9@db.internal:5432/t")
 
     def get(self, schedule_id: str, *, tenant: str | None = None) -> Any:
-        raise StoreError("connection refused")
+        raise StoreError("connection refused: postgresql://tocsin:pw-9@db.internal:5432/t")
 
 
 def test_an_unreachable_store_is_503(tmp_path: Path) -> None:
@@ -109,7 +109,9 @@ def test_an_unreachable_store_is_503(tmp_path: Path) -> None:
         r = httpx.get(f"{never.url}/readyz")
         assert r.status_code == 503 and "no heartbeat yet" in r.json()["problems"][0]
         r = httpx.get(f"{down.url}/readyz")
-        assert r.status_code == 503 and r.json()["problems"] == ["store: connection refused"]
+        assert r.status_code == 503 and r.json()["problems"] == [
+            "store: the store does not answer (the server's log says why)"]
+        assert "db.internal" not in r.text and "pw-9" not in r.text  # open without a key
         r = httpx.get(f"{down.url}/v1/schedules/x", headers=down.headers)
         assert r.status_code == 503 and r.json()["error"]["type"] == "StoreError"
     finally:

@@ -10,6 +10,7 @@ more than one tenant (:func:`many_tenants`), unless ``metrics_needs_key`` says o
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -27,6 +28,8 @@ from tocsin.domain.defaults import ms
 from tocsin.errors import StoreError
 
 __all__ = ["readiness_problems", "router"]
+
+log = logging.getLogger("tocsin.api")
 
 router = APIRouter(tags=["health"])
 
@@ -66,10 +69,19 @@ def healthz() -> dict[str, Any]:
 @router.get("/readyz", summary="The store answers and the dispatcher is alive",
             dependencies=[Depends(_ready_gate)], responses={401: _GATED[401]})
 def readyz(request: Request) -> JSONResponse:
-    problems = readiness_problems(Deps.of(request))
+    problems = [_public(p) for p in readiness_problems(Deps.of(request))]
     status = 503 if problems else 200
     return JSONResponse({"status": "unready" if problems else "ready", "problems": problems},
                         status_code=status)
+
+
+def _public(problem: str) -> str:
+    """A problem as ``/readyz`` (open without a key) may say it: a store's error names its
+    URL, file or host, so only the server's log has it."""
+    if problem.startswith("store: "):
+        log.error("readyz: %s", problem)
+        return "store: the store does not answer (the server's log says why)"
+    return problem
 
 
 def readiness_problems(deps: Deps) -> list[str]:

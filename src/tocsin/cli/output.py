@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
 
@@ -11,7 +12,11 @@ import typer
 
 from tocsin.domain import HoldReason
 
-__all__ = ["emit", "json_wanted", "render_status", "set_json"]
+__all__ = ["emit", "json_wanted", "plain", "render_status", "set_json"]
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
+"""Characters a terminal acts on (escape sequences: a cleared screen, a window title, a link;
+C1 controls; bidirectional overrides that reorder what is shown)."""
 
 _forced = False
 _MAX_CELL = 60
@@ -34,9 +39,20 @@ def json_wanted() -> bool:
     return _forced or not _is_terminal()
 
 
+def plain(value: Any) -> str:
+    """``value`` as inert text for a terminal: control characters shown as escapes
+    (``\\x1b``), Rich markup (``[link=…]``) escaped. Every tenant-supplied string goes through
+    it before it reaches an admin's terminal."""
+    from rich.markup import escape
+
+    text = value if isinstance(value, str) else str(value)
+    return escape(_CONTROL.sub(lambda m: json.dumps(m.group())[1:-1], text))
+
+
 def _cell(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= _MAX_CELL else text[:_MAX_CELL - 1] + "…"
+    text = text if len(text) <= _MAX_CELL else text[:_MAX_CELL - 1] + "…"
+    return plain(text)
 
 
 def _is_id(column: str) -> bool:
@@ -54,7 +70,7 @@ def _table(rows: list[dict[str, Any]]) -> Any:
     for column in columns:
         widest = max(len(column), *(len(_cell(row.get(column))) for row in rows))
         keep = _is_id(column) or widest <= _SHORT_CELL
-        table.add_column(column, no_wrap=keep, overflow="ellipsis",
+        table.add_column(plain(column), no_wrap=keep, overflow="ellipsis",
                          min_width=widest if keep else None)
     for row in rows:
         table.add_row(*(_cell(row.get(c)) for c in columns))
@@ -75,12 +91,12 @@ def emit(value: Any) -> None:
     elif isinstance(value, dict):
         table = Table("field", "value", show_header=False)
         for key, item in value.items():
-            table.add_row(str(key), _cell(item))
+            table.add_row(plain(key), _cell(item))
         console.print(table)
     elif isinstance(value, list) and not value:
         console.print("(none)")
     else:
-        console.print(value)
+        console.print(plain(value))
 
 
 def render_status(status: dict[str, Any]) -> None:
@@ -99,28 +115,29 @@ def render_status(status: dict[str, Any]) -> None:
         return f"{mark} (last beat {age})"
 
     table = Table(title="Tocsin", show_header=False)
-    table.add_row("API", f"[green]{status.get('api')}[/]")
-    table.add_row("store", str(status.get("store")))
+    table.add_row("API", f"[green]{plain(status.get('api'))}[/]")
+    table.add_row("store", plain(status.get("store")))
     if status.get("tenant"):
-        table.add_row("tenant", str(status["tenant"]))
+        table.add_row("tenant", plain(status["tenant"]))
     table.add_row("dispatcher", health(status.get("dispatcher")))
     table.add_row("expander", health(status.get("expander")))
     for key, label in (("backlog", "due now (backlog)"), ("due_next_hour", "due next hour"),
                        ("dead", "dead")):
         if key in status:
-            table.add_row(label, str(status[key]))
+            table.add_row(label, plain(status[key]))
     halted = status.get("halted_keys") or []
-    table.add_row("halted keys", ", ".join(f"{k['tenant']}/{k['ordering_key']}"
+    table.add_row("halted keys", ", ".join(f"{plain(k['tenant'])}/{plain(k['ordering_key'])}"
                                            for k in halted) or "none")
     paused = status.get("paused_channels") or []
-    table.add_row("paused channels", ", ".join(f"{p['tenant']}/{p['name']}"
+    table.add_row("paused channels", ", ".join(f"{plain(p['tenant'])}/{plain(p['name'])}"
                                                for p in paused) or "none")
     if "in_flight" in status:
-        table.add_row("in flight", str(status["in_flight"]))
+        table.add_row("in flight", plain(status["in_flight"]))
     held = status.get("held_channels") or []
     table.add_row("held channels", "\n".join(
-        f"[red]{h['tenant']}/{h['name']}: breaker open[/] until {h['until']} after "
-        f"{h['failures']} failures ({h['last_error']})" if h["reason"] == HoldReason.OPEN
-        else f"{h['tenant']}/{h['name']}: busy (a dispatcher's queue is full)"
+        f"[red]{plain(h['tenant'])}/{plain(h['name'])}: breaker open[/] until "
+        f"{plain(h['until'])} after {plain(h['failures'])} failures "
+        f"({plain(h['last_error'])})" if h["reason"] == HoldReason.OPEN
+        else f"{plain(h['tenant'])}/{plain(h['name'])}: busy (a dispatcher's queue is full)"
         for h in held) or "none")
     Console().print(table)
