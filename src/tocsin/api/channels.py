@@ -10,7 +10,7 @@ from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
 from tocsin.api.views import channel_out
 from tocsin.domain import ChannelKind, ChannelSpec
-from tocsin.errors import NotFoundError, ValidationError
+from tocsin.errors import ConflictError, NotFoundError, ValidationError
 from tocsin.validation.models import ChannelIn
 
 if TYPE_CHECKING:
@@ -47,19 +47,24 @@ def put(body: ChannelIn, request: Request) -> dict[str, Any]:
 
 
 def _check_dead_letter(spec: ChannelSpec, store: Store) -> None:
-    """A ``dead_letter`` names another channel of the same tenant that exists (a copy sent to
-    itself, or to nothing, would die again or wait forever)."""
+    """A ``dead_letter`` names another channel of the same tenant that exists, and following
+    the dead-letter channels from it never comes back to ``spec`` (a copy sent to itself, to
+    nothing, or round a cycle would die again or wait forever)."""
     target = spec.config.get("dead_letter")
-    if target is None:
-        return
-    if target == spec.name:
-        raise ValidationError("config.dead_letter", "must name another channel, not this one")
-    try:
-        store.get_channel(target, tenant=spec.tenant)
-    except NotFoundError:
-        raise ValidationError("config.dead_letter", f"no channel {target!r} in tenant "
-                                                    f"{spec.tenant!r}: register it first") \
-            from None
+    seen = [spec.name]
+    while target is not None:
+        if target in seen:
+            chain = " -> ".join([*seen, target])
+            raise ValidationError("config.dead_letter", f"dead letters would go round a cycle: "
+                                                        f"{chain}")
+        try:
+            found = store.get_channel(target, tenant=spec.tenant)
+        except NotFoundError:
+            raise ValidationError("config.dead_letter", f"no channel {target!r} in tenant "
+                                                        f"{spec.tenant!r}: register it first") \
+                from None
+        seen.append(target)
+        target = found.config.get("dead_letter")
 
 
 @router.get("", summary="Every registered channel")
@@ -87,5 +92,11 @@ def test(name: str, request: Request) -> dict[str, Any]:
 
 @router.delete("/{name}", status_code=204, summary="Forget a channel")
 def delete(name: str, request: Request) -> Response:
-    Deps.of(request).store.delete_channel(name, tenant=tenant_for(request))
+    store, tenant = Deps.of(request).store, tenant_for(request)
+    users = [c.name for c in store.list_channels(tenant=tenant)
+             if c.config.get("dead_letter") == name and c.name != name]
+    if users:
+        raise ConflictError(f"channel {name!r} is the dead-letter channel of "
+                            f"{', '.join(sorted(users))}: change those first", ident=name)
+    store.delete_channel(name, tenant=tenant)
     return Response(status_code=204)

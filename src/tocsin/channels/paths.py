@@ -43,9 +43,11 @@ def place(path: str, policy: DestinationPolicy, *, field: str = "config.path") -
     root, below = _place(path, policy, field)
     if os.path.join(root, *below) in policy.protected:
         raise _bad("is one of Tocsin's own files", field)
-    if policy.reserved is not None and below[0] == policy.reserved and len(below) > 1:
-        raise _bad(f"must not lie in '{policy.reserved}/', where other tenants' files are",
-                   field)
+    # Neither in it nor the name itself (a file 'tenants' would stop other tenants' folder
+    # being made), in any case (a case-insensitive file system reads TENANTS as tenants).
+    if policy.reserved is not None and below[0].casefold() == policy.reserved.casefold():
+        raise _bad(f"must not be or lie in '{policy.reserved}/' (in any case), where other "
+                   "tenants' files are", field)
     return root, below
 
 
