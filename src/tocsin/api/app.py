@@ -1,4 +1,5 @@
-"""The FastAPI application (OpenAPI at ``/docs``)."""
+"""The FastAPI application (OpenAPI at ``/openapi.json``, Swagger UI at ``/docs`` from the
+install's own files: :mod:`tocsin.api.docs`)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None,
     settings = settings or Settings()
     app = FastAPI(title="Tocsin", version=__version__,
                   description="A durable scheduler of delayed messages.",
-                  dependencies=[Depends(check_params)])
+                  dependencies=[Depends(check_params)], docs_url=None, redoc_url=None)
     if store is None:
         from tocsin.stores import open_store
 
@@ -66,8 +67,10 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None,
     for router in [*keyed, policies.deliveries]:
         app.include_router(router, dependencies=[Depends(authenticate)])
     app.include_router(health.router)
+    from tocsin.api.docs import install_docs
     from tocsin.api.ui import install_ui
 
+    install_docs(app)
     install_ui(app)
     _describe_request_bodies(app)
     return app
