@@ -16,7 +16,7 @@ from bench.common import CHUNK, now_ms, run_phase, wait_for_quiet
 
 __all__ = ["KINDS", "PEERS", "phases", "run_part"]
 
-KINDS = ["file", "webhook", "kafka", "rabbitmq"]
+KINDS = ["file", "webhook", "kafka", "rabbitmq", "sqs", "redis_streams", "nats"]
 PEERS = ["celery", "apscheduler"]
 HTTP_RATE_HINT = 1_000.0
 """Creates/s over HTTP assumed when placing the light phase's first due time (pessimistic:
@@ -140,12 +140,13 @@ def tocsin_part(args: argparse.Namespace, tmp: Any, stack: ExitStack, log: Log) 
     """``tocsin up`` and the brokers of the selected channels; every channel in turn, then the
     light runs again over ``--pending`` far-future schedules."""
     from bench.receiver import Receiver
-    from bench.services import RabbitMQ, Tansu
+    from bench.services import MotoSQS, Nats, RabbitMQ, Redis, Tansu
     from bench.tocsin_up import TocsinUp, UpTarget
     from tocsin.stores import open_store
 
     kinds = [k for k in KINDS if k in args.targets]
     receiver = tansu = rabbit = None
+    sqs = redis = nats = None
     if "webhook" in kinds:
         receiver = Receiver(tmp).start()
         stack.callback(receiver.stop)
@@ -156,6 +157,17 @@ def tocsin_part(args: argparse.Namespace, tmp: Any, stack: ExitStack, log: Log) 
     if "rabbitmq" in kinds:
         rabbit = RabbitMQ(tmp).start()
         stack.callback(rabbit.stop)
+    if "sqs" in kinds:
+        sqs = MotoSQS(tmp).start()
+        stack.callback(sqs.stop)
+        sqs_url = sqs.create_queue("bench")
+    if "redis_streams" in kinds:
+        redis = Redis(tmp).start()
+        stack.callback(redis.stop)
+    if "nats" in kinds:
+        nats = Nats(tmp).start()
+        stack.callback(nats.stop)
+        nats.create_stream("BENCH", "bench")
     extra = json.loads(args.webhook_config)
     files = tmp / "channels"  # where file channels may write by default: $TOCSIN_HOME/channels
     files.mkdir(exist_ok=True)
@@ -168,6 +180,13 @@ def tocsin_part(args: argparse.Namespace, tmp: Any, stack: ExitStack, log: Log) 
             return kind, {"bootstrap_servers": tansu.bootstrap, "topic": "bench"}
         if kind == "rabbitmq" and rabbit is not None:
             return kind, {"url": rabbit.url, "routing_key": "bench"}
+        if kind == "sqs" and sqs is not None:
+            return kind, {"queue_url": sqs_url, "access_key_id": "bench",
+                          "secret_access_key": "bench"}
+        if kind == "redis_streams" and redis is not None:
+            return kind, {"url": redis.url, "stream": "bench", "maxlen": 1_000_000}
+        if kind == "nats" and nats is not None:
+            return kind, {"servers": nats.url, "subject": "bench"}
         return "file", {"path": str(files / f"{phase}.jsonl")}
 
     store_url = None

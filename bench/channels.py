@@ -1,8 +1,10 @@
 """The channels benchmark: how fast and how punctually Tocsin delivers on each channel (file,
-webhook, Kafka, RabbitMQ), and the same webhook workload on two peers (Celery + Redis ETA tasks,
-APScheduler 3 with its SQLAlchemy job store on SQLite), all POSTing to one fast receiver.
+webhook, Kafka, RabbitMQ, SQS on moto's server, Redis Streams, NATS JetStream), and the same
+webhook workload on two peers (Celery + Redis ETA tasks, APScheduler 3 with its SQLAlchemy job
+store on SQLite), all POSTing to one fast receiver. ``sqs_vs_file``, ``redis_streams_vs_file``
+and ``nats_vs_file`` compare each new kind's drain with the file channel's of the same run.
 
-``bench/run channels [--quick] [--only webhook,celery] [--pending N]``
+``bench/run channels [--quick] [--only webhook,celery] [--pending N] [--update]``
 
 Tocsin runs as a user runs it, ``tocsin up`` over a fresh SQLite store (``--store postgres``: a
 new schema in the database at ``--store-url``), its
@@ -87,6 +89,9 @@ def _args(argv: list[str]) -> argparse.Namespace:
                    help="keep each part's scratch directory (stores, logs) after success")
     p.add_argument("--part-timeout-s", type=float, default=7200.0)
     p.add_argument("--out", type=Path)
+    p.add_argument("--update", action="store_true",
+                   help="keep the results file's figures of the targets this run does not run "
+                        "(each kept figure is listed under kept_from, with its run's date)")
     p.add_argument("--part", help=argparse.SUPPRESS)
     p.add_argument("--part-out", type=Path, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -141,12 +146,19 @@ def report(args: argparse.Namespace, argv: list[str], results: dict[str, Any],
         "file_drain_per_s": _fig(chans.get("file"), "drain", "per_s"),
         "kafka_drain_per_s": _fig(chans.get("kafka"), "drain", "per_s"),
         "rabbitmq_drain_per_s": _fig(chans.get("rabbitmq"), "drain", "per_s"),
+        "sqs_drain_per_s": _fig(chans.get("sqs"), "drain", "per_s"),
+        "redis_streams_drain_per_s": _fig(chans.get("redis_streams"), "drain", "per_s"),
+        "nats_drain_per_s": _fig(chans.get("nats"), "drain", "per_s"),
         "celery_webhook_per_s": cd,
         "apscheduler_webhook_per_s": _fig(peer["apscheduler"], "drain", "per_s"),
         "webhook_vs_celery": round(wd / cd, 2) if wd and cd else None,
         "store": args.store,
         "quick": args.quick,
     }
+    fd = out["file_drain_per_s"]
+    for kind in ("sqs", "redis_streams", "nats"):  # against the file channel, same run
+        drain = out[f"{kind}_drain_per_s"]
+        out[f"{kind}_vs_file"] = round(drain / fd, 3) if drain and fd else None
     out["targets"] = {
         "webhook drain >= 5000/s": _met(wd, 5_000, at_most=False),
         "webhook drain >= 5x Celery's": _met(out["webhook_vs_celery"], 5.0, at_most=False),
@@ -169,6 +181,25 @@ def report(args: argparse.Namespace, argv: list[str], results: dict[str, Any],
     return out
 
 
+def kept(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``new`` with ``old``'s headline figures where ``new`` has none (targets it did not
+    run), and their summaries; ``kept_from`` names each kept figure's run."""
+    doc = dict(new)
+    was = dict(old.get("kept_from") or {})
+    kept_from: dict[str, Any] = {}
+    for key, value in old.items():
+        if isinstance(value, int | float) and not isinstance(value, bool) and \
+                doc.get(key) is None:
+            doc[key] = value
+            kept_from[key] = was.get(key) or {"run_at": old.get("run_at"),
+                                              "command": old.get("command")}
+    summary = dict(old.get("summary") or {})
+    summary.update(doc.get("summary") or {})
+    doc["summary"] = summary
+    doc["kept_from"] = kept_from
+    return doc
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = _args(argv)
@@ -189,6 +220,8 @@ def main(argv: list[str] | None = None) -> None:
     out = args.out or REPO / "bench" / "results" / (
         f"{name}-quick.json" if args.quick else f"{name}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
+    if args.update and out.exists():
+        doc = kept(json.loads(out.read_text()), doc)
     out.write_text(json.dumps(doc, indent=1) + "\n")
     log(f"wrote {out}")
     if not args.keep:

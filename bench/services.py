@@ -1,6 +1,7 @@
 """The real servers the channels benchmark starts on loopback, each in a temporary directory,
 as the user running the bench, and stops by PID: nginx (the webhook receiver), Redis (Celery's
-broker), tansu (Kafka) and RabbitMQ. Small on purpose: the test suite has its own fixtures, and
+broker, and the Redis Streams channel's), tansu (Kafka), RabbitMQ, moto's SQS-protocol server
+and nats-server with JetStream. Small on purpose: the test suite has its own fixtures, and
 bench/ does not import tests.
 """
 
@@ -18,7 +19,8 @@ from pathlib import Path
 
 from bench.common import free_port, stop_group
 
-__all__ = ["Broker", "RabbitMQ", "Redis", "Tansu", "postgres_schema", "wait_until"]
+__all__ = ["Broker", "MotoSQS", "Nats", "RabbitMQ", "Redis", "Tansu", "postgres_schema",
+           "wait_until"]
 
 
 def wait_until(ready: Callable[[], bool], proc: subprocess.Popen[bytes], what: str,
@@ -166,3 +168,59 @@ class RabbitMQ(Broker):
         if epmd:
             subprocess.run([epmd, "-port", self.env["ERL_EPMD_PORT"], "-kill"], env=self.env,
                            capture_output=True, timeout=10, check=False)
+
+
+class MotoSQS(Broker):
+    """moto's server mode (an SQS-protocol service in one Python process), state in memory."""
+
+    name = "moto"
+
+    def start(self) -> MotoSQS:
+        import sys
+
+        import boto3
+
+        proc = self._spawn([sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
+                            "-p", str(self.port)])
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.client = boto3.client("sqs", region_name="us-east-1", endpoint_url=self.endpoint,
+                                   aws_access_key_id="bench", aws_secret_access_key="bench")
+        wait_until(lambda: self.client.list_queues() is not None, proc, "moto server")
+        return self
+
+    def create_queue(self, name: str) -> str:
+        """A queue's URL (FIFO when ``name`` ends ``.fifo``)."""
+        attributes = {"FifoQueue": "true"} if name.endswith(".fifo") else {}
+        url: str = self.client.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+        return url
+
+
+class Nats(Broker):
+    """Debian's nats-server with JetStream, its store in the scratch directory."""
+
+    name = "nats"
+
+    def start(self) -> Nats:
+        import socket
+
+        server = shutil.which("nats-server") or "/usr/sbin/nats-server"
+        if not Path(server).exists():
+            raise RuntimeError("nats-server is not installed: scripts/bootstrap.sh --dev")
+        proc = self._spawn([server, "-js", "-a", "127.0.0.1", "-p", str(self.port),
+                            "-sd", str(self.tmp / "js")])
+        self.url = f"nats://127.0.0.1:{self.port}"
+        wait_until(lambda: bool(socket.create_connection(("127.0.0.1", self.port), 1)), proc,
+                   "nats-server")
+        return self
+
+    def create_stream(self, name: str, subject: str) -> None:
+        """A file-backed JetStream stream ``name`` capturing ``subject``."""
+        import asyncio
+
+        import nats
+
+        async def run() -> None:
+            nc = await nats.connect(self.url)
+            await nc.jetstream().add_stream(name=name, subjects=[subject])
+            await nc.close()
+        asyncio.run(run())
