@@ -10,7 +10,7 @@ worker daemon forks its workers) starts its own instead of the parent's, whose t
 not have.
 
     threads: tocsin-channels (the loop) · tocsin-blocking-N (at most channel_threads)
-             · asyncio-N (the loop's name look-ups, at most 5 on two cores)
+             · asyncio_N (the loop's name look-ups: min(32, cores + 4) threads)
 """
 
 from __future__ import annotations
