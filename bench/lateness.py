@@ -214,9 +214,10 @@ def creates(apis: list[str], headers: dict[str, str], channel: str, n: int,
     if errors:
         raise RuntimeError(f"creating schedules: {errors[0]}")
     made = per_client * clients * 1_000
-    log(f"creates, {clients} client(s), {len(apis)} API process(es): {made} in {took:.1f}s "
-        f"({made / took:,.0f}/s)")
-    return {"schedules": made, "clients": clients, "apis": len(apis), "seconds": round(took, 2),
+    log(f"creates, {clients} client(s), {len(set(apis))} API process(es): {made} in "
+        f"{took:.1f}s ({made / took:,.0f}/s)")
+    return {"schedules": made, "clients": clients, "apis": len(set(apis)),
+            "seconds": round(took, 2),
             "per_s": round(made / took, 1)}
 
 
