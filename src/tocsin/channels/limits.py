@@ -91,6 +91,6 @@ def _number(value: Any) -> int:
 
 def current_limits() -> SendLimits:
     """This process's limits, from its settings as they are now (read when a channel is built)."""
-    from tocsin.config import Settings
+    from tocsin.config import current_settings
 
-    return SendLimits.from_settings(Settings())
+    return SendLimits.from_settings(current_settings())
