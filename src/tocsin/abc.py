@@ -33,6 +33,7 @@ from tocsin.domain.selection import BulkResult, Selection
 
 __all__ = [
     "AuditStore",
+    "BucketOwner",
     "BulkChangeStore",
     "Channel",
     "ChannelHold",
@@ -44,6 +45,7 @@ __all__ = [
     "HaltedKey",
     "HealthStore",
     "KeyStore",
+    "Membership",
     "MetricsStore",
     "OperationsStore",
     "PausedChannel",
@@ -79,12 +81,38 @@ class ClaimedRow(NamedTuple):
 
 
 class RunInfo(NamedTuple):
-    """A dispatcher run: when it started, last beat, and finished its first batch (or None)."""
+    """A dispatcher run: when it started, last beat, and finished its first batch (or None);
+    where it runs, and its checkpoint slot (None until it joined)."""
 
     run: str
     started_ms: int
     beat_ms: int
     ready_ms: int | None
+    host: str = ""
+    pid: int = 0
+    slot: int | None = None
+
+
+class BucketOwner(NamedTuple):
+    """Buckets ``[lo, hi]`` owned by dispatcher run ``run`` under assignment ``generation``,
+    since ``since_ms``."""
+
+    lo: int
+    hi: int
+    run: str
+    generation: int
+    since_ms: int
+
+
+class Membership(NamedTuple):
+    """What one look at the dispatchers' membership found or did: the owners after it, whether
+    they changed (or, for a look that only reads, would), the runs fenced, and how many of
+    their claims were released."""
+
+    owners: list[BucketOwner]
+    changed: bool
+    fenced: list[str]
+    released: int
 
 
 class HaltedKey(NamedTuple):
@@ -232,28 +260,65 @@ class DispatchStore(ABC):
         by dispatcher run ``run`` (when given) at ``now_ms``."""
 
     @abstractmethod
-    def beat_run(self, run: str, *, now_ms: int, ready: bool = False) -> None:
+    def beat_run(self, run: str, *, now_ms: int, ready: bool = False) -> bool:
         """Record that dispatcher run ``run`` is alive at ``now_ms`` (its row made on the
-        first beat); ``ready``: it has finished its first batch (kept from the first time)."""
+        first beat); ``ready``: it has finished its first batch (kept from the first time).
+        False when the run was fenced (it missed its beats, or left): the beat is refused."""
 
     @abstractmethod
-    def end_run(self, run: str) -> None:
-        """Mark ``run`` stopped: its claims are released by the next :meth:`release_dead_runs`."""
+    def join_run(self, run: str, *, now_ms: int, host: str, pid: int, stale_ms: int,
+                 lock_id: int | None = None) -> int:
+        """Register ``run`` (on ``host``, process ``pid``; ``lock_id``: the key of the session
+        lock that shows it alive, see :meth:`hold_run_lock`) as a dispatcher that shares the
+        buckets, after fencing the runs that stopped; its checkpoint slot: the lowest that no
+        live run holds."""
+
+    @abstractmethod
+    def leave_run(self, run: str, *, now_ms: int, stale_ms: int) -> None:
+        """``run`` gives its buckets up (the others take them at once); its claims stay its own
+        until :meth:`end_run` (it sends what it holds meanwhile)."""
+
+    @abstractmethod
+    def end_run(self, run: str, *, now_ms: int = 0) -> None:
+        """Mark ``run`` stopped at ``now_ms``, release its claims (the next claim takes them
+        under the same attempt and delivery id) and share its buckets out between the others."""
+
+    @abstractmethod
+    def share_buckets(self, *, now_ms: int, stale_ms: int, me: str = "") -> Membership:
+        """Look at the membership: fence the runs whose last beat is older than ``stale_ms`` or
+        whose lock is gone (never ``me``'s), releasing their claims, and share the buckets
+        out between the members under a new generation when the assignment changed
+        (:mod:`tocsin.stores.sql.owners`)."""
 
     @abstractmethod
     def release_dead_runs(self, *, now_ms: int, stale_ms: int) -> int:
-        """Release the claims of every run whose last beat is older than ``stale_ms`` (their
-        lease ends now, so the next claim takes them with the same attempt), and forget those
-        runs. Returns how many claims were released."""
+        """:meth:`share_buckets`, and how many claims it released (their lease ends now, so
+        the next claim takes them with the same attempt)."""
+
+    @abstractmethod
+    def run_claims(self, run: str) -> int:
+        """How many schedules ``run``'s epochs hold CLAIMED (sent or queued, not yet
+        acknowledged)."""
+
+    @abstractmethod
+    def owners(self) -> list[BucketOwner]:
+        """Which run owns which buckets, by range."""
+
+    def hold_run_lock(self, lock_id: int) -> bool:
+        """Hold the session lock ``lock_id`` for as long as this process lives, so its death is
+        seen at once (PostgreSQL); whether the store has such locks (False: none, the beats
+        alone tell). Asked again, it takes the lock again if its session was lost."""
+        return False
 
     @abstractmethod
     def runs(self) -> list[RunInfo]:
-        """The known dispatcher runs, the newest start first."""
+        """The dispatcher runs that are not fenced, the newest start first."""
 
     @abstractmethod
-    def next_due_ms(self, *, now_ms: int, lease_ms: int) -> int | None:
+    def next_due_ms(self, *, now_ms: int, lease_ms: int, run: str = "") -> int | None:
         """The earliest time something becomes claimable (a PENDING schedule's next time, or an
-        expired claim's lease end), or None when nothing waits."""
+        expired claim's lease end), or None when nothing waits; destinations held by a full
+        lane of ``run`` (or by a breaker) are passed over."""
 
     @abstractmethod
     def claim(
@@ -273,7 +338,9 @@ class DispatchStore(ABC):
         than the lease, earliest first. Called again with the same epoch and range (a replay), it
         claims nothing new and returns the rows that epoch claimed and has not acknowledged.
         ``replay=False``: an epoch's further claims of the range within one task (a hand-over
-        window, :mod:`tocsin.dispatcher.handover`): no replay marker, always claim anew."""
+        window, :mod:`tocsin.dispatcher.handover`): no replay marker, always claim anew.
+        An epoch taken by a run claims only in the buckets its run owns at that moment
+        (:meth:`share_buckets`), and so does :meth:`pull`."""
 
     @abstractmethod
     def pull(self, *, epoch: int, tenant: str, channel: str, now_ms: int,
@@ -286,21 +353,23 @@ class DispatchStore(ABC):
         (:mod:`tocsin.dispatcher.engine`). Not a replay: each call claims anew."""
 
     @abstractmethod
-    def next_pull_ms(self, *, tenant: str, channel: str, until_ms: int) -> int | None:
+    def next_pull_ms(self, *, tenant: str, channel: str, until_ms: int,
+                     run: str = "") -> int | None:
         """The earliest next time ``<= until_ms`` of a schedule :meth:`pull` would take for
-        this destination, or None (none, or the destination is paused or its breaker open).
+        this destination (``run``: in the buckets that run owns), or None (none, or the
+        destination is paused or its breaker open).
         A read: a backlog that caught up asks it before it waits for its
         destination's next due instant."""
 
     @abstractmethod
     def next_claimable_ms(self, *, bucket_lo: int, bucket_hi: int, until_ms: int, now_ms: int,
-                          lease_ms: int) -> int | None:
+                          lease_ms: int, run: str = "") -> int | None:
         """The earliest next time ``<= until_ms`` of an unthrottled PENDING schedule in buckets
         ``[bucket_lo, bucket_hi]`` that a claim would take (head of its key, channel not
         paused), or ``now_ms`` when a claim there is older than the lease; else when the
         earliest schedule waiting on a policy can be claimed (a free token), if ``<= until_ms``
         (in any range: a claim here takes this range's part of the policy's earliest, which
-        may be nothing); None when none of these.
+        may be nothing); None when none of these. ``run``: only in the buckets it owns.
         A read: a hand-over window asks it before it waits for the next due instant."""
 
     @abstractmethod

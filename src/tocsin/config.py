@@ -379,10 +379,13 @@ class Settings(BaseSettings):
         ``home/checkpoint`` made absolute."""
         return self.checkpoint or str((self.home / "checkpoint").resolve())
 
-    def checkpoint_for(self, query: CheckpointQuery) -> str:
+    def checkpoint_for(self, query: CheckpointQuery, *, slot: int = 0) -> str:
         """The checkpoint location of ``query``: a folder named after it under
-        :attr:`checkpoint_base`, in the base's own form (a path or a URI)."""
-        return f"{self.checkpoint_base.rstrip('/')}/{query.value}"
+        :attr:`checkpoint_base`, in the base's own form (a path or a URI). ``slot``: the
+        dispatcher's checkpoint slot (:mod:`tocsin.dispatcher.runs`): the first dispatcher's
+        folders are ``dispatcher``..., a second one's ``dispatcher-1``..., so dispatchers
+        started with the same settings never share a query's checkpoint."""
+        return f"{self.checkpoint_base.rstrip('/')}/{query.value}{f'-{slot}' if slot else ''}"
 
     @property
     def channel_roots(self) -> list[Path]:

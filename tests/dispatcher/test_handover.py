@@ -143,7 +143,10 @@ def test_a_window_reclaims_what_a_dead_run_released_never_a_live_lease(rig: Rig)
     sid = rig.schedule(T0 - LEASE * 3)
     old = T0 - LEASE * 2
     epoch = rig.store.next_epoch(run="gone", now_ms=old)
-    rig.store.beat_run("gone", now_ms=old)
+    # a dispatcher that was serving (ready: it owns every bucket) and then stopped beating
+    rig.store.join_run("gone", now_ms=old, host="h", pid=1, stale_ms=RUN_STALE_MS)
+    rig.store.beat_run("gone", now_ms=old, ready=True)
+    rig.store.share_buckets(now_ms=old, stale_ms=RUN_STALE_MS)
     [row] = rig.store.claim(epoch=epoch, bucket_lo=0, bucket_hi=7, until_ms=old, now_ms=old,
                             lease_ms=LEASE, limit=10)
     assert row.id == sid

@@ -96,13 +96,17 @@ def readiness_problems(deps: Deps) -> list[str]:
 
 def _dispatcher_problems(deps: Deps) -> list[str]:
     """Why the dispatcher is not ready: its newest run (:mod:`tocsin.dispatcher.runs`) has not
-    finished its first batch (workers started, channels open) or stopped beating, or neither
+    finished its first batch (workers started, channels open) or stopped beating while no
+    other run that owns buckets is ready and beating (several dispatchers), or neither
     its batch beat nor its idle beat (written every few seconds even when nothing is due) is
     within max(10 s, 5 triggers)."""
     window_ms = ms(max(10.0, 5 * deps.settings.trigger_seconds))
-    runs = deps.store.runs()
-    if runs:
-        newest, now = runs[0], deps.clock.now_ms()
+    runs, now = deps.store.runs(), deps.clock.now_ms()
+    owning = {o.run for o in deps.store.owners()} if len(runs) > 1 else set()
+    serving = [r for r in runs if r.run in owning and r.ready_ms is not None
+               and now - r.beat_ms <= RUN_STALE_MS]
+    if runs and not serving:  # several dispatchers: one joining does not stop the others
+        newest = runs[0]
         if now - newest.beat_ms > RUN_STALE_MS:
             return [f"dispatcher: run {newest.run} has not beaten for "
                     f"{(now - newest.beat_ms) / 1000:.1f} s"]

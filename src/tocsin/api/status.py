@@ -1,5 +1,6 @@
 """``GET /v1/status``: the one-screen summary behind ``tocsin status`` and the dashboard's
-overview — API, dispatcher and expander health, backlog, what falls due in the next hour,
+overview — API, dispatcher and expander health, the dispatchers and the buckets each owns
+(an admin's view), backlog, what falls due in the next hour,
 the dead, halted keys, paused channels, and the destinations the dispatcher holds (an open
 circuit breaker, a full lane). Scoped like every read (a tenant key: its own)."""
 
@@ -19,7 +20,7 @@ from tocsin.domain import HoldReason
 from tocsin.domain.defaults import ms
 from tocsin.errors import StoreError
 
-__all__ = ["held_by_channel", "router", "summary"]
+__all__ = ["dispatchers", "held_by_channel", "router", "summary"]
 
 router = APIRouter(tags=["operations"])
 HOUR_MS = 3_600_000
@@ -48,6 +49,27 @@ def held_by_channel(holds: list[ChannelHold]) -> dict[tuple[str, str], ChannelHo
     return out
 
 
+def dispatchers(deps: Deps) -> list[dict[str, Any]]:
+    """The dispatcher runs that are members or joining, oldest first: where each runs, its
+    checkpoint slot, when it started, beat and became ready, and the buckets it owns (ranges,
+    under which generation, since when)."""
+    store, now = deps.store, deps.clock.now_ms()
+    owners = store.owners()
+    out = []
+    for run in sorted(store.runs(), key=lambda r: (r.started_ms, r.run)):
+        owned = [o for o in owners if o.run == run.run]
+        out.append({
+            "run": run.run, "host": run.host, "pid": run.pid, "slot": run.slot,
+            "started": iso(run.started_ms), "last_beat": iso(run.beat_ms),
+            "age_s": round((now - run.beat_ms) / 1000, 1),
+            "ready": run.ready_ms is not None,
+            "buckets": [f"{o.lo}-{o.hi}" for o in owned],
+            "owns_since": iso(min(o.since_ms for o in owned)) if owned else None,
+            "generation": max((o.generation for o in owned), default=None),
+        })
+    return out
+
+
 def summary(deps: Deps, tenant: str | None) -> dict[str, Any]:
     """The status of the store (of ``tenant``'s schedules, or all when None)."""
     store, now = deps.store, deps.clock.now_ms()
@@ -73,6 +95,8 @@ def summary(deps: Deps, tenant: str | None) -> dict[str, Any]:
                            "failures": h.failures, "last_error": h.last_error}
                           for h in held_by_channel(store.channel_holds(tenant=tenant)).values()],
         "in_flight": sum(store.claimed_by_channel(tenant=tenant).values()),
+        # the machines and processes behind the service: an operator's view, not a tenant's
+        **({"dispatchers": dispatchers(deps)} if tenant is None else {}),
     }
 
 

@@ -140,4 +140,10 @@ def render_status(status: dict[str, Any]) -> None:
         f"({plain(h['last_error'])})" if h["reason"] == HoldReason.OPEN
         else f"{plain(h['tenant'])}/{plain(h['name'])}: busy (a dispatcher's queue is full)"
         for h in held) or "none")
+    for d in status.get("dispatchers") or []:
+        owns = ", ".join(d["buckets"]) or ("none (joining)" if not d["ready"] else "none")
+        since = f" since {plain(d['owns_since'])}" if d.get("owns_since") else ""
+        table.add_row(f"dispatcher {plain(d['run'])}",
+                      f"{plain(d['host'])} pid {d['pid']}, buckets {owns}{since} "
+                      f"(last beat {d['age_s']} s ago)")
     Console().print(table)

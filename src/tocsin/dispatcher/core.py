@@ -117,7 +117,7 @@ class DispatchCore:
                     self.store.beat(SOURCE, now_ms=now)
                     self._last_beat_ms = now
                 self.watch_runs(now)
-            due = self.store.next_due_ms(now_ms=now, lease_ms=opts.lease_ms)
+            due = self.store.next_due_ms(now_ms=now, lease_ms=opts.lease_ms, run=opts.run)
             if self._first_batch:  # the warm-up batch runs even when nothing is due
                 self._first_batch = False
                 self._last_batch_ms = now
@@ -142,14 +142,16 @@ class DispatchCore:
         return WAKE_AHEAD_MS if cold else 0
 
     def watch_runs(self, now: int) -> None:
-        """At most every :data:`RUN_BEAT_MS`: beat this run, and release the claims of runs
-        whose beat stopped (they go out at the next batch, under the same delivery ids)."""
+        """At most every :data:`RUN_BEAT_MS`: beat this run, fence the runs whose beat stopped
+        (their claims go out at the next claim, under the same delivery ids) and share the
+        buckets out between the members (:meth:`~tocsin.abc.DispatchStore.share_buckets`)."""
         if self._last_runs_ms is not None and now - self._last_runs_ms < RUN_BEAT_MS:
             return
         self._last_runs_ms = now
         if self.options.run:
             self.store.beat_run(self.options.run, now_ms=now)
-        released = self.store.release_dead_runs(now_ms=now, stale_ms=RUN_STALE_MS)
+        released = self.store.share_buckets(now_ms=now, stale_ms=RUN_STALE_MS,
+                                            me=self.options.run).released
         if released:
             log.warning("dispatcher: released %d claims of dispatcher runs that stopped beating",
                         released)
@@ -281,13 +283,22 @@ class DispatchCore:
                 log.warning("dispatcher: could not hand back %d rows: %s", len(ids), exc)
 
     def hold(self, hold: ChannelHold) -> None:
-        """Pass over a destination in claims until ``hold.until_ms``."""
+        """Pass over a destination in claims until ``hold.until_ms``. A busy hold names this
+        run (``holder@run``): it passes the destination over only in the run's buckets, which
+        its pulls take (:mod:`tocsin.stores.sql.owners`)."""
+        if hold.reason == HoldReason.BUSY:
+            hold = hold._replace(holder=self._run_holder(hold.holder))
         self.store.hold_channel(hold)
 
     def unhold(self, tenant: str, name: str, *, reason: HoldReason,
                holder: str | None = None) -> None:
         """End a destination's hold of ``reason`` (and ``holder``)."""
-        self.store.unhold_channel(tenant, name, reason=reason, holder=holder)
+        self.store.unhold_channel(tenant, name, reason=reason,
+                                  holder=None if holder is None else self._run_holder(holder))
+
+    def _run_holder(self, holder: str) -> str:
+        """A busy hold's holder with this run's id (``host:pid@run``)."""
+        return f"{holder}@{self.options.run}" if self.options.run and holder else holder
 
     def pull(self, *, epoch: int, tenant: str, channel: str, now_ms: int,
              limit: int) -> list[ClaimedRow]:
@@ -297,7 +308,8 @@ class DispatchCore:
 
     def next_pull_ms(self, *, tenant: str, channel: str, until_ms: int) -> int | None:
         """When the destination's next row falls due, up to ``until_ms`` (None: none)."""
-        return self.store.next_pull_ms(tenant=tenant, channel=channel, until_ms=until_ms)
+        return self.store.next_pull_ms(tenant=tenant, channel=channel, until_ms=until_ms,
+                                       run=self.options.run)  # what its pulls may take
 
     def next_epoch(self, now_ms: int) -> int:
         """A new epoch of this run."""

@@ -69,7 +69,8 @@ class DriverRelay:
         return its tally; else None."""
         core, window = self.core, self.core.options.hand_over_ms
         now = core.clock.now_ms()
-        due = core.store.next_due_ms(now_ms=now, lease_ms=core.options.lease_ms)
+        due = core.store.next_due_ms(now_ms=now, lease_ms=core.options.lease_ms,
+                                     run=core.options.run)
         if window <= 0 or due is None or due > now + window:
             return None
         core.warm()  # its first window opens the channels

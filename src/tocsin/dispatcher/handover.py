@@ -108,7 +108,7 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
             # 5 % of a window's CPU in a burst, where every claim is full)
             due = now if full else store.next_claimable_ms(
                 bucket_lo=span.lo, bucket_hi=span.hi, until_ms=horizon, now_ms=now,
-                lease_ms=released_only(now))
+                lease_ms=released_only(now), run=opts.run)  # in the buckets its run owns
             if due is None or due > now + POLL_MS:
                 if not wait:
                     break

@@ -17,7 +17,9 @@ a :class:`~tocsin.clock.ManualClock` it is deterministic: advance the clock, ste
 
 from __future__ import annotations
 
+import os
 import random
+import socket
 import threading
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -31,7 +33,7 @@ from tocsin.dispatcher.deliver import Tally
 from tocsin.dispatcher.expansion import ExpandTally, ExpansionCore
 from tocsin.dispatcher.handover import key_runs
 from tocsin.dispatcher.options import DispatchOptions
-from tocsin.dispatcher.runs import new_run_id
+from tocsin.dispatcher.runs import RUN_STALE_MS, new_run_id
 from tocsin.domain import ChannelKind, ChannelSpec
 
 __all__ = ["LocalDispatcher", "Recorder", "Step"]
@@ -94,6 +96,9 @@ class LocalDispatcher:
         self.dispatch = DispatchCore(store, options=self.options, clock=clock,
                                      channels=channels, rng=rng)
         self.expansion = ExpansionCore(store, options=self.options, clock=clock)
+        # a member from the start: its epochs claim only in the buckets its run owns
+        store.join_run(self.options.run, now_ms=clock.now_ms(), host=socket.gethostname(),
+                       pid=os.getpid(), stale_ms=RUN_STALE_MS)
         self._offset: Offset = {"until": 0, "epoch": 0}
         self._expansion_offset: Offset = {"until": 0}
         self.batches = 0

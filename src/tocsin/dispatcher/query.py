@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tocsin.config import Settings
 from tocsin.dispatcher.options import DispatchOptions
+from tocsin.errors import StoreError
 from tocsin.logs import setup_logging
 from tocsin.redact import redact_url
 from tocsin.spark.session import master_for, session_for
@@ -19,13 +21,19 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-__all__ = ["EXPANDER_NAME", "QUERY_NAME", "RELAY_NAME", "register_sources", "run_dispatcher",
-           "start_dispatcher", "start_expander", "start_relay"]
+    from tocsin.abc import Store
+    from tocsin.dispatcher.driver_relay import DriverRelay
+    from tocsin.dispatcher.runs import RunBeat
+
+__all__ = ["EXPANDER_NAME", "FENCED_EXIT", "QUERY_NAME", "RELAY_NAME", "register_sources",
+           "run_dispatcher", "start_dispatcher", "start_expander", "start_relay"]
 
 log = logging.getLogger("tocsin.dispatcher")
 QUERY_NAME = "tocsin-dispatcher"
 RELAY_NAME = "tocsin-relay"
 EXPANDER_NAME = "tocsin-expander"
+FENCED_EXIT = 3
+"""The exit status of a dispatcher that found itself fenced out."""
 
 
 def register_sources(spark: SparkSession) -> None:
@@ -82,8 +90,11 @@ def start_expander(spark: SparkSession, options: DispatchOptions, *, checkpoint:
 
 def run_dispatcher(settings: Settings) -> None:
     """Run the dispatcher, the recurring expansion, the relay and, when ``ingest_topic`` is
-    set, the Kafka ingestion in this process until one stops (``tocsin dispatcher``). The run
-    beats from a thread of this process from the start (:mod:`tocsin.dispatcher.runs`)."""
+    set, the Kafka ingestion in this process until one stops or SIGTERM (``tocsin dispatcher``).
+    The run joins the store's membership and beats from a thread of this process from the
+    start (:mod:`tocsin.dispatcher.runs`); its queries keep their checkpoints under its slot
+    (:meth:`~tocsin.config.Settings.checkpoint_for`), so dispatchers started with the same
+    settings never share one. On SIGTERM it hands its buckets over first (:func:`_hand_over`)."""
     from dataclasses import replace
 
     from tocsin.clock import SystemClock
@@ -98,18 +109,25 @@ def run_dispatcher(settings: Settings) -> None:
     from tocsin.dispatcher.workers import ThreadedWorkers
     from tocsin.spark.checkpoints import adopt_legacy_checkpoints
     from tocsin.stores import open_store
+    from tocsin.stores.postgres import run_session_name
 
     began = time.monotonic()
     setup_logging(settings.log_format, settings.spark_log_level)
     log.info("dispatcher starting", extra={"spark_master": settings.spark_master,
                                            "store": redact_url(settings.store_url)})
+    run = os.environ.get(RUN_ENV) or new_run_id()
+    # Every session of this process and of the Spark processes it starts (they inherit the
+    # environment) names the run, so a fence can end them (a frozen process holds locks).
+    os.environ["PGAPPNAME"] = run_session_name(run)
     store = open_store(settings.store_url, buckets=settings.buckets)
     if lacking := undeliverable_channels(store):  # before Spark: fail fast, say what to install
         store.close()
         log.error("dispatcher refuses to start", extra={"channels": lacking})
         raise SystemExit("tocsin dispatcher: refusing to start: " + "; ".join(lacking))
-    run = os.environ.get(RUN_ENV) or new_run_id()
-    beat = RunBeat(store, run, clock=SystemClock()).start()
+    stopping = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    beat = RunBeat(store, run, clock=SystemClock(), on_fenced=_exit_fenced).start()
+    log.info("dispatcher run joined", extra={"run": run, "slot": beat.slot})
     spark = session_for(settings, app_name="tocsin", dispatcher=True,
                         master=master_for(settings.spark_master, settings.partitions))
     log.info("spark session up", extra={"after_s": round(time.monotonic() - began, 1)})
@@ -118,16 +136,19 @@ def run_dispatcher(settings: Settings) -> None:
         on_terminated=terminated.set,
         on_first_batch=lambda name: warm.set() if name == QUERY_NAME else None))
     options = replace(DispatchOptions.from_settings(settings), run=run)
-    adopt_legacy_checkpoints(settings)
+    if beat.slot == 0:  # the layout before 0.2.0 had one dispatcher's checkpoints only
+        adopt_legacy_checkpoints(settings)
     queries = [
         start_dispatcher(spark, options,
-                         checkpoint=settings.checkpoint_for(CheckpointQuery.DISPATCHER),
+                         checkpoint=settings.checkpoint_for(CheckpointQuery.DISPATCHER,
+                                                            slot=beat.slot),
                          trigger_seconds=settings.trigger_seconds),
     ]
     expander: DriverExpander | None = None
     if settings.recurring_expander is ExpanderMode.SPARK:
         queries.append(start_expander(
-            spark, options, checkpoint=settings.checkpoint_for(CheckpointQuery.EXPANDER),
+            spark, options,
+            checkpoint=settings.checkpoint_for(CheckpointQuery.EXPANDER, slot=beat.slot),
             trigger_seconds=settings.trigger_seconds))
     else:
         expander = DriverExpander(ExpansionCore(store, options=options, clock=SystemClock()),
@@ -136,7 +157,8 @@ def run_dispatcher(settings: Settings) -> None:
     if settings.ingest_topic:  # the Kafka commands topic (docs/pipelines.md)
         from tocsin.pipelines.ingest import start_ingest
 
-        queries.append(start_ingest(spark, settings))
+        queries.append(start_ingest(spark, settings, checkpoint=settings.checkpoint_for(
+            CheckpointQuery.INGEST, slot=beat.slot)))
     from tocsin.pipelines.archive_timer import start_archive_timer
 
     stop_archive = threading.Event()
@@ -147,14 +169,18 @@ def run_dispatcher(settings: Settings) -> None:
         # The relay starts after the dispatcher's warm-up batch, not beside it: it covers the
         # gaps between batches, and opening the channels competed with the warm-up.
         if (settings.relay and options.hand_over_ms > 0
-                and _await_warm(queries, warm, terminated)):
+                and _await_warm(queries, warm, terminated, stopping)):
             relay_opts = relay_options(options)
             relay = DriverRelay(DispatchCore(
                 store, options=relay_opts, clock=SystemClock(),
                 workers=ThreadedWorkers(send_threads=relay_opts.send_threads)),
                 trigger_s=settings.trigger_seconds).start()
-        _await_any_termination(queries, terminated)
+        _await_any_termination(queries, terminated, stopping)
     finally:
+        if stopping.is_set():
+            log.info("dispatcher stopping: handing its buckets over", extra={"run": run})
+            _hand_over(beat, store, relay)
+            relay = None
         stop_archive.set()
         if expander is not None:
             expander.stop()
@@ -164,23 +190,58 @@ def run_dispatcher(settings: Settings) -> None:
             query.stop()
         spark.stop()
         beat.stop()
+        signal.signal(signal.SIGTERM, previous)
+        log.info("dispatcher stopped", extra={"run": run})
+
+
+def _hand_over(beat: RunBeat, store: Store, relay: DriverRelay | None) -> None:
+    """A stop that loses no time: give the buckets up (the other dispatchers take them at their
+    next poll, and this run's windows and pulls claim nothing more), hand back what the relay's
+    lanes had not sent, and wait (at most :data:`~tocsin.dispatcher.runs.DRAIN_MS`) for the
+    lanes to send and acknowledge what they hold; :meth:`RunBeat.stop` then releases the rest."""
+    from tocsin.dispatcher.runs import DRAIN_MS
+
+    beat.leave()
+    if relay is not None:
+        relay.stop()
+    deadline = time.monotonic() + DRAIN_MS / 1000
+    while time.monotonic() < deadline:
+        try:
+            if store.run_claims(beat.run) == 0:
+                return
+        except StoreError as exc:
+            log.warning("dispatcher: could not count its claims: %s", exc)
+            return
+        time.sleep(0.05)
+
+
+def _exit_fenced() -> None:
+    """A run that finds itself fenced out ends its process at once: its buckets and claims are
+    someone else's now, and what its lanes still hold must not go out again. Its supervisor
+    starts it again, as a new run that joins the membership."""
+    log.error("dispatcher exiting: fenced out (it starts again as a new run)")
+    logging.shutdown()
+    os._exit(FENCED_EXIT)
 
 
 def _await_warm(queries: list[StreamingQuery], warm: threading.Event,
-                terminated: threading.Event) -> bool:
-    """Wait for the dispatcher's first batch; False when a query stopped first."""
-    while not warm.wait(1.0):
-        if terminated.is_set() or not all(q.isActive for q in queries):
+                terminated: threading.Event, stopping: threading.Event) -> bool:
+    """Wait for the dispatcher's first batch; False when a query stopped first (or SIGTERM)."""
+    while not warm.wait(0.2):
+        if (stopping.is_set() or terminated.is_set()
+                or not all(q.isActive for q in queries)):
             return False
-    return True
+    return not stopping.is_set()
 
 
-def _await_any_termination(queries: list[StreamingQuery], terminated: threading.Event) -> None:
-    """Return when a query stops; raise its exception when it failed. Spark's own
-    ``awaitAnyTermination`` waits in a loop that wakes every 10 ms (on a py4j thread of the
-    JVM): half a percent of a core of an idle dispatcher, for nothing. Here the listener's
-    ``onQueryTerminated`` wakes us, and every few seconds a look at the queries backs it up."""
-    while not terminated.wait(5.0) and all(q.isActive for q in queries):
+def _await_any_termination(queries: list[StreamingQuery], terminated: threading.Event,
+                           stopping: threading.Event) -> None:
+    """Return when a query stops (raise its exception when it failed) or on SIGTERM. Spark's
+    own ``awaitAnyTermination`` waits in a loop that wakes every 10 ms (on a py4j thread of
+    the JVM): half a percent of a core of an idle dispatcher, for nothing. Here the listener's
+    ``onQueryTerminated`` wakes us, and a look at the queries and the stop backs it up."""
+    while (not terminated.wait(0.2) and not stopping.is_set()
+           and all(q.isActive for q in queries)):
         pass
     for query in queries:
         if not query.isActive and (failure := query.exception()) is not None:

@@ -78,6 +78,8 @@ def spark_session(master: str = "local[*]", *, app_name: str = "tocsin",
         .config("spark.driver.extraJavaOptions", driver_java)
         .config("spark.executor.extraJavaOptions", java)
     )
+    if app := os.environ.get("PGAPPNAME"):  # the executors' store sessions name the driver's
+        builder = builder.config("spark.executorEnv.PGAPPNAME", app)  # run (a fence ends them)
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     import psycopg
     from psycopg_pool import ConnectionPool
 
-__all__ = ["PostgresStore", "delivered_ack", "jit_off"]
+__all__ = ["LOCKS_TRUSTED_AFTER_S", "RUN_LOCKS", "PostgresStore", "delivered_ack", "jit_off",
+           "run_session_name"]
 
 T = TypeVar("T")
 _BY_IDS = "s.id = ANY(%b::text[]) AND s.claim_epoch = %s AND s.status || '' = 'CLAIMED'"
@@ -57,6 +58,10 @@ ids against 3 000 claimed took 1.6 s (a nested loop's join filter) or a hash joi
 whole table; ``= ANY`` of 1 000 ids: 27-37 ms, the planner's worst a scan of the table
 (93 ms at 125 000 rows without statistics)."""
 _MIGRATION_LOCK = 0x746F6373696E  # pg_advisory_xact_lock key: "tocsin" in ASCII
+RUN_LOCKS = 0x746F6373  # the first key of a dispatcher run's session lock: "tocs" in ASCII
+LOCKS_TRUSTED_AFTER_S = 30
+"""After a server start, missing session locks say nothing for this long (every session was
+cut; the live runs lock again as they reconnect): the beats alone tell."""
 _open_lock = threading.Lock()
 
 
@@ -113,6 +118,12 @@ def delivered_ack(ids: Sequence[str], rows: Sequence[Sequence[Any]],
     return sql, args
 
 
+def run_session_name(run: str) -> str:
+    """The ``application_name`` of every session of dispatcher run ``run`` (set through
+    ``PGAPPNAME`` in its processes' environment), by which a fence finds them."""
+    return f"tocsin-run-{run}"
+
+
 class PostgresStore(SqlStore):
     """A :class:`~tocsin.abc.Store` in a PostgreSQL database (``postgresql://`` URL).
 
@@ -136,11 +147,68 @@ class PostgresStore(SqlStore):
         self._healthy = False
         self._types: dict[str, dict[str, int]] = {}
         self.schema_version = 0
+        self._run_lock: psycopg.Connection[Any] | None = None
+        self._run_lock_owner = 0
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_pool"], state["_pid"], state["_healthy"] = None, 0, False
+        state["_run_lock"] = None
         return state
+
+    # -- a dispatcher run's session lock -----------------------------------------------------
+
+    def hold_run_lock(self, lock_id: int) -> bool:
+        """Hold ``pg_advisory_lock(RUN_LOCKS, lock_id)`` on a connection of its own for as long
+        as this process lives: when the process dies its connection closes and PostgreSQL lets
+        the lock go, which the other dispatchers see at their next look (within 100 ms) rather
+        than after the missed beats. Asked again, it takes the lock again on a new connection
+        if the session was lost (a restart of the server)."""
+        import psycopg
+
+        conn = self._run_lock
+        if conn is not None and not conn.closed and self._run_lock_owner == os.getpid():
+            try:
+                conn.execute("SELECT 1")
+                return True
+            except psycopg.Error:
+                conn.close()
+        try:
+            conn = psycopg.connect(self.url, autocommit=True,
+                                   connect_timeout=max(2, min(10, int(self._timeout_s))))
+            conn.execute("SELECT pg_advisory_lock(%s, %s)", (RUN_LOCKS, lock_id))
+        except psycopg.Error as exc:
+            raise StoreError(f"{self._where}: {_reason(exc)}") from exc
+        self._run_lock, self._run_lock_owner = conn, os.getpid()
+        return True
+
+    def _cut_off(self, runs: list[str]) -> None:
+        """End every session of the dispatcher runs about to be fenced (their processes name
+        them in ``application_name``: :func:`run_session_name`): a frozen dispatcher stopped in
+        the middle of a claim holds its rows' locks and a share lock on its buckets' owners,
+        for as long as it stays frozen, and the fence would wait for it."""
+        names = [run_session_name(run) for run in runs]
+
+        def work(conn: psycopg.Connection[Any]) -> None:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                         "WHERE application_name = ANY(%s) AND pid <> pg_backend_pid()",
+                         (names,))
+
+        self._run(work, write=False)
+
+    def _lost_runs(self, conn: Any, *, now_ms: int) -> frozenset[str]:
+        """The runs whose session lock nobody holds: their process died. Not trusted in the
+        first :data:`LOCKS_TRUSTED_AFTER_S` after the server started (every session was lost
+        then, and the live runs take their locks again as they reconnect)."""
+        rows = conn.execute(
+            "SELECT r.run FROM runs r WHERE r.lock_id IS NOT NULL AND r.released_ms IS NULL "
+            "AND now() - pg_postmaster_start_time() > make_interval(secs => %s) "
+            "AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' "
+            "AND l.granted AND l.database = (SELECT oid FROM pg_database "
+            "WHERE datname = current_database()) AND l.classid::bigint = %s "
+            "AND l.objid::bigint = r.lock_id AND l.objsubid = 2)",
+            (LOCKS_TRUSTED_AFTER_S, RUN_LOCKS)).fetchall()
+        return frozenset(str(r[0]) for r in rows)
 
     @property
     def buckets(self) -> int:  # type: ignore[override]  # read-only: fixed at creation
@@ -297,6 +365,9 @@ class PostgresStore(SqlStore):
         pool, self._pool = self._pool, None
         if pool is not None and self._pid == os.getpid():
             pool.close()
+        lock, self._run_lock = self._run_lock, None
+        if lock is not None and self._run_lock_owner == os.getpid():
+            lock.close()  # the run's lock goes with it
 
     # -- what PostgreSQL does its own way ---------------------------------------------------
 

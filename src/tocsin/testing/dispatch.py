@@ -27,7 +27,9 @@ __all__ = [
     "running_expander",
     "running_relay",
     "schedule_burst",
+    "serving_runs",
     "wait_for_polls",
+    "wait_serving",
     "wait_until",
 ]
 
@@ -118,6 +120,32 @@ def running_expander(spark: SparkSession, store_url: str, checkpoint: Path, *,
 
     return _running(partial(start_expander, spark), "expander", store_url, checkpoint,
                     trigger_seconds, options)
+
+
+def serving_runs(store: Any) -> dict[str, list[tuple[int, int]]]:
+    """The dispatcher runs that own buckets now, with their ranges (several dispatchers on one
+    store: :mod:`tocsin.stores.sql.owners`)."""
+    owned: dict[str, list[tuple[int, int]]] = {}
+    for owner in store.owners():
+        owned.setdefault(owner.run, []).append((owner.lo, owner.hi))
+    return owned
+
+
+def wait_serving(store: Any, n: int, *, timeout_s: float,
+                 other_than: frozenset[str] = frozenset()) -> dict[str, list[tuple[int, int]]]:
+    """Wait until exactly ``n`` dispatcher runs (none of ``other_than``), each past its first
+    batch, share the buckets; they and their ranges."""
+    found: dict[str, list[tuple[int, int]]] = {}
+
+    def serving() -> bool:
+        nonlocal found
+        found = serving_runs(store)
+        ready = {r.run for r in store.runs() if r.ready_ms is not None}
+        return len(found) == n and not set(found) & other_than and set(found) <= ready
+
+    wait_until(serving, timeout_s=timeout_s, interval_s=0.5,
+               what=f"{n} dispatchers sharing the buckets")
+    return found
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:

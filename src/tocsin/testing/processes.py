@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["descendants", "executor_jvms", "kill_tree", "start_tocsin"]
+__all__ = ["descendants", "executor_jvms", "freeze", "kill_tree", "start_tocsin", "thaw"]
 
 
 def start_tocsin(verb: str, *, env: dict[str, str], log: Path,
@@ -28,6 +28,17 @@ def kill_tree(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, sig)
     proc.wait(timeout=60)
+
+
+def freeze(proc: subprocess.Popen[bytes]) -> None:
+    """SIGSTOP the process group we started: the whole dispatcher (driver, JVM, Python
+    workers) stops where it is, as a frozen machine does, its connections left open."""
+    os.killpg(proc.pid, signal.SIGSTOP)
+
+
+def thaw(proc: subprocess.Popen[bytes]) -> None:
+    """SIGCONT the process group :func:`freeze` stopped."""
+    os.killpg(proc.pid, signal.SIGCONT)
 
 
 def descendants(pid: int) -> list[int]:

@@ -183,3 +183,24 @@ def test_the_channels_page_shows_an_open_breaker_in_flight_and_lateness(
         store.unhold_channel("default", "hook")
     assert "breaker open" in page and "after 5 failures" in page and "HTTP 503" in page
     assert "≤ 5 ms / ≤ 1 s" in page  # per destination, buckets fine enough for milliseconds
+
+
+def test_the_overview_lists_the_dispatchers_and_the_buckets_each_owns(
+        server: ApiServer) -> None:
+    store, now = server.store, 1_900_000_000_000
+    for run, pid in (("run-one", 101), ("run-two", 202)):
+        store.join_run(run, now_ms=now, host="node-a", pid=pid, stale_ms=2**40)
+        store.beat_run(run, now_ms=now, ready=True)
+    store.share_buckets(now_ms=now, stale_ms=2**40)
+    try:
+        page = _browser(server, server.admin_key).get("/ui/fragments/overview").text
+        status = httpx.get(f"{server.url}/v1/status", headers=server.headers).json()
+    finally:
+        for run in ("run-one", "run-two"):
+            store.end_run(run, now_ms=now)
+    assert 'id="dispatchers"' in page and "run-one" in page and "node-a" in page
+    assert "0-3" in page and "4-7" in page  # eight buckets, shared in two ranges
+    listed = {d["run"]: d for d in status["dispatchers"]}
+    assert (listed["run-one"]["host"], listed["run-one"]["pid"]) == ("node-a", 101)
+    assert listed["run-one"]["buckets"] == ["0-3"] and listed["run-two"]["buckets"] == ["4-7"]
+    assert listed["run-two"]["owns_since"] and listed["run-two"]["ready"] is True

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from tocsin.abc import ChannelHold, ClaimedRow, DispatchStore, RunInfo
+from tocsin.abc import BucketOwner, ChannelHold, ClaimedRow, DispatchStore, Membership, RunInfo
 from tocsin.domain import Ack, HoldReason, Status
 from tocsin.domain.delivery import LATENESS_BOUNDS_MS
 from tocsin.stores.rows import (
@@ -35,6 +35,14 @@ from tocsin.stores.sql.fair import (
 )
 from tocsin.stores.sql.metrics import FENCED, add_counts, delivery_counts
 from tocsin.stores.sql.operations import NOT_PAUSED
+from tocsin.stores.sql.owners import (
+    epoch_run,
+    free_slot,
+    holder_run,
+    owned_spans,
+    release,
+    share,
+)
 from tocsin.stores.sql.policies import claim_throttled, return_tokens, throttled_next_ms
 from tocsin.stores.sql.schedules import INSERT
 
@@ -86,14 +94,16 @@ def destination_candidates(d: Dialect, column: str, *, lock: bool) -> str:
             f"{d.skip_locked if lock else ''}")
 
 
-def _pull_candidates(d: Dialect, column: str, *, lock: bool) -> str:
+def _pull_candidates(d: Dialect, column: str, *, lock: bool, ranged: bool = False) -> str:
     """``column`` of one destination's unthrottled PENDING candidates ``s`` due by a time, heads
     of their keys, earliest first, up to a limit (tenant, channel, its wake-up time, the time,
-    the limit), for
+    the limit; with ``ranged``, the first and last bucket before the limit), for
     :meth:`~tocsin.abc.DispatchStore.pull` (``lock``-ed as it takes them) and its peek."""
+    buckets = " AND +s.bucket BETWEEN ? AND ?" if ranged else ""
     return (f"SELECT s.{column} FROM schedules s WHERE s.status = 'PENDING' "
             "AND s.policy IS NULL AND s.tenant = ? AND s.channel = ? "
-            f"AND s.next_ms >= ? AND s.next_ms <= ? AND {d.head} ORDER BY {_BY_DESTINATION} "
+            f"AND s.next_ms >= ? AND s.next_ms <= ?{buckets} AND {d.head} "
+            f"ORDER BY {_BY_DESTINATION} "
             f"LIMIT ?{d.skip_locked if lock else ''}")
 
 
@@ -144,50 +154,118 @@ class SqlDispatch(SqlBase, DispatchStore):
 
         return self._work(work, idempotent=True)
 
-    def beat_run(self, run: str, *, now_ms: int, ready: bool = False) -> None:
-        self._changed("INSERT INTO runs VALUES (?, ?, ?, ?) ON CONFLICT (run) DO UPDATE "
-                      "SET beat_ms = excluded.beat_ms, "
-                      "ready_ms = coalesce(runs.ready_ms, excluded.ready_ms)",
-                      (run, now_ms, now_ms, now_ms if ready else None), idempotent=True)
-
-    def end_run(self, run: str) -> None:
-        self._changed("UPDATE runs SET beat_ms = 0 WHERE run = ?", (run,), idempotent=True)
-
-    def release_dead_runs(self, *, now_ms: int, stale_ms: int) -> int:
+    def beat_run(self, run: str, *, now_ms: int, ready: bool = False) -> bool:
         d = self._dialect
 
-        def work(conn: Any) -> int:
-            dead = [r[0] for r in conn.execute(d.q("SELECT run FROM runs WHERE beat_ms < ?"),
-                                               (now_ms - stale_ms,)).fetchall()]
-            released = 0
-            for run in dead:
-                # claimed_ms = 0: the lease is over, so the next claim takes the row as a lease
-                # reclaim — the same attempt, so the same delivery id.
-                released += int(conn.execute(d.q(
-                    "UPDATE schedules SET claimed_ms = 0 WHERE status = 'CLAIMED' "
-                    "AND claim_epoch IN (SELECT epoch FROM epoch_runs WHERE run = ?)"),
-                    (run,)).rowcount)
-                conn.execute(d.q("DELETE FROM epoch_runs WHERE run = ?"), (run,))
-                conn.execute(d.q("DELETE FROM runs WHERE run = ?"), (run,))
-            return released
+        def work(conn: Any) -> bool:
+            # A fenced run is not brought back by a late beat: it learns it was fenced.
+            conn.execute(d.q("INSERT INTO runs (run, started_ms, beat_ms, ready_ms) "
+                             "VALUES (?, ?, ?, ?) ON CONFLICT (run) DO UPDATE "
+                             "SET beat_ms = excluded.beat_ms, "
+                             "ready_ms = coalesce(runs.ready_ms, excluded.ready_ms) "
+                             "WHERE runs.fenced_ms IS NULL"),
+                         (run, now_ms, now_ms, now_ms if ready else None))
+            row = conn.execute(d.q("SELECT fenced_ms FROM runs WHERE run = ?"), (run,)).fetchone()
+            return row is not None and row[0] is None
 
         return self._work(work, idempotent=True)
 
+    def join_run(self, run: str, *, now_ms: int, host: str, pid: int, stale_ms: int,
+                 lock_id: int | None = None) -> int:
+        d = self._dialect
+
+        def work(conn: Any) -> int:
+            share(conn, d, buckets=self.buckets, now_ms=now_ms, stale_ms=stale_ms,
+                  lost=self._lost_runs(conn, now_ms=now_ms), me=run, write=True)
+            slot = free_slot(conn)
+            conn.execute(d.q("INSERT INTO runs (run, started_ms, beat_ms, ready_ms, host, pid, "
+                             "slot, lock_id) VALUES (?, ?, ?, NULL, ?, ?, ?, ?) "
+                             "ON CONFLICT (run) DO UPDATE SET beat_ms = excluded.beat_ms, "
+                             "host = excluded.host, pid = excluded.pid, slot = excluded.slot, "
+                             "lock_id = excluded.lock_id"),
+                         (run, now_ms, now_ms, host, pid, slot, lock_id))
+            share(conn, d, buckets=self.buckets, now_ms=now_ms, stale_ms=stale_ms, me=run,
+                  write=True)
+            return slot
+
+        return self._work(work)
+
+    def leave_run(self, run: str, *, now_ms: int, stale_ms: int) -> None:
+        d = self._dialect
+
+        def work(conn: Any) -> None:
+            conn.execute(d.q("UPDATE runs SET fenced_ms = coalesce(fenced_ms, ?), slot = NULL "
+                             "WHERE run = ?"), (now_ms, run))
+            share(conn, d, buckets=self.buckets, now_ms=now_ms, stale_ms=stale_ms, write=True)
+
+        self._work(work, idempotent=True)
+
+    def end_run(self, run: str, *, now_ms: int = 0) -> None:
+        d = self._dialect
+
+        def work(conn: Any) -> None:
+            conn.execute(d.q("UPDATE runs SET beat_ms = 0 WHERE run = ?"), (run,))
+            if conn.execute(d.q("SELECT 1 FROM runs WHERE run = ? AND released_ms IS NULL"),
+                            (run,)).fetchone():
+                release(conn, d, run, now_ms=now_ms)
+            # the others take its buckets now (no run is fenced by this look: no timeout)
+            share(conn, d, buckets=self.buckets, now_ms=now_ms, stale_ms=now_ms + 1, write=True)
+
+        self._work(work, idempotent=True)
+
+    def _lost_runs(self, conn: Any, *, now_ms: int) -> frozenset[str]:
+        """Runs whose lock shows them gone before their beats do (none by default)."""
+        return frozenset()
+
+    def share_buckets(self, *, now_ms: int, stale_ms: int, me: str = "") -> Membership:
+        d = self._dialect
+
+        def look(write: bool) -> Membership:
+            def work(conn: Any) -> Membership:
+                return share(conn, d, buckets=self.buckets, now_ms=now_ms, stale_ms=stale_ms,
+                             lost=self._lost_runs(conn, now_ms=now_ms), me=me, write=write)
+
+            return self._work(work, write=write, idempotent=True)
+
+        seen = look(False)  # a read when nothing changed: every dispatcher looks often
+        if seen.fenced:
+            self._cut_off(seen.fenced)
+        return look(True) if seen.changed else seen
+
+    def _cut_off(self, runs: list[str]) -> None:
+        """End the store sessions of ``runs``, about to be fenced (nothing by default): a
+        frozen process's open transaction holds the locks the fence needs."""
+
+    def release_dead_runs(self, *, now_ms: int, stale_ms: int) -> int:
+        return self.share_buckets(now_ms=now_ms, stale_ms=stale_ms).released
+
+    def run_claims(self, run: str) -> int:
+        return int(self._rows(
+            "SELECT count(*) FROM schedules WHERE status = 'CLAIMED' AND claim_epoch IN "
+            "(SELECT epoch FROM epoch_runs WHERE run = ?)", (run,))[0][0])
+
+    def owners(self) -> list[BucketOwner]:
+        return [BucketOwner(int(r[0]), int(r[1]), str(r[2]), int(r[3]), int(r[4]))
+                for r in self._rows("SELECT bucket_lo, bucket_hi, run, generation, since_ms "
+                                    "FROM bucket_owners ORDER BY bucket_lo")]
+
     def runs(self) -> list[RunInfo]:
-        return [RunInfo(str(r[0]), int(r[1]), int(r[2]), None if r[3] is None else int(r[3]))
-                for r in self._rows("SELECT run, started_ms, beat_ms, ready_ms FROM runs "
+        return [RunInfo(str(r[0]), int(r[1]), int(r[2]), None if r[3] is None else int(r[3]),
+                        str(r[4]), int(r[5]), None if r[6] is None else int(r[6]))
+                for r in self._rows("SELECT run, started_ms, beat_ms, ready_ms, host, pid, slot "
+                                    "FROM runs WHERE fenced_ms IS NULL "
                                     "ORDER BY started_ms DESC, run")]
 
-    def next_due_ms(self, *, now_ms: int, lease_ms: int) -> int | None:
+    def next_due_ms(self, *, now_ms: int, lease_ms: int, run: str = "") -> int | None:
         d = self._dialect
 
         def work(conn: Any) -> tuple[int | None, Any, int | None]:
             # By destination: idle destinations and a held burst's rows are passed over, not
             # read; a destination whose wake-up time is later counts by that time (no later
             # than its schedules: a claim at that time raises it if it is early).
-            due = [x.first_ms for x in due_destinations(conn, d, now_ms)
+            due = [x.first_ms for x in due_destinations(conn, d, now_ms, run)
                    if x.first_ms is not None]
-            later = earliest_wake(conn, d, now_ms)
+            later = earliest_wake(conn, d, now_ms, run)
             pending = min([*due, *([] if later is None else [later])], default=None)
             claimed = conn.execute(
                 "SELECT min(claimed_ms) FROM schedules WHERE status = 'CLAIMED'").fetchone()[0]
@@ -221,31 +299,49 @@ class SqlDispatch(SqlBase, DispatchStore):
                     f"SELECT {CLAIM_COLUMNS} FROM schedules WHERE status = 'CLAIMED' "
                     "AND claim_epoch = ? AND bucket BETWEEN ? AND ? ORDER BY next_ms, id"),
                     (epoch, bucket_lo, bucket_hi)).fetchall())
-            rows = self._claim_sorted(conn, d.q(
-                "UPDATE schedules SET claim_epoch = ?, claimed_ms = ? WHERE id IN ("
-                "SELECT s.id FROM schedules s WHERE s.status = 'CLAIMED' AND s.claimed_ms < ? "
-                f"AND s.bucket BETWEEN ? AND ? ORDER BY s.claimed_ms LIMIT ?{d.skip_locked})"),
-                (epoch, now_ms, now_ms - lease_ms, bucket_lo, bucket_hi, limit))
-            if len(rows) < limit:
-                rows += self._claim_fair(conn, epoch=epoch, span=(bucket_lo, bucket_hi, until_ms),
-                                         now_ms=now_ms, room=limit - len(rows))
-            if len(rows) < limit:
-                rows += claim_throttled(conn, d, epoch=epoch, bucket_lo=bucket_lo,
-                                        bucket_hi=bucket_hi, until_ms=until_ms, now_ms=now_ms,
-                                        limit=limit - len(rows))
+            # Only in the buckets the epoch's run owns now (read in this transaction).
+            run = epoch_run(conn, d, epoch)
+            rows: list[tuple[Any, ...]] = []
+            for lo, hi in ([(bucket_lo, bucket_hi)] if run is None else
+                           owned_spans(conn, d, run=run, lo=bucket_lo, hi=bucket_hi)):
+                rows += self._claim_span(conn, epoch=epoch, span=(lo, hi, until_ms),
+                                         now_ms=now_ms, lease_ms=lease_ms, run=run or "",
+                                         limit=limit - len(rows))
+                if len(rows) >= limit:
+                    break
             return rows
 
         # Repeating a claim is a replay: it returns what the first run claimed.
         return [claimed_from_row(r) for r in self._work(work, idempotent=replay, urgent=True)]
 
+    def _claim_span(self, conn: Any, *, epoch: int, span: tuple[int, int, int], now_ms: int,
+                    lease_ms: int, run: str, limit: int) -> list[tuple[Any, ...]]:
+        """Claim for ``epoch`` (of ``run``, or '') up to ``limit`` rows of one bucket range
+        (``span``: its first and last bucket, and the time due by): ended leases, then by
+        destination, then throttled."""
+        d, (bucket_lo, bucket_hi, until_ms) = self._dialect, span
+        rows = self._claim_sorted(conn, d.q(
+            "UPDATE schedules SET claim_epoch = ?, claimed_ms = ? WHERE id IN ("
+            "SELECT s.id FROM schedules s WHERE s.status = 'CLAIMED' AND s.claimed_ms < ? "
+            f"AND s.bucket BETWEEN ? AND ? ORDER BY s.claimed_ms LIMIT ?{d.skip_locked})"),
+            (epoch, now_ms, now_ms - lease_ms, bucket_lo, bucket_hi, limit))
+        if len(rows) < limit:
+            rows += self._claim_fair(conn, epoch=epoch, span=span, now_ms=now_ms, run=run,
+                                     room=limit - len(rows))
+        if len(rows) < limit:
+            rows += claim_throttled(conn, d, epoch=epoch, bucket_lo=bucket_lo,
+                                    bucket_hi=bucket_hi, until_ms=until_ms, now_ms=now_ms,
+                                    limit=limit - len(rows))
+        return rows
+
     def _claim_fair(self, conn: Any, *, epoch: int, span: tuple[int, int, int], now_ms: int,
-                    room: int) -> list[tuple[Any, ...]]:
+                    run: str, room: int) -> list[tuple[Any, ...]]:
         """Claim up to ``room`` due rows of a bucket range (``span``: its first and last
         bucket, and the time due by), destination by destination, each its fair share
         (:mod:`~tocsin.stores.sql.fair`); a share a destination cannot fill goes, in the next
         round, to those that filled theirs. Rows as :meth:`_claim_sorted`'s, over all."""
         d = self._dialect
-        listed = due_destinations(conn, d, span[2])
+        listed = due_destinations(conn, d, span[2], run)
         due = [x for x in listed if x.first_ms is not None and x.first_ms <= span[2]]
         active: list[Destination] = [x.destination for x in due]
         floor = {x.destination: x.wake_ms for x in due}
@@ -273,15 +369,28 @@ class SqlDispatch(SqlBase, DispatchStore):
              limit: int) -> list[ClaimedRow]:
         d = self._dialect
         candidates = _pull_candidates(d, "id", lock=True)
+        in_range = _pull_candidates(d, "id", lock=True, ranged=True)
 
         def work(conn: Any) -> list[tuple[Any, ...]]:
             if conn.execute(d.q(_OPEN_OR_PAUSED), (tenant, channel, tenant, channel)).fetchone():
                 return []
             wake = _wake(conn, d, tenant, channel)
-            rows = self._claim_sorted(conn, d.q(
-                "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
-                f"WHERE id IN ({candidates})"),
-                (epoch, now_ms, tenant, channel, wake, now_ms, limit))
+            run = epoch_run(conn, d, epoch)
+            rows: list[tuple[Any, ...]] = []
+            if run is None:
+                rows = self._claim_sorted(conn, d.q(
+                    "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
+                    f"WHERE id IN ({candidates})"),
+                    (epoch, now_ms, tenant, channel, wake, now_ms, limit))
+            owned = [] if run is None else owned_spans(conn, d, run=run, lo=0,
+                                                         hi=self.buckets - 1)
+            for lo, hi in owned:  # only in the buckets the epoch's run owns
+                rows += self._claim_sorted(conn, d.q(
+                    "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
+                    f"WHERE id IN ({in_range})"),
+                    (epoch, now_ms, tenant, channel, wake, now_ms, lo, hi, limit - len(rows)))
+                if len(rows) >= limit:
+                    break
             if rows:
                 raise_wakes(conn, d, [Due(tenant, channel, wake, None)], now_ms)
             return rows
@@ -291,24 +400,39 @@ class SqlDispatch(SqlBase, DispatchStore):
         # writer 37-146 ms while a trickle's schedule fell due behind it).
         return [claimed_from_row(r) for r in self._work(work)]
 
-    def next_pull_ms(self, *, tenant: str, channel: str, until_ms: int) -> int | None:
+    def next_pull_ms(self, *, tenant: str, channel: str, until_ms: int,
+                     run: str = "") -> int | None:
         d = self._dialect
         earliest = _pull_candidates(d, "next_ms", lock=False)  # with a limit of one
+        in_range = _pull_candidates(d, "next_ms", lock=False, ranged=True)
 
         def work(conn: Any) -> int | None:
             if conn.execute(d.q(_OPEN_OR_PAUSED), (tenant, channel, tenant, channel)).fetchone():
                 return None
-            row = conn.execute(d.q(earliest), (tenant, channel, _wake(conn, d, tenant, channel),
-                                               until_ms, 1)).fetchone()
-            return None if row is None else int(row[0])
+            wake = _wake(conn, d, tenant, channel)
+            if not run:
+                row = conn.execute(d.q(earliest), (tenant, channel, wake, until_ms, 1)).fetchone()
+                return None if row is None else int(row[0])
+            found = [int(r[0]) for lo, hi in owned_spans(conn, d, run=run, lo=0,
+                                                          hi=self.buckets - 1, lock=False)
+                     if (r := conn.execute(d.q(in_range), (tenant, channel, wake, until_ms,
+                                                           lo, hi, 1)).fetchone())]
+            return min(found, default=None)
 
         return self._work(work, write=False)
 
     def next_claimable_ms(self, *, bucket_lo: int, bucket_hi: int, until_ms: int, now_ms: int,
-                          lease_ms: int) -> int | None:
+                          lease_ms: int, run: str = "") -> int | None:
         d = self._dialect
 
         def work(conn: Any) -> int | None:
+            owned = owned_spans(conn, d, run=run, lo=bucket_lo, hi=bucket_hi,
+                                lock=False) if run else None
+            found = [due for lo, hi in ([(bucket_lo, bucket_hi)] if owned is None else owned)
+                     if (due := span(conn, lo, hi)) is not None]
+            return min(found, default=None)
+
+        def span(conn: Any, bucket_lo: int, bucket_hi: int) -> int | None:
             reclaim = conn.execute(d.q(
                 "SELECT 1 FROM schedules WHERE status = 'CLAIMED' AND claimed_ms < ? "
                 "AND bucket BETWEEN ? AND ? LIMIT 1"),
@@ -316,7 +440,7 @@ class SqlDispatch(SqlBase, DispatchStore):
             if reclaim:
                 return now_ms
             due = None
-            listed = [x for x in due_destinations(conn, d, until_ms)
+            listed = [x for x in due_destinations(conn, d, until_ms, run)
                       if x.first_ms is not None and x.first_ms <= until_ms]
             active = {x.destination: 1 for x in listed}
             floor = {x.destination: x.wake_ms for x in listed}
@@ -410,14 +534,14 @@ class SqlDispatch(SqlBase, DispatchStore):
         return refresh_statistics(self, when_stale=when_stale)
 
     def hold_channel(self, hold: ChannelHold) -> None:
-        self._changed(f"INSERT INTO channel_holds ({_HOLD_COLUMNS}) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+        self._changed(f"INSERT INTO channel_holds ({_HOLD_COLUMNS}, run) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
                       "ON CONFLICT (tenant, name, holder) DO UPDATE SET reason = excluded.reason, "
                       "since_ms = excluded.since_ms, until_ms = excluded.until_ms, "
                       "failures = excluded.failures, last_error = excluded.last_error",
                       # urgent: until it is written, the windows' claims take shares of the
                       # destination's backlog, and a trickle due meanwhile waits for them
-                      tuple(hold), idempotent=True, urgent=True)
+                      (*hold, holder_run(hold.holder)), idempotent=True, urgent=True)
 
     def unhold_channel(self, tenant: str, name: str, *, reason: str | None = None,
                        holder: str | None = None) -> bool:

@@ -11,7 +11,7 @@ from itertools import cycle, islice
 from typing import Any, NamedTuple
 
 from tocsin.stores.sql.base import Dialect
-from tocsin.stores.sql.operations import NOT_PAUSED
+from tocsin.stores.sql.operations import NOT_HELD_HERE
 
 __all__ = ["LAG_MS", "NEVER_MS", "ROUNDS", "Destination", "Due", "by_destination",
            "due_destinations", "earliest_wake", "listing", "raise_wakes", "shares", "weights"]
@@ -73,19 +73,20 @@ _WALK = (
 )
 
 
-def listing(d: Dialect, until_ms: int) -> tuple[str, tuple[int, ...]]:
+def listing(d: Dialect, until_ms: int, run: str = "") -> tuple[str, tuple[int | str, ...]]:
     """The statement of :func:`due_destinations`, in dialect ``d``, and its arguments."""
     walk, args = (_WALK, (until_ms, until_ms)) if d.walk else (_RANGE, (until_ms,))
     return (d.q(f"SELECT s.tenant, s.channel, s.wake_ms, {_FIRST} FROM ({walk}) s "
-                f"WHERE {NOT_PAUSED}"), args)
+                f"WHERE {NOT_HELD_HERE}"), (*args, run))
 
 
-def due_destinations(conn: Any, d: Dialect, until_ms: int) -> list[Due]:
-    """The destinations, neither paused nor held, whose wake-up time is ``until_ms`` or
+def due_destinations(conn: Any, d: Dialect, until_ms: int, run: str = "") -> list[Due]:
+    """The destinations, neither paused nor held (as dispatcher run ``run`` sees them:
+    :data:`~tocsin.stores.sql.operations.NOT_HELD_HERE`), whose wake-up time is ``until_ms`` or
     earlier, each with its earliest schedule's time, earliest first. Its cost is two seeks
     per such destination; a destination whose schedules are all later costs nothing (a
     destination keeps its wake-up time until a claim raises it, :func:`raise_wakes`)."""
-    rows = conn.execute(*listing(d, until_ms)).fetchall()
+    rows = conn.execute(*listing(d, until_ms, run)).fetchall()
     found = [Due(str(r[0]), str(r[1]), int(r[2]), None if r[3] is None else int(r[3]))
              for r in rows]
     found.sort(key=lambda x: (NEVER_MS if x.first_ms is None else x.first_ms, x.tenant,
@@ -93,12 +94,13 @@ def due_destinations(conn: Any, d: Dialect, until_ms: int) -> list[Due]:
     return found
 
 
-def earliest_wake(conn: Any, d: Dialect, after_ms: int) -> int | None:
+def earliest_wake(conn: Any, d: Dialect, after_ms: int, run: str = "") -> int | None:
     """The earliest wake-up time after ``after_ms`` of a destination neither paused nor held
-    (no later than its earliest schedule); None when there is none."""
+    (as run ``run`` sees them; no later than its earliest schedule); None when there is
+    none."""
     row = conn.execute(d.q(
         "SELECT s.wake_ms FROM destinations s WHERE s.wake_ms > ? AND s.wake_ms < ? "
-        f"AND {NOT_PAUSED} ORDER BY s.wake_ms LIMIT 1"), (after_ms, NEVER_MS)).fetchone()
+        f"AND {NOT_HELD_HERE} ORDER BY s.wake_ms LIMIT 1"), (after_ms, NEVER_MS, run)).fetchone()
     return None if row is None else int(row[0])
 
 

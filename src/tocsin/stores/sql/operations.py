@@ -11,14 +11,29 @@ from tocsin.errors import ConflictError, NotFoundError, ValidationError
 from tocsin.stores.rows import SCHEDULE_COLUMNS, list_filters, schedule_from_row
 from tocsin.stores.sql.base import SqlBase, tenant_is
 
-__all__ = ["NOT_PAUSED", "SqlOperations"]
+__all__ = ["NOT_HELD_HERE", "NOT_PAUSED", "SqlOperations"]
 
 NOT_PAUSED = ("NOT EXISTS (SELECT 1 FROM paused_channels pc "
               "WHERE pc.tenant = s.tenant AND pc.name = s.channel) "
               "AND NOT EXISTS (SELECT 1 FROM channel_holds ch "
-              "WHERE ch.tenant = s.tenant AND ch.name = s.channel)")
+              "WHERE ch.tenant = s.tenant AND ch.name = s.channel AND (ch.run = '' "
+              "OR EXISTS (SELECT 1 FROM bucket_owners o WHERE o.run = ch.run "
+              "AND s.bucket BETWEEN o.bucket_lo AND o.bucket_hi)))")
 """The claim's predicate for a candidate schedule aliased ``s``: its channel is neither paused
-by an operator nor held by the dispatcher (an open breaker, a full lane)."""
+by an operator nor held by the dispatcher (an open breaker, a full lane). A full lane's hold
+names its dispatcher run (:func:`~tocsin.stores.sql.owners.holder_run`) and passes the
+destination over only in the buckets that run owns: its lane pulls those, and the other
+dispatchers' claims take theirs (one run's hold had kept every other run off the destination,
+whose pulls are fenced to their own buckets)."""
+
+NOT_HELD_HERE = ("NOT EXISTS (SELECT 1 FROM paused_channels pc "
+                 "WHERE pc.tenant = s.tenant AND pc.name = s.channel) "
+                 "AND NOT EXISTS (SELECT 1 FROM channel_holds ch "
+                 "WHERE ch.tenant = s.tenant AND ch.name = s.channel AND ch.run IN ('', ?))")
+""":data:`NOT_PAUSED` for a destination as a whole, as one dispatcher run (one argument: its
+id, or '' for none) sees it: neither paused, nor held by its breaker, nor held by a full lane
+of that run (whose puller takes the run's rows of it). A full lane of another run holds the
+destination only in that run's buckets, which this run's claims do not reach."""
 
 _REDRIVE = ("UPDATE schedules SET status = 'PENDING', next_ms = ?, chain_base = attempts, "
             "claim_epoch = NULL, claimed_ms = NULL, delivered_ms = NULL "
