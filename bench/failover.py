@@ -5,7 +5,8 @@ settings, one checkpoint setting) over a fresh schema; schedules are created thr
 ahead of their due times, to webhooks on nginx (``bench/receiver.py``, whose access log is the
 measurement), ``--rate`` a second for ``--seconds`` each phase:
 
-* ``one``: one dispatcher; ``two``: a second one joined (the lateness of each, and their ratio);
+* ``one``: one dispatcher; ``two``: a second one joined (the lateness of each, and their ratio;
+  ``one_fast``/``two_fast`` the same at ``--compare-rate``, 1 000 a second);
 * ``after_kill``: two, and kill -9 of one a third into the phase (the lateness of what falls
   due after the kill); a new dispatcher then takes its place;
 * ``after_stop``: the same with SIGSTOP of one (its whole process group: a frozen machine),
@@ -61,6 +62,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rate", type=int, default=200, help="webhooks a second")
     p.add_argument("--seconds", type=int, default=30, help="how long each phase sends")
     p.add_argument("--backlog", type=int, default=20_000, help="the drain phases' backlog")
+    p.add_argument("--compare-rate", type=int, default=1000,
+                   help="also compare one and two dispatchers at this rate (0: not)")
     p.add_argument("--only", default="one,two,after_kill,after_stop,rolling_restart,drain")
     return p.parse_args(argv)
 
@@ -129,13 +132,13 @@ class Bench:
                 for j, due in enumerate(dues[i:i + 1_000])]})
             r.raise_for_status()
 
-    def stream(self, phase: str, *, seconds: float | None = None) -> tuple[int, list[int]]:
+    def stream(self, phase: str, *, seconds: float | None = None,
+               rate: int | None = None) -> tuple[int, list[int]]:
         """Create the phase's schedules (``--rate`` a second); its first due time and all."""
-        args = self.args
-        seconds = seconds or args.seconds
-        n = int(args.rate * seconds)
-        first = now_ms() + LEAD_MS
-        dues = [first + i * 1000 // args.rate for i in range(n)]
+        seconds, rate = seconds or self.args.seconds, rate or self.args.rate
+        n = int(rate * seconds)
+        first = now_ms() + LEAD_MS + n // 5  # creating takes about 0.2 ms a schedule
+        dues = [first + i * 1000 // rate for i in range(n)]
         self.create(self.channel(phase), dues)
         slack = first - now_ms()
         if slack < 500:
@@ -162,8 +165,8 @@ class Bench:
 
     # -- phases --------------------------------------------------------------------------
 
-    def steady(self, phase: str) -> dict[str, Any]:
-        _, dues = self.stream(phase)
+    def steady(self, phase: str, *, rate: int | None = None) -> dict[str, Any]:
+        _, dues = self.stream(phase, rate=rate)
         self.wait_phase(phase, dues)
         return self.result(phase, dues)
 
@@ -219,7 +222,7 @@ class Bench:
         """``--backlog`` webhooks all due at one instant: rows a second from the first due time
         to the last delivery (the store's delivery times)."""
         n = self.args.backlog
-        due = now_ms() + LEAD_MS + n // 50
+        due = now_ms() + LEAD_MS + n // 5
         self.create(self.channel(phase), [due] * n)
         wait_until(lambda: self.store.due_between(from_ms=0, to_ms=now_ms() + 1) == 0
                    and not any(self.store.claimed_by_channel().values()),
@@ -272,10 +275,14 @@ def main(argv: list[str] | None = None) -> None:
                 runs["drain_one"] = bench.drain("drain_one")
             if "one" in only:
                 runs["one"] = bench.steady("one")
+                if args.compare_rate:
+                    runs["one_fast"] = bench.steady("one_fast", rate=args.compare_rate)
             bench.start()
             results["second_joined_s"] = round(bench.serving(2), 1)
             if "two" in only:
                 runs["two"] = bench.steady("two")
+                if args.compare_rate:
+                    runs["two_fast"] = bench.steady("two_fast", rate=args.compare_rate)
             if "drain" in only:
                 runs["drain_two"] = bench.drain("drain_two")
             if "after_kill" in only:
@@ -299,6 +306,11 @@ def main(argv: list[str] | None = None) -> None:
     if "one" in runs and "two" in runs and runs["one"]["lateness"]["p99"]:
         results["p99_two_vs_one"] = round(runs["two"]["lateness"]["p99"]
                                           / runs["one"]["lateness"]["p99"], 2)
+    if runs.get("one_fast", {}).get("lateness", {}).get("p99") and "two_fast" in runs:
+        results["p99_ms_one_fast"] = runs["one_fast"]["lateness"]["p99"]
+        results["p99_ms_two_fast"] = runs["two_fast"]["lateness"]["p99"]
+        results["p99_two_vs_one_fast"] = round(results["p99_ms_two_fast"]
+                                               / results["p99_ms_one_fast"], 2)
     if runs.get("drain_one", {}).get("per_s") and "drain_two" in runs:
         results["drain_ratio_two_vs_one"] = round(runs["drain_two"]["per_s"]
                                                   / runs["drain_one"]["per_s"], 2)
