@@ -85,3 +85,20 @@ def test_a_terminal_gets_tables_unless_json_is_asked(server: ApiServer,
     assert "paused channels" in status.output and "due next hour" in status.output
     forced = runner.invoke(app, ["--json", "channels", "ls"])
     assert [c["name"] for c in json.loads(forced.output)] == ["out"]
+
+
+def test_status_lists_the_dispatchers_and_what_each_owns(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from tocsin.cli import output
+
+    monkeypatch.setattr(output, "_is_terminal", lambda: True)
+    monkeypatch.setenv("COLUMNS", "300")
+    output.set_json(False)
+    output.render_status({"api": "ok", "store": "ok", "dispatchers": [
+        {"run": "3f2a9c", "host": "node-a", "pid": 4242, "slot": 0, "ready": True,
+         "buckets": ["0-31"], "owns_since": "2026-11-28T18:00:00.000Z", "age_s": 0.4},
+        {"run": "77b1e0", "host": "node-b", "pid": 99, "slot": 1, "ready": False,
+         "buckets": [], "owns_since": None, "age_s": 0.2}]})
+    out = capsys.readouterr().out
+    assert "dispatcher 3f2a9c" in out and "node-a pid 4242, buckets 0-31 since" in out
+    assert "dispatcher 77b1e0" in out and "none (joining)" in out
