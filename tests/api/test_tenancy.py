@@ -129,6 +129,7 @@ ROUTES: dict[tuple[str, str], Callable[[Tenants], Call]] = {
     ("POST", "/v1/apikeys"): lambda t: Call(Kind.ADMIN, "/v1/apikeys",
                                             {"role": "tenant", "tenant": A}),
     ("GET", "/v1/apikeys"): lambda t: Call(Kind.ADMIN, "/v1/apikeys"),
+    ("GET", "/v1/audit"): lambda t: Call(Kind.ADMIN, "/v1/audit"),
     ("DELETE", "/v1/apikeys/{key_id}"): lambda t: Call(Kind.ADMIN,
                                                        f"/v1/apikeys/{t.key_id()}"),
     ("POST", "/v1/deliveries/{delivery_id}/release"): lambda t: _release(t),
