@@ -195,6 +195,10 @@ class ChannelCache:
             if build is not None and build.spec == spec:
                 return build
             build = _Build(spec, time.monotonic() + self.build_deadline_s)
+            live = self._channels.get(key)
+            if live is not None and live.spec == spec:  # built since the caller looked
+                build.future.set_result(live.channel)
+                return build
             self._building[key] = build
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(
