@@ -20,7 +20,7 @@ Every phase counts what was lost (never received) and repeats under a new delive
 Writes ``bench/results/failover.json``::
 
     flock /work/team/bench.lock bench/run failover --store postgresql://... \
-        [--rate 200] [--seconds 30] [--backlog 20000]
+        [--rate 200] [--seconds 20] [--backlog 20000] [--compare-rate 1000]
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--store", default=os.environ.get("TOCSIN_TEST_POSTGRES_URL", ""),
                    help="a postgresql:// server URL (a fresh schema is made in it)")
     p.add_argument("--rate", type=int, default=200, help="webhooks a second")
-    p.add_argument("--seconds", type=int, default=30, help="how long each phase sends")
+    p.add_argument("--seconds", type=int, default=20, help="how long each phase sends")
     p.add_argument("--backlog", type=int, default=20_000, help="the drain phases' backlog")
     p.add_argument("--compare-rate", type=int, default=1000,
                    help="also compare one and two dispatchers at this rate (0: not)")
@@ -256,6 +256,29 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def summarize(results: dict[str, Any], runs: dict[str, Any]) -> dict[str, Any]:
+    """The figures of the phases run so far, beside them."""
+    out = {**results, "runs": runs}
+    for name in ("one", "two", "after_kill", "after_stop", "rolling_restart"):
+        if runs.get(name, {}).get("lateness", {}).get("p99") is not None:
+            out[f"p99_ms_{name}"] = runs[name]["lateness"]["p99"]
+    out["lost"] = sum(r.get("lost", 0) for r in runs.values())
+    out["repeats_new_id"] = sum(r.get("repeats_with_new_delivery_id", 0)
+                                for r in runs.values())
+    out["repeats"] = sum(r.get("repeated_deliveries", 0) for r in runs.values())
+    if out.get("p99_ms_one") and "p99_ms_two" in out:
+        out["p99_two_vs_one"] = round(out["p99_ms_two"] / out["p99_ms_one"], 2)
+    fast = {name: runs.get(name, {}).get("lateness", {}).get("p99")
+            for name in ("one_fast", "two_fast")}
+    if fast["one_fast"] and fast["two_fast"] is not None:
+        out["p99_ms_one_fast"], out["p99_ms_two_fast"] = fast["one_fast"], fast["two_fast"]
+        out["p99_two_vs_one_fast"] = round(fast["two_fast"] / fast["one_fast"], 2)
+    if runs.get("drain_one", {}).get("per_s") and "drain_two" in runs:
+        out["drain_ratio_two_vs_one"] = round(runs["drain_two"]["per_s"]
+                                              / runs["drain_one"]["per_s"], 2)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     args = _args(argv)
     if not args.store.startswith("postgres"):
@@ -264,6 +287,11 @@ def main(argv: list[str] | None = None) -> None:
     only = set(args.only.split(","))
     runs: dict[str, Any] = {}
     results: dict[str, Any] = {"args": {**vars(args), "store": "postgresql"}}
+
+    def phase(name: str, measure: Any, *a: Any, **kw: Any) -> None:
+        runs[name] = measure(*a, **kw)
+        write_results(summarize(results, runs), RESULTS)  # each phase kept as it ends
+
     with tempfile.TemporaryDirectory(prefix="tocsin-failover-") as tmp, \
             postgres_schema(args.store) as url:
         bench = Bench(args, url, Path(tmp))
@@ -272,50 +300,32 @@ def main(argv: list[str] | None = None) -> None:
             results["first_ready_s"] = round(bench.serving(1), 1)
             bench.steady("warm")
             if "drain" in only:
-                runs["drain_one"] = bench.drain("drain_one")
+                phase("drain_one", bench.drain, "drain_one")
             if "one" in only:
-                runs["one"] = bench.steady("one")
+                phase("one", bench.steady, "one")
                 if args.compare_rate:
-                    runs["one_fast"] = bench.steady("one_fast", rate=args.compare_rate)
+                    phase("one_fast", bench.steady, "one_fast", rate=args.compare_rate)
             bench.start()
             results["second_joined_s"] = round(bench.serving(2), 1)
             if "two" in only:
-                runs["two"] = bench.steady("two")
+                phase("two", bench.steady, "two")
                 if args.compare_rate:
-                    runs["two_fast"] = bench.steady("two_fast", rate=args.compare_rate)
+                    phase("two_fast", bench.steady, "two_fast", rate=args.compare_rate)
             if "drain" in only:
-                runs["drain_two"] = bench.drain("drain_two")
+                phase("drain_two", bench.drain, "drain_two")
             if "after_kill" in only:
-                runs["after_kill"] = bench.disrupt("after_kill", "kill")
+                phase("after_kill", bench.disrupt, "after_kill", "kill")
             if "after_stop" in only:
-                runs["after_stop"] = bench.disrupt("after_stop", "stop")
+                phase("after_stop", bench.disrupt, "after_stop", "stop")
             if "rolling_restart" in only:
-                runs["rolling_restart"] = bench.rolling("rolling_restart")
+                phase("rolling_restart", bench.rolling, "rolling_restart")
             results["owners_at_end"] = {run: ranges for run, ranges
                                         in serving_runs(bench.store).items()}
         finally:
             bench.stop()
-    results["runs"] = runs
-    for name in ("one", "two", "after_kill", "after_stop", "rolling_restart"):
-        if name in runs:
-            results[f"p99_ms_{name}"] = runs[name]["lateness"]["p99"]
-    results["lost"] = sum(r.get("lost", 0) for r in runs.values())
-    results["repeats_new_id"] = sum(r.get("repeats_with_new_delivery_id", 0)
-                                    for r in runs.values())
-    results["repeats"] = sum(r.get("repeated_deliveries", 0) for r in runs.values())
-    if "one" in runs and "two" in runs and runs["one"]["lateness"]["p99"]:
-        results["p99_two_vs_one"] = round(runs["two"]["lateness"]["p99"]
-                                          / runs["one"]["lateness"]["p99"], 2)
-    if runs.get("one_fast", {}).get("lateness", {}).get("p99") and "two_fast" in runs:
-        results["p99_ms_one_fast"] = runs["one_fast"]["lateness"]["p99"]
-        results["p99_ms_two_fast"] = runs["two_fast"]["lateness"]["p99"]
-        results["p99_two_vs_one_fast"] = round(results["p99_ms_two_fast"]
-                                               / results["p99_ms_one_fast"], 2)
-    if runs.get("drain_one", {}).get("per_s") and "drain_two" in runs:
-        results["drain_ratio_two_vs_one"] = round(runs["drain_two"]["per_s"]
-                                                  / runs["drain_one"]["per_s"], 2)
-    write_results(results, RESULTS)
-    print(json.dumps({k: v for k, v in results.items() if k != "runs"}, default=str))
+    out = summarize(results, runs)
+    write_results(out, RESULTS)
+    print(json.dumps({k: v for k, v in out.items() if k != "runs"}, default=str))
 
 
 if __name__ == "__main__":
