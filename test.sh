@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The second command: install the test tools and servers, then run the whole suite against
-# real parts (SQLite, PostgreSQL, a Kafka-protocol broker, RabbitMQ, HTTP, Spark).
+# real parts (SQLite, PostgreSQL, a Kafka-protocol broker, RabbitMQ, an SQS-protocol server,
+# Redis, NATS, HTTP, Spark).
 # Extra arguments go to pytest (e.g. ./test.sh -m "not slow" while iterating).
 # It runs on TOCSIN_TEST_WORKERS pytest-xdist workers (default 2: the suite mostly waits on the
 # servers and processes it starts, so two halve it even on two cores; 0 runs it in this one
