@@ -100,6 +100,9 @@ def test_recurring_and_policies(api_url: str, tmp_path: Path) -> None:
     shown = _run("recurring", "get", made["id"], "--api", api_url)
     assert shown["recurring"]["revision"] == 2 and shown["firings"] == []
     assert [r["id"] for r in _run("recurring", "ls", "--api", api_url)] == [made["id"]]
+    interval = _run("recurring", "add", "--channel", "ticks", "--every", "PT90M", "--jitter",
+                    "30", "--anchor", "2030-01-01T00:00:00Z", "--api", api_url)
+    assert (interval["cron"], interval["every"], interval["jitter"]) == (None, "PT1H30M", 30.0)
     busy = runner.invoke(app, ["policies", "rm", "gentle", "--api", api_url])
     assert busy.exit_code == 1 and "still named" in busy.output
     assert runner.invoke(app, ["recurring", "rm", made["id"], "--api", api_url]).exit_code == 0

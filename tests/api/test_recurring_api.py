@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from datetime import datetime
 from typing import Any
@@ -34,6 +35,33 @@ def test_create_get_next_in_the_zone(api: httpx.Client) -> None:
         {"local": "2030-04-01T02:30:00+02:00", "utc": "2030-04-01T00:30:00Z"}]}
 
 
+def test_every_with_jitter_is_absolute_time_across_dst(api: httpx.Client,
+                                                       api_store: Store) -> None:
+    r = api.post("/v1/recurring", json={
+        "channel": "out", "payload": {"tick": 1}, "every": "P1D", "jitter": "PT5M",
+        "anchor": "2030-10-26T07:00:00Z", "timezone": "Europe/Berlin"})
+    assert r.status_code == 201, r.text
+    made = r.json()
+    assert (made["cron"], made["every"], made["anchor"], made["jitter"]) == (
+        None, "P1D", "2030-10-26T07:00:00.000Z", 300.0)
+    assert api.get(f"/v1/recurring/{made['id']}").json() == made
+    stored = api_store.get_recurring(made["id"])
+    assert (stored.trigger.every_ms, stored.jitter_ms) == (86_400_000, 300_000)  # type: ignore[union-attr]
+    # firings before the anchor count too; 200 days from now cross a change of Berlin's
+    # clocks: every one is 24 h after the one before, 07:00 UTC, read 08:00 or 09:00 locally
+    nxt = api.get(f"/v1/recurring/{made['id']}/next", params={"n": 200}).json()["items"]
+    utc = [datetime.fromisoformat(i["utc"]) for i in nxt]
+    assert {(b - a).total_seconds() for a, b in itertools.pairwise(utc)} == {86_400}
+    assert {t.hour for t in utc} == {7}
+    assert {datetime.fromisoformat(i["local"]).hour for i in nxt} == {8, 9}
+    # PATCH back to a cron rule, and on to an interval again
+    r = api.patch(f"/v1/recurring/{made['id']}", json={"cron": "0 9 * * *"})
+    assert (r.json()["cron"], r.json()["every"], r.json()["jitter"]) == ("0 9 * * *", None,
+                                                                          300.0)
+    r = api.patch(f"/v1/recurring/{made['id']}", json={"every": 90})
+    assert (r.json()["cron"], r.json()["every"]) == (None, "PT1M30S")
+
+
 def test_patch_pause_resume_delete(api: httpx.Client, api_store: Store) -> None:
     rid = _create(api).json()["id"]
     r = api.patch(f"/v1/recurring/{rid}", json={"cron": "0 9 * * MON-FRI",
@@ -64,6 +92,12 @@ def test_patch_pause_resume_delete(api: httpx.Client, api_store: Store) -> None:
     ({"stagger": "-PT1M"}, "stagger", "ISO 8601"),
     ({"misfire": "sometimes"}, "misfire", "fire_once"),
     ({"start": "2030-01-01T00:00:00"}, "start", "naive"),
+    ({"every": "PT1H"}, "every", "not both"),
+    ({"cron": None, "every": "P1M"}, "every", "ISO 8601"),
+    ({"cron": None, "every": 0.5}, "every", "at least 1 s"),
+    ({"cron": None}, "cron", "give a cron rule, or every"),
+    ({"anchor": "2030-01-01T00:00:00Z"}, "anchor", "every rule"),
+    ({"jitter": "P2D"}, "jitter", "must be 0 to 86400 s"),
 ])
 def test_bad_input_names_the_field_and_stores_nothing(api: httpx.Client, api_store: Store,
                                                       body: dict[str, Any], field: str,

@@ -34,7 +34,8 @@ HORIZON = 10 * MIN
 def rec(rid: str = "rec-1", *, expr: str = "* * * * *", **fields: object) -> Recurring:
     fields.setdefault("channel", "out")
     fields.setdefault("payload", b'{"tick":1}')
-    return Recurring(id=rid, trigger=CronTrigger.parse(expr, "UTC"), **fields)  # type: ignore[arg-type]
+    fields.setdefault("trigger", CronTrigger.parse(expr, "UTC"))
+    return Recurring(id=rid, **fields)  # type: ignore[arg-type]
 
 
 def expand_all(store: Store, now_ms: int) -> int:
@@ -66,6 +67,25 @@ def test_expansion_fills_the_horizon_once(store: Store) -> None:
     # Five minutes on, the next expansion adds the minutes now inside the horizon, no repeats.
     assert expand_all(store, T0 + 5 * MIN) == 5 * 3
     assert sorted(messages(store, "rec-1")) == [T0 + m * MIN for m in range(1, 16)]
+
+
+def test_an_interval_with_jitter_round_trips_and_expands_on_its_rhythm(store: Store) -> None:
+    from tocsin.domain import IntervalTrigger
+    from tocsin.domain.recurring import jitter_of
+
+    every = IntervalTrigger(every_ms=90_000, anchor_ms=T0 + 15_000)
+    made = store.create_recurring(rec(trigger=every, jitter_ms=20_000), now_ms=T0)
+    assert made.trigger == every and made.jitter_ms == 20_000
+    assert store.get_recurring("rec-1") == made
+    assert expand_all(store, T0) == 7  # (T0, T0 + 10 min] holds 7 firings 90 s apart
+    firings = sorted(messages(store, "rec-1"))
+    assert firings == [T0 + 15_000 + k * 90_000 for k in range(7)]
+    for t in firings:  # each due its firing's own jitter later, as every expansion computes it
+        due = store.get(firing_schedule_id("rec-1", t, 0)).due_ms
+        assert due == t + jitter_of(made, t) and 0 <= due - t <= 20_000
+    changed = store.update_recurring(dataclasses.replace(made, trigger=CronTrigger.parse(
+        "* * * * *", "UTC"), jitter_ms=0), now_ms=T0)
+    assert isinstance(changed.trigger, CronTrigger) and changed.jitter_ms == 0
 
 
 def test_an_expansion_read_before_a_change_is_not_recorded(store: Store) -> None:

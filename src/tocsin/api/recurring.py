@@ -1,4 +1,5 @@
-"""``/v1/recurring``: cron rules in a time zone, expanded into schedules by the dispatcher."""
+"""``/v1/recurring``: cron rules in a time zone, or intervals from an anchor, expanded into
+schedules by the dispatcher."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps, registered
 from tocsin.api.views import recurring_out
 from tocsin.clock import from_ms, iso_ms
-from tocsin.domain import CronTrigger, MisfirePolicy, Recurring
+from tocsin.domain import CronTrigger, IntervalTrigger, MisfirePolicy, Recurring
 from tocsin.domain.cron import iana_zone
 from tocsin.errors import ValidationError
 from tocsin.ids import new_schedule_id
@@ -44,17 +45,10 @@ def _apply(current: Recurring, body: RecurringChange, deps: Deps) -> Recurring:
     """``current`` with the fields ``body`` gives replaced, every rule checked again."""
     given = body.model_fields_set
     changes: dict[str, Any] = {}
-    trigger = current.trigger
-    if given & {"cron", "timezone", "start", "end"}:
-        start, end = trigger.start_ms, trigger.end_ms
-        if "start" in given:
-            start = parse_instant(body.start, "start") if body.start else None
-        if "end" in given:
-            end = parse_instant(body.end, "end") if body.end else None
-        changes["trigger"] = CronTrigger.parse(
-            body.cron if body.cron is not None else trigger.expr,
-            iana_zone(body.timezone) if body.timezone is not None else trigger.timezone,
-            start_ms=start, end_ms=end)
+    if given & {"cron", "every", "anchor", "timezone", "start", "end"}:
+        changes["trigger"] = _trigger(current.trigger, body, now_ms=deps.clock.now_ms())
+    if (jitter := _seconds_ms(body.jitter, "jitter")) is not None:
+        changes["jitter_ms"] = jitter
     payload = payload_of(body, max_payload=deps.settings.max_payload_bytes)
     if payload is not None:
         changes["payload_kind"], changes["payload"] = payload
@@ -74,6 +68,38 @@ def _apply(current: Recurring, body: RecurringChange, deps: Deps) -> Recurring:
     return changed
 
 
+def _trigger(current: CronTrigger | IntervalTrigger, body: RecurringChange, *,
+             now_ms: int) -> CronTrigger | IntervalTrigger:
+    """The rule ``body`` makes of ``current``: a cron rule, or an interval when ``every`` is
+    given (or ``current`` is one and ``cron`` is not given); unchanged parts kept."""
+    given = body.model_fields_set
+    if body.cron is not None and body.every is not None:
+        raise ValidationError("every", "give cron or every, not both")
+    start, end = current.start_ms, current.end_ms
+    if "start" in given:
+        start = parse_instant(body.start, "start") if body.start else None
+    if "end" in given:
+        end = parse_instant(body.end, "end") if body.end else None
+    zone = iana_zone(body.timezone) if body.timezone is not None else current.timezone
+    interval = body.every is not None or (isinstance(current, IntervalTrigger)
+                                          and body.cron is None)
+    if not interval:
+        if body.anchor is not None:
+            raise ValidationError("anchor", "is for an every rule, not a cron rule")
+        expr = body.cron if body.cron is not None else current.expr
+        return CronTrigger.parse(expr, zone, start_ms=start, end_ms=end)
+    every_ms = _seconds_ms(body.every, "every") if body.every is not None else \
+        current.every_ms  # type: ignore[union-attr]
+    if body.anchor is not None:
+        anchor = parse_instant(body.anchor, "anchor")
+    elif isinstance(current, IntervalTrigger):
+        anchor = current.anchor_ms
+    else:
+        anchor = start if start is not None else now_ms
+    return IntervalTrigger(every_ms=every_ms or 0, anchor_ms=anchor, start_ms=start,
+                           end_ms=end, timezone=zone)
+
+
 def _check_rule(recurring: Recurring, deps: Deps) -> None:
     """Refuse a rule that would flood the store with messages, or whose firings time cannot
     hold (the expander could never expand it)."""
@@ -84,9 +110,10 @@ def _check_rule(recurring: Recurring, deps: Deps) -> None:
     now = deps.clock.now_ms()
     following = trigger.next(now)
     if not following and (trigger.end_ms is None or trigger.end_ms >= now):
-        raise ValidationError("start" if trigger.start_ms is not None else "cron",
+        rule = "every" if isinstance(trigger, IntervalTrigger) else "cron"
+        raise ValidationError("start" if trigger.start_ms is not None else rule,
                               "the rule never fires: its next firing would be after year 9999")
-    if following and following[0] + recurring.stagger_ms > MAX_DUE_MS:
+    if following and following[0] + recurring.stagger_ms + recurring.jitter_ms > MAX_DUE_MS:
         raise ValidationError("stagger", "the last message of the next firing would be due "
                                          "after year 9999")
 
@@ -100,8 +127,10 @@ def create(body: RecurringIn, request: Request) -> dict[str, Any]:
     if payload_of(body, max_payload=deps.settings.max_payload_bytes) is None:
         raise ValidationError("payload", "give exactly one of payload, payload_text, "
                                          "payload_base64 (got none)")
+    if body.cron is None and body.every is None:
+        raise ValidationError("cron", "give a cron rule, or every (an interval)")
     blank = Recurring(id=f"rec-{new_schedule_id(now)}", tenant=tenant,
-                      trigger=CronTrigger.parse(body.cron, iana_zone(body.timezone)),
+                      trigger=CronTrigger.parse("* * * * *", iana_zone(body.timezone)),
                       channel=body.channel,
                       payload=b"null")
     recurring = _apply(blank, body, deps)

@@ -6,7 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from tocsin.clock import iso_ms
-from tocsin.domain import ChannelSpec, Delivery, PayloadKind, Policy, Recurring, Schedule, Status
+from tocsin.domain import (
+    ChannelSpec,
+    Delivery,
+    IntervalTrigger,
+    PayloadKind,
+    Policy,
+    Recurring,
+    Schedule,
+    Status,
+)
 from tocsin.domain.defaults import seconds
 from tocsin.domain.schedule import payload_value
 from tocsin.redact import redact
@@ -73,13 +82,22 @@ def _state(r: Recurring, following: list[int]) -> str:
     return "ACTIVE" if following else "ENDED"
 
 
+def _rule_out(r: Recurring) -> dict[str, Any]:
+    """``cron``, or ``every`` (ISO 8601) and its ``anchor``: the other ones null."""
+    t = r.trigger
+    if isinstance(t, IntervalTrigger):
+        return {"cron": None, "every": t.every, "anchor": iso(t.anchor_ms)}
+    return {"cron": t.expr, "every": None, "anchor": None}
+
+
 def recurring_out(r: Recurring, *, now_ms: int) -> dict[str, Any]:
     """A recurring schedule as the API answers it."""
     following = [] if r.paused or r.failed_reason else r.trigger.next(now_ms)
     out: dict[str, Any] = {
-        "id": r.id, "tenant": r.tenant, "cron": r.trigger.expr,
-        "timezone": r.trigger.timezone.key, "start": iso(r.trigger.start_ms),
-        "end": iso(r.trigger.end_ms), "channel": r.channel, "headers": r.headers,
+        "id": r.id, "tenant": r.tenant, **_rule_out(r),
+        "jitter": seconds(r.jitter_ms), "timezone": r.trigger.timezone.key,
+        "start": iso(r.trigger.start_ms), "end": iso(r.trigger.end_ms), "channel": r.channel,
+        "headers": r.headers,
         "count": r.count, "stagger": seconds(r.stagger_ms), "misfire": r.misfire.value,
         "misfire_grace": seconds(r.misfire_grace_ms), "policy": r.policy, "paused": r.paused,
         "state": _state(r, following), "failed_reason": r.failed_reason,

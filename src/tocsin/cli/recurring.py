@@ -1,4 +1,5 @@
-"""``tocsin recurring add|ls|get|next|pause|resume|rm``: cron rules in a time zone."""
+"""``tocsin recurring add|ls|get|next|pause|resume|rm``: cron rules in a time zone, or
+intervals."""
 
 from __future__ import annotations
 
@@ -6,18 +7,26 @@ from typing import Annotated
 
 import typer
 
-from tocsin.cli.common import ApiOpt, call, client_for, json_option
+from tocsin.cli.common import ApiOpt, call, client_for, json_option, span
 
 __all__ = ["recurring_app"]
 
 recurring_app = typer.Typer(no_args_is_help=True,
-                            help="Recurring schedules: cron rules in a time zone.")
+                            help="Recurring schedules: cron rules in a time zone, or "
+                                 "intervals (--every).")
 
 
 @recurring_app.command("add")
 def add(
-    cron: Annotated[str, typer.Argument(help='5 fields, or 6 with seconds: "30 2 * * *".')],
     channel: Annotated[str, typer.Option(help="A registered channel.")],
+    cron: Annotated[str | None, typer.Argument(
+        help='5 fields, or 6 with seconds: "30 2 * * *" (or give --every).')] = None,
+    every: Annotated[str | None, typer.Option(
+        help="Instead of CRON: every 90, PT90M, P1D (absolute time).")] = None,
+    anchor: Annotated[str | None, typer.Option(
+        help="RFC 3339 instant --every counts from (default: now).")] = None,
+    jitter: Annotated[str | None, typer.Option(
+        help="Each firing up to this much late: 30, PT5M.")] = None,
     payload: Annotated[str, typer.Option(help="The payload as JSON.")] = "null",
     timezone: Annotated[str, typer.Option(help="IANA time zone.")] = "UTC",
     count: Annotated[int, typer.Option(help="Messages per firing.")] = 1,
@@ -28,7 +37,9 @@ def add(
 ) -> None:
     """Create a recurring schedule."""
     call(client_for(api).add_recurring, cron, channel, json_option(payload, "--payload"),
-         timezone=timezone, count=count, stagger=stagger, misfire=misfire, policy=policy)
+         timezone=timezone, count=count, stagger=stagger, misfire=misfire, policy=policy,
+         every=None if every is None else span(every), anchor=anchor,
+         jitter=None if jitter is None else span(jitter))
 
 
 @recurring_app.command("ls")

@@ -129,7 +129,14 @@ class RecurringInfo(TypedDict):
 
     id: str
     tenant: str
-    cron: str
+    cron: str | None
+    """The cron rule, or None for an interval rule."""
+    every: str | None
+    """The interval (ISO 8601), or None for a cron rule."""
+    anchor: str | None
+    """The instant the interval counts from."""
+    jitter: float
+    """Seconds each firing's messages may be due after it."""
     timezone: str
     start: str | None
     end: str | None

@@ -98,6 +98,12 @@ class RecurringFields(TypedDict, total=False):
     payload_base64: str | None
     timezone: str | None
     """IANA zone the rule is read in (default UTC)."""
+    every: Span | None
+    """Instead of ``cron``: an interval of absolute time."""
+    anchor: datetime | str | None
+    """The instant ``every`` counts from."""
+    jitter: Span | None
+    """Each firing's messages due up to this much later."""
     count: int | None
     """Messages per firing."""
     stagger: Span | None
@@ -119,9 +125,9 @@ def recurring_body(*, cron: str | None = None, channel: str | None = None,
     for name, value in fields.items():
         if value is None:
             continue
-        if name in ("stagger", "misfire_grace"):
+        if name in ("stagger", "misfire_grace", "every", "jitter"):
             value = span(value)  # type: ignore[arg-type]
-        elif name in ("start", "end"):
+        elif name in ("start", "end", "anchor"):
             value = instant(value, name)  # type: ignore[arg-type]
         elif name == "headers":
             value = dict(value)  # type: ignore[call-overload]

@@ -254,11 +254,12 @@ def health() -> Call[Readiness]:
 
 # Recurring schedules
 
-def add_recurring(cron: str, channel: str, payload: Any = UNSET,
+def add_recurring(cron: str | None, channel: str, payload: Any = UNSET,
                   **fields: Unpack[RecurringFields]) -> Call[RecurringInfo]:
     """Create a recurring schedule: ``cron`` (5 fields, or 6 with seconds) read in
-    ``timezone`` (IANA, default UTC); ``count`` messages per firing spread over ``stagger``;
-    the other :class:`~tocsin.client.bodies.RecurringFields`."""
+    ``timezone`` (IANA, default UTC), or ``cron=None`` and ``every`` (an interval of absolute
+    time from ``anchor``); ``count`` messages per firing spread over ``stagger``, each firing
+    up to ``jitter`` late; the other :class:`~tocsin.client.bodies.RecurringFields`."""
     return Call("POST", "/v1/recurring", json=recurring_body(
         cron=cron, channel=channel, payload=payload, **fields))
 

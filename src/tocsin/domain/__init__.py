@@ -6,6 +6,7 @@ from tocsin.domain.apikey import ApiKey, Role
 from tocsin.domain.channel import ChannelKind, ChannelSpec, HoldReason, OnDead
 from tocsin.domain.cron import CronTrigger
 from tocsin.domain.delivery import Ack, Delivery, Envelope, Outcome, Result
+from tocsin.domain.interval import IntervalTrigger
 from tocsin.domain.policy import Policy, RateBucket
 from tocsin.domain.recurring import (
     Expansion,
@@ -40,6 +41,7 @@ __all__ = [
     "Firing",
     "FiringOutcome",
     "HoldReason",
+    "IntervalTrigger",
     "MisfirePolicy",
     "NewSchedule",
     "OnDead",

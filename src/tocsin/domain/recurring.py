@@ -1,4 +1,5 @@
-"""Recurring schedules: a cron trigger turned into concrete schedules, one window at a time.
+"""Recurring schedules: a cron or interval trigger turned into concrete schedules, one window
+at a time.
 
 :func:`expand` is pure: given where the last expansion stopped and the clock's "now", it names
 every firing up to ``now + horizon`` and what becomes of it. Each firing is created as ``count``
@@ -10,15 +11,18 @@ whether it still fires, re-based to ``now``, or is recorded as skipped with a re
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from tocsin.domain.cron import CronTrigger
+from tocsin.domain.interval import IntervalTrigger
 from tocsin.domain.schedule import PayloadKind
 from tocsin.domain.tenant import DEFAULT_TENANT
 from tocsin.errors import ValidationError
 
 __all__ = [
+    "MAX_JITTER_MS",
     "Expansion",
     "Firing",
     "FiringOutcome",
@@ -28,6 +32,7 @@ __all__ = [
     "SkippedFiring",
     "expand",
     "firing_schedule_id",
+    "jitter_of",
 ]
 
 
@@ -74,7 +79,7 @@ class Recurring:
 
     id: str
     tenant: str = DEFAULT_TENANT
-    trigger: CronTrigger
+    trigger: CronTrigger | IntervalTrigger
     channel: str
     payload: bytes
     payload_kind: PayloadKind = PayloadKind.JSON
@@ -83,6 +88,9 @@ class Recurring:
     """Messages per firing (at least 1)."""
     stagger_ms: int = 0
     """The ``count`` messages are spread evenly over this window; 0 sends all at the firing."""
+    jitter_ms: int = 0
+    """Each firing's messages are due up to this much later than the firing, by an amount
+    drawn from the firing's id (:func:`jitter_of`): every expansion of one firing agrees."""
     misfire: MisfirePolicy = MisfirePolicy.FIRE_ONCE
     misfire_grace_ms: int = 60_000
     """A firing at most this late still fires as if on time; older ones are missed."""
@@ -113,6 +121,9 @@ class Recurring:
             raise ValidationError("count", f"must be at least 1, got {self.count}")
         if self.stagger_ms < 0:
             raise ValidationError("stagger", f"must not be negative, got {self.stagger_ms} ms")
+        if not 0 <= self.jitter_ms <= MAX_JITTER_MS:
+            raise ValidationError("jitter", f"must be 0 to {MAX_JITTER_MS // 1000} s, got "
+                                            f"{self.jitter_ms} ms")
         if self.misfire_grace_ms < 0:
             raise ValidationError(
                 "misfire_grace", f"must not be negative, got {self.misfire_grace_ms} ms"
@@ -182,6 +193,21 @@ class Expansion:
     """The new ``expanded_until_ms``: the next expansion starts after it."""
 
 
+MAX_JITTER_MS = 86_400_000
+"""The largest jitter: a day."""
+
+
+def jitter_of(recurring: Recurring, firing_ms: int) -> int:
+    """How much later than ``firing_ms`` the firing's messages are due: a number in
+    ``[0, jitter_ms]`` drawn from the firing's id (the recurring, its revision and the firing
+    instant) by SHA-256, so a replay, a re-expansion and every process agree."""
+    if not recurring.jitter_ms:
+        return 0
+    firing = firing_schedule_id(recurring.id, firing_ms, 0, recurring.revision).rsplit(":", 1)[0]
+    digest = hashlib.sha256(f"tocsin-jitter:{firing}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % (recurring.jitter_ms + 1)
+
+
 def firing_schedule_id(recurring_id: str, firing_ms: int, index: int, revision: int = 0) -> str:
     """The schedule id of message ``index`` of the firing at ``firing_ms`` (of the recurring's
     ``revision``): the same every time it is expanded."""
@@ -228,7 +254,8 @@ def _messages(recurring: Recurring, times: list[int], *, base_ms: int | None) ->
             recurring_id=recurring.id,
             firing_ms=t,
             index=i,
-            due_ms=(t if base_ms is None else base_ms) + recurring.offset_ms(i),
+            due_ms=(t if base_ms is None else base_ms) + jitter_of(recurring, t)
+            + recurring.offset_ms(i),
             schedule_id=firing_schedule_id(recurring.id, t, i, recurring.revision),
         )
         for t in times

@@ -150,7 +150,16 @@ class RecurringChange(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    cron: str | None = Field(None, description="5 fields, or 6 with a leading seconds field.")
+    cron: str | None = Field(None, description="5 fields, or 6 with a leading seconds field "
+                                                "(or give every).")
+    every: Delay = Field(None, description="Instead of cron: fire every this long (seconds or "
+                                           "ISO 8601 duration of days to seconds, absolute "
+                                           "time: P1D is 24 h), from anchor.")
+    anchor: str | None = Field(None, description="RFC 3339: an instant every counts from "
+                                                 "(default: start, else when created).")
+    jitter: Delay = Field(None, description="Each firing's messages are due up to this much "
+                                            "later (seconds or ISO 8601 duration, at most a "
+                                            "day), the same for every expansion of a firing.")
     timezone: str | None = Field(None, description="IANA zone name, e.g. Europe/Berlin.")
     channel: str | None = Field(None, min_length=1, max_length=128)
     payload: JsonValue = None
@@ -173,7 +182,6 @@ class RecurringChange(BaseModel):
 class RecurringIn(RecurringChange):
     """A recurring schedule as a client sends it."""
 
-    cron: str = Field(description="5 fields, or 6 with a leading seconds field.")
     timezone: str = Field("UTC", description="IANA zone name, e.g. Europe/Berlin.")
     channel: str = Field(min_length=1, max_length=128)
     headers: Headers = Field(default_factory=dict)

@@ -10,12 +10,14 @@ from tocsin.abc import FiringRecord, RecurringStore
 from tocsin.domain import (
     CronTrigger,
     Expansion,
+    IntervalTrigger,
     MisfirePolicy,
     NewSchedule,
     PayloadKind,
     Recurring,
     Status,
 )
+from tocsin.domain.cron import iana_zone
 from tocsin.errors import NotFoundError, ValidationError
 from tocsin.ids import bucket_of
 from tocsin.stores.rows import INSERT_ARITY, INSERT_COLUMNS, insert_values
@@ -26,12 +28,13 @@ __all__ = ["RECURRING_COLUMNS", "SqlRecurring", "recurring_from_row"]
 RECURRING_COLUMNS = (
     "id, tenant, cron, timezone, start_ms, end_ms, channel, payload, payload_kind, headers, "
     "per_firing, stagger_ms, misfire, misfire_grace_ms, policy, paused, revision, "
-    "expanded_until_ms, next_expand_ms, created_ms, updated_ms, failed_reason, failed_ms"
+    "expanded_until_ms, next_expand_ms, created_ms, updated_ms, failed_reason, failed_ms, "
+    "every_ms, anchor_ms, jitter_ms"
 )
 _RECURRING_SET = (
     "cron = ?, timezone = ?, start_ms = ?, end_ms = ?, channel = ?, payload = ?, "
     "payload_kind = ?, headers = ?, per_firing = ?, stagger_ms = ?, misfire = ?, "
-    "misfire_grace_ms = ?, policy = ?, paused = ?"
+    "misfire_grace_ms = ?, policy = ?, paused = ?, every_ms = ?, anchor_ms = ?, jitter_ms = ?"
 )
 _INSERT_IGNORE = (f"INSERT INTO schedules ({INSERT_COLUMNS}) VALUES "
                   f"({', '.join('?' * INSERT_ARITY)}) ON CONFLICT DO NOTHING")
@@ -43,22 +46,27 @@ def recurring_from_row(row: Sequence[Any]) -> Recurring:
     """A ``RECURRING_COLUMNS`` row as a :class:`Recurring`."""
     return Recurring(
         id=row[0], tenant=row[1],
-        trigger=CronTrigger.parse(row[2], row[3], start_ms=row[4], end_ms=row[5]),
+        trigger=CronTrigger.parse(row[2], row[3], start_ms=row[4], end_ms=row[5])
+        if row[23] is None else IntervalTrigger(every_ms=row[23], anchor_ms=row[24],
+                                                start_ms=row[4], end_ms=row[5],
+                                                timezone=iana_zone(row[3])),
         channel=row[6], payload=bytes(row[7]), payload_kind=PayloadKind(row[8]),
         headers=json.loads(row[9]), count=row[10], stagger_ms=row[11],
         misfire=MisfirePolicy(row[12]), misfire_grace_ms=row[13], policy=row[14],
         paused=bool(row[15]), revision=row[16], expanded_until_ms=row[17],
         next_expand_ms=row[18], created_ms=row[19], updated_ms=row[20],
-        failed_reason=row[21], failed_ms=row[22],
+        failed_reason=row[21], failed_ms=row[22], jitter_ms=row[25],
     )
 
 
 def _rule_values(r: Recurring) -> tuple[Any, ...]:
     """The values of ``_RECURRING_SET``, in order."""
     t = r.trigger
-    return (t.expr, t.timezone.key, t.start_ms, t.end_ms, r.channel, r.payload,
-            r.payload_kind.value, json.dumps(r.headers, separators=(",", ":")), r.count,
-            r.stagger_ms, r.misfire.value, r.misfire_grace_ms, r.policy, int(r.paused))
+    every, anchor = (t.every_ms, t.anchor_ms) if isinstance(t, IntervalTrigger) else (None, None)
+    return ("" if every is not None else t.expr, t.timezone.key, t.start_ms, t.end_ms,
+            r.channel, r.payload, r.payload_kind.value,
+            json.dumps(r.headers, separators=(",", ":")), r.count, r.stagger_ms, r.misfire.value,
+            r.misfire_grace_ms, r.policy, int(r.paused), every, anchor, r.jitter_ms)
 
 
 def check_policy(conn: Any, q: Any, tenant: str, name: str | None) -> None:
@@ -74,14 +82,16 @@ class SqlRecurring(SqlBase, RecurringStore):
     def create_recurring(self, recurring: Recurring, *, now_ms: int) -> Recurring:
         d, buckets = self._dialect, self.buckets
 
+        rule = _rule_values(recurring)
+
         def work(conn: Any) -> tuple[Any, ...]:
             check_policy(conn, d.q, recurring.tenant, recurring.policy)
             return tuple(conn.execute(d.q(
                 f"INSERT INTO recurring ({RECURRING_COLUMNS}, bucket) VALUES "
-                f"(?, ?, {', '.join('?' * 14)}, 0, ?, ?, ?, ?, NULL, NULL, ?) "
+                f"(?, ?, {', '.join('?' * 14)}, 0, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?) "
                 f"RETURNING {RECURRING_COLUMNS}"),
-                (recurring.id, recurring.tenant, *_rule_values(recurring), now_ms, now_ms,
-                 now_ms, now_ms, bucket_of(recurring.id, buckets))).fetchone())
+                (recurring.id, recurring.tenant, *rule[:14], now_ms, now_ms, now_ms, now_ms,
+                 *rule[14:], bucket_of(recurring.id, buckets))).fetchone())
 
         return recurring_from_row(self._work(work))
 
