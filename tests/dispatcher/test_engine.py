@@ -528,3 +528,32 @@ def test_threads_do_not_grow_with_destinations(backend_url: str) -> None:
                    what="idle destinations forgotten")
     finally:
         next(rigs, None)
+
+
+def test_a_late_answer_past_the_deadline_is_never_taken_for_a_new_send(
+        threaded_rig: Rig) -> None:
+    """A send that hangs past its deadline is answered RETRY; when it returns at last, its
+    answer only closes its old channel, even once the destination has new sends out."""
+    rig = threaded_rig
+    rig.destinations.modes["slow"] = "hang"
+    [stuck] = rig.add("slow", 1)
+    rig.core.deliver(rig.claim())
+    wait_until(lambda: "send slow" in rig.destinations.events, timeout_s=5, what="the send")
+    rig.clock.advance(300 + SEND_GRACE_MS)
+    wait_until(lambda: rig.store.get(stuck).status is Status.PENDING, timeout_s=10,
+               what="the deadline's RETRY")
+    rig.destinations.modes["slow"] = "ok"
+    rig.clock.advance(600_000)  # past any back-off; the old send still hangs
+    again = rig.add("slow", 2)
+    rig.core.deliver(rig.claim())
+    wait_until(lambda: rig.status([stuck, *again]) == [Status.DELIVERED] * 3, timeout_s=10,
+               what="the retried and the new rows delivered while the old send hangs")
+    assert rig.core.engine.drain(5)  # all written: the destination is idle now
+    rig.clock.advance(1_000)
+    later = rig.add("slow", 2)
+    rig.core.deliver(rig.claim())
+    wait_until(lambda: rig.status(later) == [Status.DELIVERED] * 2, timeout_s=10,
+               what="a later send while the old one still hangs")
+    rig.destinations.release.set()  # the old send returns at last: its answer is dropped
+    assert rig.core.engine.drain(5)
+    assert rig.status([stuck, *again, *later]) == [Status.DELIVERED] * 5

@@ -402,7 +402,9 @@ class Engine:
         if wake is not None and wake < self._wakes.get(key, wake + 1):
             self._wakes[key] = wake
             heapq.heappush(self._timers, (wake, key))
-        if idle(d):
+        if idle(d) and not any(k == key for k, _ in self._abandoned):
+            # (a destination with a send still hanging past its deadline is kept: its flight
+            # numbers go on, so that send's late answer is never taken for a new one's)
             del self._dests[key]
 
     def _answered(self, m: _Sent, now: int) -> None:
