@@ -86,6 +86,22 @@ def delivered_ids(receiver: Receiver) -> dict[str, set[str]]:
     return got
 
 
+def p99_late_ms(receiver: Receiver, ids: set[str], *, after_ms: int = 0) -> int | None:
+    """The p99 lateness (first arrival minus due time) of ``ids`` due at ``after_ms`` or later:
+    a figure to report, not to assert (timing figures go in bench/)."""
+    from datetime import datetime
+
+    first: dict[str, int] = {}
+    for r in receiver.received():
+        sid = r.headers["tocsin-schedule-id"]
+        due = int(datetime.fromisoformat(r.headers["tocsin-due-at"].replace("Z", "+00:00"))
+                  .timestamp() * 1000)
+        if sid in ids and due >= after_ms:
+            first[sid] = min(first.get(sid, r.at_ms - due), r.at_ms - due)
+    late = sorted(first.values())
+    return late[len(late) * 99 // 100] if late else None
+
+
 def wait_delivered(store: Any, receiver: Receiver, ids: set[str], *, timeout_s: float) -> None:
     wait_until(lambda: set(delivered_ids(receiver)) >= ids, timeout_s=timeout_s, interval_s=0.5,
                what="every schedule received")
@@ -140,6 +156,7 @@ def test_three_dispatchers_share_the_buckets_and_survive_kill_and_freeze(
     second = stream(store, receiver.url, 800, start_in_ms=1_000, over_ms=8_000)
     wait_until(lambda: len(delivered_ids(receiver)) > len(first) + 200, timeout_s=60,
                what="the second stream under way")
+    killed_at = SystemClock().now_ms()
     kill_tree(victim)
     wait_serving(store, 2, timeout_s=5, other_than=frozenset({killed_run}))
     wait_delivered(store, receiver, second, timeout_s=90)
@@ -151,6 +168,7 @@ def test_three_dispatchers_share_the_buckets_and_survive_kill_and_freeze(
     third = stream(store, receiver.url, 800, start_in_ms=1_000, over_ms=10_000)
     wait_until(lambda: len(delivered_ids(receiver)) > len(first) + len(second) + 100,
                timeout_s=60, what="the third stream under way")
+    frozen_at = SystemClock().now_ms()
     freeze(frozen)
     wait_serving(store, 1, timeout_s=RUN_STALE_MS / 1000 + 10,
                  other_than=frozenset({frozen_run, killed_run}))
@@ -166,8 +184,12 @@ def test_three_dispatchers_share_the_buckets_and_survive_kill_and_freeze(
     assert all(len(d) == 1 for d in got.values()), "a repeat changed delivery id"
     assert list(serving_runs(store)) == [pid_of[procs[2].pid]]
     repeats = len(receiver.received()) - len(got)
+    before = p99_late_ms(receiver, first)
+    after_kill = p99_late_ms(receiver, second, after_ms=killed_at)
+    after_freeze = p99_late_ms(receiver, third, after_ms=frozen_at)
     say(f"3 dispatchers: shares {sorted(by_run.values())}; after kill -9 and SIGSTOP nothing "
-        f"lost, {repeats} repeats (same delivery id)")
+        f"lost, {repeats} repeats (same delivery id); p99 lateness: before {before} ms, "
+        f"after the kill {after_kill} ms, after the freeze {after_freeze} ms")
     store.close()
 
 
@@ -194,5 +216,6 @@ def test_sigterm_hands_the_buckets_over_and_a_rolling_restart_loses_nothing(
     got = delivered_ids(receiver)
     assert set(got) == ids and all(len(d) == 1 for d in got.values())
     say(f"rolling restart of 2 dispatchers: {len(ids)} delivered, "
-        f"{len(receiver.received()) - len(ids)} repeats")
+        f"{len(receiver.received()) - len(ids)} repeats; p99 lateness "
+        f"{p99_late_ms(receiver, ids)} ms")
     store.close()
