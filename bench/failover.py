@@ -224,6 +224,7 @@ class Bench:
         n = self.args.backlog
         due = now_ms() + LEAD_MS + n // 5
         self.create(self.channel(phase), [due] * n)
+        time.sleep(max(0.0, (due - now_ms()) / 1000 + 1))  # "drained" means nothing after due
         wait_until(lambda: self.store.due_between(from_ms=0, to_ms=now_ms() + 1) == 0
                    and not any(self.store.claimed_by_channel().values()),
                    timeout_s=600, interval_s=0.5, what=f"{phase} drained")
