@@ -26,7 +26,7 @@ from tocsin.testing.processes import kill_tree, start_tocsin
 from tocsin.testing.receiver import Receiver
 from tocsin.testing.tarpit import Tarpit
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("machine_to_itself")]
 
 VICTIM_N = 300
 VICTIM_SPREAD_MS = 6_000

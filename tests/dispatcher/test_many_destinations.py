@@ -13,7 +13,7 @@ import pytest
 from tocsin.testing.dispatch import dispatcher_env, file_store, wait_until
 from tocsin.testing.processes import descendants, kill_tree, start_tocsin
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.usefixtures("machine_to_itself")]
 
 DESTINATIONS = 2_000
 TENANTS = 20

@@ -23,7 +23,7 @@ from tocsin.testing.dispatch import serving_runs, wait_serving, wait_until
 from tocsin.testing.processes import freeze, kill_tree, start_tocsin, thaw
 from tocsin.testing.receiver import Receiver
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.usefixtures("machine_to_itself")]
 
 BUCKETS = 32
 START_S = 240
