@@ -11,11 +11,12 @@ from __future__ import annotations
 import statistics
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from tests.support.fixtures import machine_alone
 from tocsin.abc import Store
 from tocsin.clock import SystemClock, iso_ms
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
@@ -44,8 +45,17 @@ on a quiet machine."""
 class Live:
     store: Store
     victim: Receiver
+    log: Path
     alone_p50_ms: float = 0.0
     """The victim's median lateness with no neighbour, measured first on the same machine."""
+    attempts: list[str] = field(default_factory=list)
+    """The attempt numbers the victim's last run was delivered under."""
+
+    def warnings(self) -> str:
+        """The dispatcher's warnings and errors so far (its last 20), for a failure's message."""
+        lines = [line for line in self.log.read_text(errors="replace").splitlines()
+                 if " WARNING " in line or " ERROR " in line]
+        return "\n".join(lines[-20:])
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -70,8 +80,9 @@ def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
                           log=home / "dispatcher.log")]
     try:
         wait_until(lambda: api_ready(f"http://127.0.0.1:{port}"), timeout_s=300, what="/readyz")
-        live = Live(store, receiver_server)
-        _, alone = _victim_and(live, None, 0, neighbour_spread_ms=0)
+        live = Live(store, receiver_server, home / "dispatcher.log")
+        with machine_alone(tmp_path_factory):
+            _, alone = _victim_and(live, None, 0, neighbour_spread_ms=0)
         live.alone_p50_ms = statistics.median(alone)
         yield live
     finally:
@@ -112,6 +123,7 @@ def _victim_and(live: Live, neighbour: ChannelSpec | None, neighbour_n: int, *,
     got = sorted((r for r in live.victim.received() if r.path == f"/{tag}"),
                  key=lambda r: r.headers["tocsin-due-at"])
     lateness = [r.at_ms - _due(r.headers["tocsin-due-at"]) for r in got]
+    live.attempts = sorted({r.headers.get("tocsin-attempt", "?") for r in got})
     return ids, lateness
 
 
@@ -133,7 +145,8 @@ def _check(live: Live, ids: list[str], lateness: list[int], what: str,
     say(f"{what}: victim lateness p50 {p50:.0f} ms, p99 {p99} ms, max {max(lateness)} ms "
         f"(alone, on this machine before: p50 {live.alone_p50_ms:.0f} ms)")
     assert p50 < live.alone_p50_ms + BOUND_MS, (
-        f"{what}: the victim's median lateness was {p50} ms, {live.alone_p50_ms:.0f} ms alone")
+        f"{what}: the victim's median lateness was {p50} ms, {live.alone_p50_ms:.0f} ms alone; "
+        f"attempts {live.attempts}; the dispatcher's warnings:\n{live.warnings()}")
 
 
 def test_a_slow_endpoint_holds_back_no_other_tenant(live: Live, say: Callable[[str], None]) -> None:

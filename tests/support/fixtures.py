@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -119,18 +121,52 @@ def lines_server() -> Iterator[Any]:
     server.stop()
 
 
-@pytest.fixture
-def machine_to_itself(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Run the test while no other test that asks for this fixture runs, on any xdist worker of
-    this run: the tests that measure a victim's lateness beside a neighbour, and those that start
-    several Spark applications at once, each take the two cores for themselves. Beside
-    each other, the victim's median went from 10 ms to 2 380 ms (CI, PostgreSQL burst case)."""
+@contextmanager
+def _machine(base: Path, *, alone: bool) -> Iterator[None]:
+    """Hold the run's machine lock (every xdist worker's): shared by the ordinary tests,
+    exclusive for those that need the machine to themselves. A turnstile lock before it gives
+    the exclusive one priority: while a test waits for the others to end, none starts."""
     import fcntl
 
-    path = tmp_path_factory.getbasetemp().parent / "tocsin-machine.lock"
-    with open(path, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with open(base / "tocsin-machine.turnstile", "a") as turnstile, \
+            open(base / "tocsin-machine.lock", "a") as lock:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            if not alone:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
         try:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+def machine_alone(tmp_path_factory: pytest.TempPathFactory) -> AbstractContextManager[None]:
+    """The machine to the caller alone while no other test of the run runs (for a module
+    fixture's own measurement, such as a victim's lateness alone)."""
+    return _machine(tmp_path_factory.getbasetemp().parent, alone=True)
+
+
+@pytest.fixture(autouse=True)
+def _machine_shared(request: pytest.FixtureRequest,
+                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every test holds the machine lock shared, but for those that ask for
+    :func:`machine_to_itself` (they hold it exclusive)."""
+    if "machine_to_itself" in request.fixturenames:
+        yield
+        return
+    with _machine(tmp_path_factory.getbasetemp().parent, alone=False):
+        yield
+
+
+@pytest.fixture
+def machine_to_itself(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Run the test while no other test of this run runs, on any xdist worker: the tests that
+    measure a victim's lateness beside a neighbour, and those that start several Spark
+    applications at once, each take the two cores for themselves. Beside other tests (only
+    each other kept apart), the victim's median went from 10 ms to 2 380 ms twice in CI
+    (PostgreSQL burst case)."""
+    with machine_alone(tmp_path_factory):
+        yield
