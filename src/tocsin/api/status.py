@@ -38,15 +38,23 @@ def _component(deps: Deps, *names: str, window_ms: int) -> dict[str, Any]:
 
 
 def held_by_channel(holds: list[ChannelHold]) -> dict[tuple[str, str], ChannelHold]:
-    """One hold per destination: an open breaker over a full lane, else the latest."""
+    """One hold per destination: an open breaker over an undeliverable kind over a full
+    lane, else the latest."""
     out: dict[tuple[str, str], ChannelHold] = {}
     for h in holds:
         seen = out.get((h.tenant, h.name))
-        if seen is None or (h.reason == HoldReason.OPEN) > (
-                seen.reason == HoldReason.OPEN) or (
+        if seen is None or _rank(h) > _rank(seen) or (
                 h.reason == seen.reason and h.until_ms > seen.until_ms):
             out[(h.tenant, h.name)] = h
     return out
+
+
+_RANKS = {HoldReason.OPEN: 2, HoldReason.UNDELIVERABLE: 1}
+
+
+def _rank(hold: ChannelHold) -> int:
+    """Which of a destination's holds ``tocsin status`` shows first (the higher)."""
+    return _RANKS.get(HoldReason(hold.reason), 0)
 
 
 def dispatchers(deps: Deps) -> list[dict[str, Any]]:

@@ -134,12 +134,7 @@ def render_status(status: dict[str, Any]) -> None:
     if "in_flight" in status:
         table.add_row("in flight", plain(status["in_flight"]))
     held = status.get("held_channels") or []
-    table.add_row("held channels", "\n".join(
-        f"[red]{plain(h['tenant'])}/{plain(h['name'])}: breaker open[/] until "
-        f"{plain(h['until'])} after {plain(h['failures'])} failures "
-        f"({plain(h['last_error'])})" if h["reason"] == HoldReason.OPEN
-        else f"{plain(h['tenant'])}/{plain(h['name'])}: busy (a dispatcher's queue is full)"
-        for h in held) or "none")
+    table.add_row("held channels", "\n".join(_held_line(h) for h in held) or "none")
     for d in status.get("dispatchers") or []:
         owns = ", ".join(d["buckets"]) or ("none (joining)" if not d["ready"] else "none")
         since = f" since {plain(d['owns_since'])}" if d.get("owns_since") else ""
@@ -147,3 +142,14 @@ def render_status(status: dict[str, Any]) -> None:
                       f"{plain(d['host'])} pid {d['pid']}, buckets {owns}{since} "
                       f"(last beat {d['age_s']} s ago)")
     Console().print(table)
+
+
+def _held_line(h: dict[str, Any]) -> str:
+    """One held destination of ``tocsin status``, with why it is held."""
+    where = f"{plain(h['tenant'])}/{plain(h['name'])}"
+    if h["reason"] == HoldReason.OPEN:
+        return (f"[red]{where}: breaker open[/] until {plain(h['until'])} after "
+                f"{plain(h['failures'])} failures ({plain(h['last_error'])})")
+    if h["reason"] == HoldReason.UNDELIVERABLE:
+        return f"[red]{where}: undeliverable here[/] ({plain(h['last_error'])})"
+    return f"{where}: busy (a dispatcher's queue is full)"

@@ -36,6 +36,7 @@ from tocsin.dispatcher.knobs import (
     WORKER_IDLE_MS,
 )
 from tocsin.dispatcher.options import DispatchOptions
+from tocsin.dispatcher.preflight import UndeliverableHolds
 from tocsin.dispatcher.runs import RUN_BEAT_MS, RUN_STALE_MS
 from tocsin.dispatcher.workers import SteppedWorkers, Workers
 from tocsin.domain import Ack, ChannelSpec, HoldReason
@@ -98,6 +99,8 @@ class DispatchCore:
         self.rng = rng or random.Random()
         self.engine = Engine(self, settings=options.engine,
                              workers=workers if workers is not None else SteppedWorkers())
+        self.undeliverable = UndeliverableHolds(store, run=options.run, clock=clock)
+        """Holds the destinations this machine cannot deliver to (:meth:`watch_runs`)."""
         self._last_beat_ms: int | None = None
         self._last_prune_ms: int | None = None
         self._last_runs_ms: int | None = None
@@ -144,7 +147,10 @@ class DispatchCore:
     def watch_runs(self, now: int) -> None:
         """At most every :data:`RUN_BEAT_MS`: beat this run, fence the runs whose beat stopped
         (their claims go out at the next claim, under the same delivery ids) and share the
-        buckets out between the members (:meth:`~tocsin.abc.DispatchStore.share_buckets`)."""
+        buckets out between the members (:meth:`~tocsin.abc.DispatchStore.share_buckets`).
+        Holds the destinations this machine cannot deliver to, before any claim
+        (:mod:`tocsin.dispatcher.preflight`)."""
+        self.undeliverable.check()
         if self._last_runs_ms is not None and now - self._last_runs_ms < RUN_BEAT_MS:
             return
         self._last_runs_ms = now

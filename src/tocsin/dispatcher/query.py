@@ -120,10 +120,10 @@ def run_dispatcher(settings: Settings) -> None:
     # environment) names the run, so a fence can end them (a frozen process holds locks).
     os.environ["PGAPPNAME"] = run_session_name(run)
     store = open_store(settings.store_url, buckets=settings.buckets)
-    if lacking := undeliverable_channels(store):  # before Spark: fail fast, say what to install
-        store.close()
-        log.error("dispatcher refuses to start", extra={"channels": lacking})
-        raise SystemExit("tocsin dispatcher: refusing to start: " + "; ".join(lacking))
+    for (tenant, name), lacking in undeliverable_channels(store).items():
+        # held, not fatal: one tenant's channel must not stop every tenant's deliveries
+        log.warning("dispatcher cannot deliver to %s/%s: %s (its schedules are held)",
+                    tenant, name, lacking)
     stopping = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     beat = RunBeat(store, run, clock=SystemClock(), on_fenced=_exit_fenced).start()

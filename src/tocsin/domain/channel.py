@@ -69,6 +69,10 @@ class HoldReason(StrEnum):
     per process, ended by that process alone)."""
     OPEN = "open"
     """Its circuit breaker is open: nothing goes until the probe (one hold per destination)."""
+    UNDELIVERABLE = "undeliverable"
+    """A dispatcher's machine cannot deliver to its kind (a plug-in not installed, a client
+    library missing; ``last_error`` says what to install): that run passes it over in the
+    buckets it owns, its rows PENDING with no attempt spent, renewed while the run lives."""
 
 
 class OnDead(StrEnum):
