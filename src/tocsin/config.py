@@ -91,6 +91,10 @@ class Settings(BaseSettings):
         None, description="Seals channel secrets at rest (AES-256-GCM): 32 bytes in URL-safe "
                           "base64 (tocsin encryption new-key); never printed."
     )
+    encrypt_payloads: bool = Field(
+        False, description="Seal schedules' and rules' payloads at rest with the encryption "
+                           "key too (opened for delivery and reads; needs the key)."
+    )
     encryption_old_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="While rotating: earlier encryption keys, still "
                                           "opened (comma-separated); never printed."

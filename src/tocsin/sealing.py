@@ -1,4 +1,4 @@
-"""Channel secrets encrypted at rest (``TOCSIN_ENCRYPTION_KEY``).
+"""Channel secrets, and optionally payloads, encrypted at rest (``TOCSIN_ENCRYPTION_KEY``).
 
 A :class:`Sealer` encrypts a text with AES-256-GCM (``cryptography``'s AEAD) into a versioned
 envelope ``v1:<key id>:<nonce>:<ciphertext>`` (nonce and ciphertext in URL-safe base64; the
@@ -12,6 +12,15 @@ Keys are 32 random bytes in URL-safe base64 (``tocsin encryption new-key`` makes
 a rotation a process holds the new key as ``TOCSIN_ENCRYPTION_KEY`` and the old ones in
 ``TOCSIN_ENCRYPTION_OLD_KEYS``: it opens envelopes of either and seals with the new one;
 ``tocsin encryption rotate`` seals every stored secret again with the new key.
+
+Payloads (of schedules and recurring rules) are sealed too when ``TOCSIN_ENCRYPT_PAYLOADS`` is
+on: a binary envelope :data:`PAYLOAD_MAGIC` ``<key id>:<nonce><ciphertext>`` (AAD
+``tocsin-payload-v1``), written by the store's row builders (:func:`seal_payload`) and opened
+by its row readers (:func:`open_payload`), so delivery, ``GET`` and the dead letters see the
+payload as sent. A payload sealed once stays readable with the flag off while the key is held;
+``tocsin encryption rotate`` seals them again with the new key (and seals those in clear when
+the flag is on). The process's payload keys are read once from its settings
+(:func:`payload_keys`; :func:`use_payload_keys` sets others).
 
 Without a key nothing is sealed, and an envelope read is :class:`EncryptionKeyError`, one line
 naming the key id it needs. No message, log line or error ever holds a key.
@@ -30,12 +39,20 @@ from typing import Any
 from tocsin.errors import TocsinError
 from tocsin.redact import is_secret_name
 
-__all__ = ["ENVELOPE", "EncryptionKeyError", "Sealer", "has_sealed", "new_key", "open_config",
-           "seal_config"]
+__all__ = ["ENVELOPE", "PAYLOAD_MAGIC", "EncryptionKeyError", "PayloadKeys", "Sealer",
+           "has_sealed", "new_key", "open_config", "open_payload", "payload_keys",
+           "seal_config", "seal_payload", "use_payload_keys"]
 
 ENVELOPE = re.compile(r"v1:([0-9a-f]{8}):([A-Za-z0-9_-]{16}):([A-Za-z0-9_=-]+)")
 """A sealed value: version, key id, 96-bit nonce, ciphertext with its tag."""
 _AAD = b"tocsin-channel-secret-v1"
+PAYLOAD_MAGIC = b"\x00tocsin-sealed-v1:"
+"""How a sealed payload begins: a NUL byte no JSON or text payload starts with, then a mark;
+then the key id (8 ASCII hex digits), ``:``, a 96-bit nonce and the ciphertext with its tag."""
+_PAYLOAD_AAD = b"tocsin-payload-v1"
+_KID_AT = len(PAYLOAD_MAGIC)
+_NONCE_AT = _KID_AT + 9
+_DATA_AT = _NONCE_AT + 12
 
 
 class EncryptionKeyError(TocsinError):
@@ -128,6 +145,87 @@ class Sealer:
         except (InvalidTag, binascii.Error, ValueError):  # a key's text never in the message
             raise EncryptionKeyError(f"a channel secret sealed with key {kid} does not open: "
                                      "it was changed or damaged") from None
+
+
+    def seal_bytes(self, data: bytes) -> bytes:
+        """``data`` sealed with the current key in a payload envelope (:data:`PAYLOAD_MAGIC`);
+        :class:`EncryptionKeyError` without a current key."""
+        if self.current is None:
+            raise EncryptionKeyError("payloads are to be sealed but TOCSIN_ENCRYPTION_KEY is "
+                                     "not set")
+        nonce = os.urandom(12)
+        sealed = bytes(self._keys[self.current].encrypt(nonce, data, _PAYLOAD_AAD))
+        return PAYLOAD_MAGIC + self.current.encode() + b":" + nonce + sealed
+
+    def open_bytes(self, data: bytes) -> bytes:
+        """The payload a payload envelope holds (any other bytes as they are)."""
+        if not data.startswith(PAYLOAD_MAGIC):
+            return data
+        kid = data[_KID_AT:_KID_AT + 8].decode("ascii", "replace")
+        aead = self._keys.get(kid)
+        if aead is None:
+            raise EncryptionKeyError(
+                f"the store holds payloads sealed with encryption key {kid}, which this "
+                "process does not have: set TOCSIN_ENCRYPTION_KEY (or, while rotating, "
+                "TOCSIN_ENCRYPTION_OLD_KEYS)")
+        from cryptography.exceptions import InvalidTag
+
+        try:
+            return bytes(aead.decrypt(data[_NONCE_AT:_DATA_AT], data[_DATA_AT:], _PAYLOAD_AAD))
+        except (InvalidTag, ValueError):
+            raise EncryptionKeyError(f"a payload sealed with key {kid} does not open: it was "
+                                     "changed or damaged") from None
+
+    def sealed_with_current(self, data: bytes) -> bool:
+        """Whether ``data`` is a payload envelope of the current key."""
+        return self.current is not None and data.startswith(
+            PAYLOAD_MAGIC + self.current.encode() + b":")
+
+
+class PayloadKeys:
+    """A process's keys for payloads: ``sealer`` opens every envelope it has a key for, and
+    seals new payloads when ``seal`` is on."""
+
+    __slots__ = ("seal", "sealer")
+
+    def __init__(self, sealer: Sealer, *, seal: bool) -> None:
+        if seal and sealer.current is None:
+            raise EncryptionKeyError("TOCSIN_ENCRYPT_PAYLOADS is on but TOCSIN_ENCRYPTION_KEY "
+                                     "is not set")
+        self.sealer, self.seal = sealer, seal
+
+
+_payload_keys: PayloadKeys | None = None
+
+
+def payload_keys() -> PayloadKeys:
+    """This process's payload keys, read from its settings on first use."""
+    global _payload_keys
+    if _payload_keys is None:
+        from tocsin.config import Settings
+
+        _payload_keys = PayloadKeys(Sealer.from_settings(),
+                                    seal=Settings().encrypt_payloads)
+    return _payload_keys
+
+
+def use_payload_keys(keys: PayloadKeys | None) -> None:
+    """Seal and open payloads with ``keys`` from now on (None: the settings' again)."""
+    global _payload_keys
+    _payload_keys = keys
+
+
+def seal_payload(data: bytes) -> bytes:
+    """``data`` as the store writes it: sealed when payloads are sealed, else as it is."""
+    keys = payload_keys()
+    return keys.sealer.seal_bytes(data) if keys.seal else data
+
+
+def open_payload(data: bytes) -> bytes:
+    """A stored payload as it was sent (opened when sealed)."""
+    if not data.startswith(PAYLOAD_MAGIC):
+        return data
+    return payload_keys().sealer.open_bytes(data)
 
 
 def _secret_url(name: str, value: str) -> bool:

@@ -22,6 +22,7 @@ from tocsin.domain import (
 from tocsin.domain.schedule import PayloadKind
 from tocsin.errors import ConflictError, StoreError
 from tocsin.ids import bucket_of, new_schedule_id
+from tocsin.sealing import open_payload, seal_payload
 
 __all__ = [
     "CHANNEL_COLUMNS",
@@ -109,7 +110,8 @@ def insert_values(item: NewSchedule, *, buckets: int, now_ms: int,
     # A key's schedules share a bucket, so one task hands them over in order; a policy's are
     # spread like any others (each range's claim takes its part of the policy's earliest).
     return (
-        schedule_id, item.tenant, item.channel, item.payload, _KIND_TEXT[item.payload_kind],
+        schedule_id, item.tenant, item.channel, seal_payload(item.payload),
+        _KIND_TEXT[item.payload_kind],
         _HEADERS_JSON(item.headers) if item.headers else "{}",
         item.due_ms, item.due_ms,
         bucket_of(item.ordering_key or schedule_id, buckets),
@@ -126,8 +128,8 @@ def pending_values(*, tenant: str, channel: str, payload: bytes, payload_kind: s
     but its id, bucket and creation time (None), which :func:`with_id` fills in as it is
     written; ``headers`` as JSON text (:func:`headers_json`). An import builds these
     straight from its columns, without a :class:`NewSchedule` each (2.5 us a row)."""
-    return (None, tenant, channel, payload, payload_kind, headers, due_ms, due_ms, None,
-            _PENDING, 0, None, key, fingerprint, ordering_key, policy, None, None)
+    return (None, tenant, channel, seal_payload(payload), payload_kind, headers, due_ms, due_ms,
+            None, _PENDING, 0, None, key, fingerprint, ordering_key, policy, None, None)
 
 
 def pending_of(item: NewSchedule) -> tuple[Any, ...]:
@@ -152,7 +154,8 @@ def item_of(pending: Sequence[Any], *, key_retention_ms: int) -> NewSchedule:
     """The item :func:`pending_of` made ``pending`` from (as :meth:`NewSchedule.fingerprint`
     and the store see it)."""
     return NewSchedule(
-        channel=pending[2], payload=pending[3], payload_kind=PayloadKind(pending[4]),
+        channel=pending[2], payload=open_payload(pending[3]),
+        payload_kind=PayloadKind(pending[4]),
         headers=json.loads(pending[5]), due_ms=pending[6], tenant=pending[1], key=pending[12],
         ordering_key=pending[14], key_retention_ms=key_retention_ms,
         request_digest=pending[13], policy=pending[15])
@@ -180,7 +183,7 @@ def dead_letter_item(ack: Ack, row: Sequence[Any], *, now_ms: int) -> NewSchedul
     schedule's ``(tenant, payload, payload_kind, headers)``."""
     headers = {**json.loads(row[3]), "Tocsin-Dead-Letter-Of": ack.schedule_id,
                "Tocsin-Error": (ack.error or "")[:500]}
-    return NewSchedule(channel=str(ack.dead_letter), payload=bytes(row[1]),
+    return NewSchedule(channel=str(ack.dead_letter), payload=open_payload(bytes(row[1])),
                        payload_kind=PayloadKind(row[2]), headers=headers, due_ms=now_ms,
                        tenant=row[0])
 
@@ -245,7 +248,7 @@ def refuse_newer_schema(version: int, known: int) -> None:
 def schedule_from_row(row: Sequence[Any]) -> Schedule:
     """A ``SCHEDULE_COLUMNS`` row as a :class:`Schedule`."""
     return Schedule(
-        id=row[0], tenant=row[1], channel=row[2], payload=bytes(row[3]),
+        id=row[0], tenant=row[1], channel=row[2], payload=open_payload(bytes(row[3])),
         payload_kind=PayloadKind(row[4]), headers=json.loads(row[5]), due_ms=row[6],
         next_ms=row[7], bucket=row[8], status=Status(row[9]), attempts=row[10],
         claim_epoch=row[11], claimed_ms=row[12], created_ms=row[13], delivered_ms=row[14],
@@ -264,8 +267,8 @@ def status_counts(rows: Iterable[Sequence[Any]]) -> dict[Status, int]:
 
 def claimed_from_row(row: Sequence[Any]) -> ClaimedRow:
     """A ``CLAIM_COLUMNS`` row as a :class:`ClaimedRow`."""
-    return ClaimedRow(row[0], row[1], row[2], bytes(row[3]), row[4], row[5], row[6], row[7],
-                      row[8], row[9], row[10], row[11])
+    return ClaimedRow(row[0], row[1], row[2], open_payload(bytes(row[3])), row[4], row[5],
+                      row[6], row[7], row[8], row[9], row[10], row[11])
 
 
 def delivery_from_row(row: Sequence[Any]) -> Delivery:

@@ -20,6 +20,7 @@ from tocsin.stores.sql.health import SqlHealth
 from tocsin.stores.sql.keys import SqlKeys
 from tocsin.stores.sql.metrics import SqlMetrics
 from tocsin.stores.sql.operations import SqlOperations
+from tocsin.stores.sql.payloads import SqlPayloads
 from tocsin.stores.sql.policies import SqlPolicies
 from tocsin.stores.sql.recurring import SqlRecurring
 from tocsin.stores.sql.schedules import SqlSchedules
@@ -31,5 +32,5 @@ __all__ = ["POSTGRES", "SQLITE", "Dialect", "SqlBase", "SqlStore"]
 
 class SqlStore(SqlSchedules, SqlDispatch, SqlChannels, SqlRecurring, SqlPolicies, SqlTenants,
                SqlKeys, SqlOperations, SqlMetrics, SqlBulkChanges, SqlStats, SqlHealth, SqlAudit,
-               Store):
+               SqlPayloads, Store):
     """Every role of a SQL :class:`~tocsin.abc.Store`, over the backend's ``_work``."""

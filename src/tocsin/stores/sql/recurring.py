@@ -20,6 +20,7 @@ from tocsin.domain import (
 from tocsin.domain.cron import iana_zone
 from tocsin.errors import NotFoundError, ValidationError
 from tocsin.ids import bucket_of
+from tocsin.sealing import open_payload, seal_payload
 from tocsin.stores.rows import INSERT_ARITY, INSERT_COLUMNS, insert_values
 from tocsin.stores.sql.base import SqlBase, executemany, tenant_is
 
@@ -50,7 +51,7 @@ def recurring_from_row(row: Sequence[Any]) -> Recurring:
         if row[23] is None else IntervalTrigger(every_ms=row[23], anchor_ms=row[24],
                                                 start_ms=row[4], end_ms=row[5],
                                                 timezone=iana_zone(row[3])),
-        channel=row[6], payload=bytes(row[7]), payload_kind=PayloadKind(row[8]),
+        channel=row[6], payload=open_payload(bytes(row[7])), payload_kind=PayloadKind(row[8]),
         headers=json.loads(row[9]), count=row[10], stagger_ms=row[11],
         misfire=MisfirePolicy(row[12]), misfire_grace_ms=row[13], policy=row[14],
         paused=bool(row[15]), revision=row[16], expanded_until_ms=row[17],
@@ -64,7 +65,7 @@ def _rule_values(r: Recurring) -> tuple[Any, ...]:
     t = r.trigger
     every, anchor = (t.every_ms, t.anchor_ms) if isinstance(t, IntervalTrigger) else (None, None)
     return ("" if every is not None else t.expr, t.timezone.key, t.start_ms, t.end_ms,
-            r.channel, r.payload, r.payload_kind.value,
+            r.channel, seal_payload(r.payload), r.payload_kind.value,
             json.dumps(r.headers, separators=(",", ":")), r.count, r.stagger_ms, r.misfire.value,
             r.misfire_grace_ms, r.policy, int(r.paused), every, anchor, r.jitter_ms)
 

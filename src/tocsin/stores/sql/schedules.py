@@ -9,6 +9,7 @@ from typing import Any
 from tocsin.abc import HaltedKey, ScheduleStore
 from tocsin.domain import Delivery, NewSchedule, PayloadKind, Schedule, ScheduleOrder, Status
 from tocsin.errors import ConflictError, NotFoundError, ValidationError
+from tocsin.sealing import seal_payload
 from tocsin.stores.rows import (
     DELIVERY_COLUMNS,
     INSERT_ARITY,
@@ -67,7 +68,8 @@ def reschedule_args(schedule_id: str, *, due_ms: int | None, payload: bytes | No
                     payload_kind: PayloadKind | None, headers: dict[str, str] | None,
                     tenant: str | None) -> tuple[Any, ...]:
     """The parameters of :func:`reschedule_sql`."""
-    return (due_ms, due_ms, payload, payload_kind.value if payload_kind else None,
+    return (due_ms, due_ms, None if payload is None else seal_payload(payload),
+            payload_kind.value if payload_kind else None,
             None if headers is None else json.dumps(headers), schedule_id, tenant, tenant)
 
 
@@ -122,7 +124,8 @@ class SqlSchedules(SqlBase, ScheduleStore):
                     "UPDATE schedules SET payload = ?, payload_kind = ?, headers = ?, "
                     "fingerprint = ? WHERE id = ? AND status = 'PENDING' "
                     f"RETURNING {SCHEDULE_COLUMNS}"),
-                    (item.payload, item.payload_kind.value, json.dumps(item.headers),
+                    (seal_payload(item.payload), item.payload_kind.value,
+                     json.dumps(item.headers),
                      item.fingerprint(), existing.id)).fetchone()
                 assert updated is not None
                 return schedule_from_row(updated), False
