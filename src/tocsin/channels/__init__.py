@@ -36,7 +36,8 @@ from tocsin.channels.policy import DestinationPolicy, current_policy
 from tocsin.domain import DEFAULT_TENANT, ChannelKind, ChannelSpec
 from tocsin.errors import ValidationError
 
-__all__ = ["ChannelBuilder", "build_channel", "kinds", "missing_library", "register_kind",
+__all__ = ["ChannelBuilder", "build_channel", "client_library", "kinds", "missing_library",
+           "register_kind",
            "validate_channel_config"]
 
 ChannelBuilder = Callable[[ChannelSpec], Channel]
@@ -87,6 +88,16 @@ def missing_library(kind: ChannelKind) -> str | None:
         return (f"{kind.value} channels need {package}, which is not installed here: "
                 f"pip install 'tocsin[{extra}]' (or 'tocsin[all]')")
     return None
+
+
+def client_library(kind: ChannelKind) -> Any:
+    """The client library ``kind`` delivers through, imported (its channel's constructor asks);
+    ImportError saying what to install (:func:`missing_library`) when this machine lacks it."""
+    module = _LIBRARIES[kind][0]
+    try:
+        return import_module(module)
+    except ImportError as exc:
+        raise ImportError(missing_library(kind) or str(exc)) from exc
 
 
 def register_kind(kind: ChannelKind, module: str, channel_class: str, config_class: str) -> None:

@@ -30,11 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tocsin.abc import Channel
+from tocsin.channels import client_library
 from tocsin.channels.addresses import check_broker
 from tocsin.channels.limits import SendLimits, current_limits
-from tocsin.channels.options import check_kafka_producer
+from tocsin.channels.options import check_kafka_producer, check_seconds
 from tocsin.channels.policy import DestinationPolicy, current_policy
-from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
+from tocsin.domain import ChannelKind, ChannelSpec, Envelope, Outcome, Result
 from tocsin.errors import ValidationError
 
 __all__ = ["KafkaChannel", "KafkaConfig"]
@@ -62,8 +63,7 @@ class KafkaConfig:
             raise ValidationError("config.bootstrap_servers", "must not be empty")
         if not self.topic.strip():
             raise ValidationError("config.topic", "must not be empty")
-        if not 0 < self.flush_timeout <= 3600:
-            raise ValidationError("config.flush_timeout", "must be more than 0 and at most 3600")
+        check_seconds(self.flush_timeout, "config.flush_timeout")
         bad = sorted(k for k in self.producer if not isinstance(k, str) or not k)
         if bad or "bootstrap.servers" in self.producer:
             raise ValidationError("config.producer",
@@ -74,15 +74,6 @@ class KafkaConfig:
         (stored as given otherwise)."""
         check_broker(self.bootstrap_servers, policy, field="config.bootstrap_servers")
         check_kafka_producer(self.producer, policy)
-
-
-def _confluent_kafka() -> Any:
-    try:
-        import confluent_kafka
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("the kafka channel needs confluent-kafka: "
-                          "pip install 'tocsin[kafka]'") from exc
-    return confluent_kafka
 
 
 class KafkaChannel(Channel):
@@ -97,7 +88,7 @@ class KafkaChannel(Channel):
         self.config.admit(policy or current_policy())  # again: registered under another policy
         limits = limits or current_limits()
         self.timeout_s = limits.timeout(self.config.flush_timeout)
-        self._kafka = _confluent_kafka()
+        self._kafka = client_library(ChannelKind.KAFKA)
         err = self._kafka.KafkaError
         self._rejected = frozenset({
             err.MSG_SIZE_TOO_LARGE, err.INVALID_MSG_SIZE, err.INVALID_MSG, err.INVALID_RECORD,

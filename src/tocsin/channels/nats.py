@@ -34,11 +34,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from tocsin.abc import Channel
+from tocsin.channels import client_library
 from tocsin.channels.limits import SendLimits, current_limits
+from tocsin.channels.options import check_seconds, server_url
 from tocsin.channels.policy import DestinationPolicy, current_policy
-from tocsin.channels.shared import on_close, shared_loop
-from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
+from tocsin.channels.shared import LoopChannel, on_close
+from tocsin.domain import ChannelKind, ChannelSpec, Envelope, Outcome, Result
 from tocsin.errors import ValidationError
 
 __all__ = ["NatsChannel", "NatsConfig"]
@@ -78,14 +79,8 @@ class NatsConfig:
         if not 1 <= len(self.urls) <= 16:
             raise ValidationError("config.servers", "takes 1 to 16 server URLs")
         for url in self.urls:
-            try:
-                parts = urlsplit(url)
-                parts.port  # noqa: B018 (raises on a bad port)
-            except ValueError as exc:
-                raise ValidationError("config.servers", f"{url!r} is not a URL: {exc}") from None
-            if parts.scheme not in ("nats", "tls") or not parts.hostname:
-                raise ValidationError("config.servers",
-                                      f"{url!r} is not a nats:// or tls:// URL with a host")
+            parts = server_url(url, ("nats", "tls"), what="a nats:// or tls:// URL",
+                               field="config.servers", named=True)
             if parts.path.strip("/") or parts.query or parts.fragment:
                 raise ValidationError("config.servers", f"{url!r}: a server URL takes no path "
                                                         "or options")
@@ -97,8 +92,7 @@ class NatsConfig:
             raise ValidationError("config.token", "is given instead of user and password")
         if (self.user is None) != (self.password is None):
             raise ValidationError("config.password", "is given with user, or neither is")
-        if not 0 < self.timeout <= 3600:
-            raise ValidationError("config.timeout", "must be more than 0 and at most 3600")
+        check_seconds(self.timeout, "config.timeout")
 
     def admit(self, policy: DestinationPolicy) -> None:
         """Refuse a server the policy's broker check refuses (stored as given otherwise)."""
@@ -109,18 +103,8 @@ class NatsConfig:
             check_broker(urlsplit(url).hostname or "", policy, field="config.servers")
 
 
-def _nats() -> Any:
-    try:
-        import nats
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("the nats channel needs nats-py: pip install 'tocsin[nats]'") from exc
-    return nats
-
-
-class NatsChannel(Channel):
+class NatsChannel(LoopChannel):
     """Publishes each envelope to JetStream; a batch's publishes in flight at once."""
-
-    is_async = True
 
     def __init__(self, spec: ChannelSpec, *, policy: DestinationPolicy | None = None,
                  limits: SendLimits | None = None) -> None:
@@ -130,7 +114,7 @@ class NatsChannel(Channel):
         self.config = parse_config(NatsConfig, spec.config)
         self.config.admit(policy or current_policy())  # again: registered under another policy
         self.timeout_s = (limits or current_limits()).timeout(self.config.timeout)
-        self._nats = _nats()
+        self._nats = client_library(ChannelKind.NATS)
         self._nc: Any = None
         self._nc_loop: asyncio.AbstractEventLoop | None = None
         self._connecting: asyncio.Lock | None = None
@@ -201,17 +185,6 @@ class NatsChannel(Channel):
         if not nc.is_connected:
             await self._drop()
         return list(results)
-
-    async def send_async(self, envelopes: Sequence[Envelope]) -> list[Result]:
-        """Send on the process's channel loop (awaited there, or from any other loop)."""
-        if not envelopes:
-            return []
-        return await shared_loop().run_async(self._send(envelopes))
-
-    def send(self, envelopes: Sequence[Envelope]) -> list[Result]:
-        if not envelopes:
-            return []
-        return shared_loop().run(self._send(envelopes))
 
     def close(self) -> None:
         """Close the connection (on the loop that holds it, while it runs)."""

@@ -1,4 +1,6 @@
-"""The client options a caller may set on Kafka and RabbitMQ channels: an allow-list.
+"""What a caller may set on a channel: server URLs and send deadlines as every channel reads
+them (:func:`server_url`, :func:`check_seconds`), and the client options of Kafka and RabbitMQ
+channels, an allow-list.
 
 Anything not listed is refused, naming it: librdkafka settings such as ``plugin.library.paths``
 or ``ssl.engine.location`` (load a native library into the dispatcher),
@@ -12,14 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 from tocsin.channels.paths import place
 from tocsin.channels.policy import DestinationPolicy
 from tocsin.errors import ValidationError
 
-__all__ = ["KAFKA_CLIENT_OPTIONS", "KAFKA_FILE_OPTIONS", "KAFKA_OPTIONS", "RABBITMQ_URL_OPTIONS",
-           "check_amqp_url", "check_kafka_producer", "kafka_client_settings"]
+__all__ = ["KAFKA_CLIENT_OPTIONS", "KAFKA_FILE_OPTIONS", "KAFKA_OPTIONS", "MAX_SECONDS",
+           "RABBITMQ_URL_OPTIONS", "check_amqp_url", "check_kafka_producer", "check_seconds",
+           "kafka_client_settings", "server_url"]
+
+MAX_SECONDS = 3600
+"""The longest deadline a channel's configuration may give one send."""
 
 KAFKA_OPTIONS = frozenset({
     # delivery and batching
@@ -63,6 +69,30 @@ RABBITMQ_URL_OPTIONS = frozenset({
     "heartbeat", "locale", "retry_delay", "socket_timeout", "stack_timeout",
 })
 """pika ``URLParameters`` query options an AMQP URL may hold."""
+
+
+def server_url(url: str, schemes: tuple[str, ...], *, what: str, field: str = "config.url",
+               named: bool = False) -> SplitResult:
+    """``url`` split as urllib splits it (the host the clients connect to, as they read it);
+    ValidationError naming ``field`` when it is no URL, its port is bad, or its scheme is not
+    one of ``schemes`` or it has no host (``is not <what> with a host``). ``named``: the
+    message begins with the URL (a field that holds several)."""
+    quoted = f"{url!r} " if named else ""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises on a bad port)
+    except ValueError as exc:
+        raise ValidationError(field, f"{quoted}is not a URL: {exc}") from None
+    if parts.scheme not in schemes or not parts.hostname:
+        raise ValidationError(field, f"{quoted}is not {what} with a host")
+    return parts
+
+
+def check_seconds(seconds: float, field: str) -> None:
+    """ValidationError naming ``field`` unless ``seconds`` is more than 0 and at most
+    :data:`MAX_SECONDS` (a send's deadline)."""
+    if not 0 < seconds <= MAX_SECONDS:
+        raise ValidationError(field, f"must be more than 0 and at most {MAX_SECONDS}")
 
 
 def check_kafka_producer(producer: Mapping[str, Any], policy: DestinationPolicy) -> None:

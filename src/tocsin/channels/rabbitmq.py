@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tocsin.abc import Channel
+from tocsin.channels import client_library
 from tocsin.channels.limits import SendLimits, current_limits
 from tocsin.channels.options import check_amqp_url
 from tocsin.channels.policy import DestinationPolicy, current_policy
-from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
+from tocsin.domain import ChannelKind, ChannelSpec, Envelope, Outcome, Result
 from tocsin.errors import ValidationError
 
 __all__ = ["CONNECT_FAILED", "RabbitMQChannel", "RabbitMQConfig"]
@@ -73,15 +74,6 @@ class RabbitMQConfig:
         check_amqp_url(self.url, policy)
 
 
-def _pika() -> Any:
-    try:
-        import pika
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("the rabbitmq channel needs pika: pip install 'tocsin[rabbitmq]'") \
-            from exc
-    return pika
-
-
 class RabbitMQChannel(Channel):
     """Publishes each envelope with confirms; reconnects on the next batch after a failure."""
 
@@ -93,7 +85,7 @@ class RabbitMQChannel(Channel):
         self.config = parse_config(RabbitMQConfig, spec.config)
         self.config.admit(policy or current_policy())  # again: registered under another policy
         self._limits = limits or current_limits()
-        self._pika = _pika()
+        self._pika = client_library(ChannelKind.RABBITMQ)
         self._conn: Any = None
         self._chan: Any = None
         self._lock = threading.Lock()

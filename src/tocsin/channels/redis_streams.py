@@ -28,9 +28,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tocsin.abc import Channel
+from tocsin.channels import client_library
 from tocsin.channels.limits import SendLimits, current_limits
+from tocsin.channels.options import check_seconds, server_url
 from tocsin.channels.policy import DestinationPolicy, current_policy
-from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
+from tocsin.domain import ChannelKind, ChannelSpec, Envelope, Outcome, Result
 from tocsin.errors import ValidationError
 
 __all__ = ["DEDUP_PREFIX", "RedisStreamsChannel", "RedisStreamsConfig"]
@@ -63,13 +65,7 @@ class RedisStreamsConfig:
 
     def check(self) -> None:
         """Reject what cannot work."""
-        try:
-            parts = urlsplit(self.url)
-            parts.port  # noqa: B018 (raises on a bad port)
-        except ValueError as exc:
-            raise ValidationError("config.url", f"is not a URL: {exc}") from None
-        if parts.scheme not in ("redis", "rediss") or not parts.hostname:
-            raise ValidationError("config.url", "is not a redis:// or rediss:// URL with a host")
+        parts = server_url(self.url, ("redis", "rediss"), what="a redis:// or rediss:// URL")
         if parts.query or parts.fragment:  # redis-py reads TLS files and more from the query
             raise ValidationError("config.url", "takes no query options")
         db = parts.path.strip("/")
@@ -81,8 +77,7 @@ class RedisStreamsConfig:
             raise ValidationError("config.maxlen", "must be at least 1")
         if not 0 <= self.dedup_seconds <= 30 * 86400:
             raise ValidationError("config.dedup_seconds", "must be 0 to 2592000 (30 days)")
-        if not 0 < self.timeout <= 3600:
-            raise ValidationError("config.timeout", "must be more than 0 and at most 3600")
+        check_seconds(self.timeout, "config.timeout")
 
     def admit(self, policy: DestinationPolicy) -> None:
         """Refuse a server the policy's broker check refuses (stored as given otherwise)."""
@@ -90,15 +85,6 @@ class RedisStreamsConfig:
 
         # the host urllib reads, as redis-py does
         check_broker(urlsplit(self.url).hostname or "", policy, field="config.url")
-
-
-def _redis() -> Any:
-    try:
-        import redis
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("the redis_streams channel needs redis-py: "
-                          "pip install 'tocsin[redis]'") from exc
-    return redis
 
 
 def fields(env: Envelope) -> dict[str, bytes | str]:
@@ -117,7 +103,7 @@ class RedisStreamsChannel(Channel):
         self.config = parse_config(RedisStreamsConfig, spec.config)
         self.config.admit(policy or current_policy())  # again: registered under another policy
         self.timeout_s = (limits or current_limits()).timeout(self.config.timeout)
-        redis = _redis()
+        redis = client_library(ChannelKind.REDIS_STREAMS)
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 

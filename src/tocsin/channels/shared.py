@@ -4,6 +4,9 @@ pool: :mod:`tocsin.channels.http`) and one bounded pool of threads for the chann
 clients block (file, Kafka, RabbitMQ: :meth:`tocsin.abc.Channel.send_async` runs their
 ``send`` there; :mod:`tocsin.blocking`).
 
+A channel whose client is asynchronous (webhook, NATS) is a :class:`LoopChannel`: it writes
+one coroutine, ``_send``, and sends on that loop from a coroutine or from any thread.
+
 The loop starts at its first use and stops at :func:`close_shared` (which also shuts the pool)
 or when the process exits; a closed one starts again if used again, and a forked child (Spark's
 worker daemon forks its workers) starts its own instead of the parent's, whose thread it does
@@ -20,12 +23,15 @@ import atexit
 import contextlib
 import os
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from abc import abstractmethod
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
+from tocsin.abc import Channel
 from tocsin.blocking import close_pool
+from tocsin.domain import Envelope, Result
 
-__all__ = ["LoopThread", "close_shared", "on_close", "shared_loop"]
+__all__ = ["LoopChannel", "LoopThread", "close_shared", "on_close", "shared_loop"]
 
 T = TypeVar("T")
 _STOP_S = 5.0
@@ -110,6 +116,30 @@ def close_shared(*, wait: bool = True) -> None:
                 loop.run(_awaited(closer), timeout_s=_STOP_S)
         loop.stop()
     close_pool(wait=wait)
+
+
+class LoopChannel(Channel):
+    """A channel whose client is asynchronous (``is_async``): its sends run on the process's
+    channel loop, awaited there or from any other loop (:meth:`send_async`) or waited for from
+    a thread (:meth:`send`). A subclass writes :meth:`_send`, which runs on that loop."""
+
+    is_async = True
+
+    @abstractmethod
+    async def _send(self, envelopes: Sequence[Envelope]) -> list[Result]:
+        """One result for each of ``envelopes`` (not empty), on the channel loop."""
+
+    async def send_async(self, envelopes: Sequence[Envelope]) -> list[Result]:
+        """Send on the process's channel loop (awaited there, or from any other loop)."""
+        if not envelopes:
+            return []
+        return await shared_loop().run_async(self._send(envelopes))
+
+    def send(self, envelopes: Sequence[Envelope]) -> list[Result]:
+        """Send on the process's channel loop, waiting for it from this thread."""
+        if not envelopes:
+            return []
+        return shared_loop().run(self._send(envelopes))
 
 
 async def _awaited(closer: Callable[[], Awaitable[None]]) -> None:

@@ -38,9 +38,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tocsin.abc import Channel
+from tocsin.channels import client_library
 from tocsin.channels.limits import SendLimits, current_limits
+from tocsin.channels.options import check_seconds, server_url
 from tocsin.channels.policy import DestinationPolicy, current_policy
-from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
+from tocsin.domain import ChannelKind, ChannelSpec, Envelope, Outcome, Result
 from tocsin.errors import ValidationError
 
 __all__ = ["SQSChannel", "SQSConfig"]
@@ -106,13 +108,8 @@ class SQSConfig:
             url = getattr(self, name)
             if url is None:
                 continue
-            try:
-                parts = urlsplit(url)
-                parts.port  # noqa: B018 (raises on a bad port)
-            except ValueError as exc:
-                raise ValidationError(f"config.{name}", f"is not a URL: {exc}") from None
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ValidationError(f"config.{name}", "is not an http(s) URL with a host")
+            parts = server_url(url, ("http", "https"), what="an http(s) URL",
+                               field=f"config.{name}")
             if parts.username or parts.password or parts.query or parts.fragment:
                 raise ValidationError(f"config.{name}",
                                       "takes no credentials, query or fragment")
@@ -125,8 +122,7 @@ class SQSConfig:
             raise ValidationError("config.session_token", "needs access_key_id")
         if self.region is not None and not re.fullmatch(r"[a-z0-9-]{1,40}", self.region):
             raise ValidationError("config.region", f"{self.region!r} is not a region name")
-        if not 0 < self.timeout <= 3600:
-            raise ValidationError("config.timeout", "must be more than 0 and at most 3600")
+        check_seconds(self.timeout, "config.timeout")
 
     def admit(self, policy: DestinationPolicy) -> None:
         """Refuse an endpoint the policy's broker check refuses (stored as given otherwise)."""
@@ -135,14 +131,6 @@ class SQSConfig:
         field = "config.endpoint_url" if self.endpoint_url else "config.queue_url"
         # the host urllib reads, as botocore does (not yarl's reading of the text)
         check_broker(urlsplit(self.endpoint).hostname or "", policy, field=field)
-
-
-def _boto3() -> Any:
-    try:
-        import boto3
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("the sqs channel needs boto3: pip install 'tocsin[sqs]'") from exc
-    return boto3
 
 
 def attributes(env: Envelope) -> dict[str, dict[str, str]]:
@@ -167,7 +155,7 @@ class SQSChannel(Channel):
         self.config = parse_config(SQSConfig, spec.config)
         self.config.admit(policy or current_policy())  # again: registered under another policy
         self.timeout_s = (limits or current_limits()).timeout(self.config.timeout)
-        boto3 = _boto3()
+        boto3 = client_library(ChannelKind.SQS)
         from botocore.config import Config
 
         per_request = self.timeout_s / 4

@@ -35,11 +35,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 import aiohttp
 
-from tocsin.abc import Channel
 from tocsin.channels.addresses import (
     RefusedAddress,
     check_address,
@@ -49,8 +47,9 @@ from tocsin.channels.addresses import (
 )
 from tocsin.channels.http import request_timeout, shared_session, status_line, transport_error
 from tocsin.channels.limits import SendLimits, current_limits
+from tocsin.channels.options import check_seconds, server_url
 from tocsin.channels.policy import DestinationPolicy, current_policy
-from tocsin.channels.shared import shared_loop
+from tocsin.channels.shared import LoopChannel
 from tocsin.channels.signing import bad_header, retry_after_ms, secret_error, signature_headers
 from tocsin.clock import Clock, SystemClock
 from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
@@ -90,13 +89,7 @@ class WebhookConfig:
 
     def check(self) -> None:
         """Reject what cannot work."""
-        try:
-            parts = urlsplit(self.url)
-            parts.port  # noqa: B018 (raises on a bad port)
-        except ValueError as exc:
-            raise ValidationError("config.url", f"is not a URL: {exc}") from None
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValidationError("config.url", "is not an http(s) URL with a host")
+        server_url(self.url, ("http", "https"), what="an http(s) URL")
         if any(ord(c) <= 32 or ord(c) == 127 for c in self.url):
             raise ValidationError("config.url", "holds a space or a control character")
         if isinstance(self.secret, list) and not 1 <= len(self.secret) <= 2:
@@ -109,8 +102,7 @@ class WebhookConfig:
                 raise ValidationError(f"config.headers.{name}", why)
         if not 1 <= self.concurrency <= 1024:
             raise ValidationError("config.concurrency", "must be between 1 and 1024")
-        if not 0 < self.timeout <= 3600:
-            raise ValidationError("config.timeout", "must be more than 0 and at most 3600")
+        check_seconds(self.timeout, "config.timeout")
 
     def admit(self, policy: DestinationPolicy) -> None:
         """Refuse a destination the policy forbids (stored as given otherwise)."""
@@ -126,10 +118,8 @@ def outcome_of(status: int) -> Outcome:
     return Outcome.REJECTED
 
 
-class WebhookChannel(Channel):
+class WebhookChannel(LoopChannel):
     """POSTs each envelope; at most ``concurrency`` requests in flight, whatever the sends."""
-
-    is_async = True
 
     def __init__(self, spec: ChannelSpec, *, policy: DestinationPolicy | None = None,
                  clock: Clock | None = None, limits: SendLimits | None = None) -> None:
@@ -215,17 +205,6 @@ class WebhookChannel(Channel):
         await asyncio.gather(*(worker() for _ in range(min(self.config.concurrency,
                                                            len(envelopes)))))
         return results
-
-    async def send_async(self, envelopes: Sequence[Envelope]) -> list[Result]:
-        """Send on the process's channel loop (awaited there, or from any other loop)."""
-        if not envelopes:
-            return []
-        return await shared_loop().run_async(self._send(envelopes))
-
-    def send(self, envelopes: Sequence[Envelope]) -> list[Result]:
-        if not envelopes:
-            return []
-        return shared_loop().run(self._send(envelopes))
 
     def close(self) -> None:
         """Nothing to release: the channel owns no thread and no connection (those it used
