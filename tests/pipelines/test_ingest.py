@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,6 @@ from tocsin.abc import Store
 from tocsin.config import Settings
 from tocsin.domain import ChannelKind, ChannelSpec
 from tocsin.pipelines.commands import CommandApplier, Message, Outcome
-from tocsin.stores import open_store
 from tocsin.testing.dispatch import wait_until
 from tocsin.testing.tansu import Tansu, read_topic
 
@@ -36,14 +35,6 @@ if TYPE_CHECKING:
 
 PARTITIONS = 4
 
-
-@pytest.fixture
-def store(backend_url: str) -> Iterator[Store]:
-    """The store the commands go to, with the channel ``out``."""
-    opened = open_store(backend_url, buckets=16)
-    opened.put_channel(ChannelSpec(name="out", kind=ChannelKind.RECORDING))
-    yield opened
-    opened.close()
 
 
 def test_commands_apply_once(store: Store) -> None:

@@ -7,20 +7,15 @@ from __future__ import annotations
 import json
 import stat
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-import pytest
 
 from tests.pipelines.data import read_rejects
 from tocsin.abc import Store
 from tocsin.config import Settings
-from tocsin.domain import ChannelKind, ChannelSpec
 from tocsin.pipelines.bulk_import import run_import
 from tocsin.pipelines.commands import CommandApplier, Message, Outcome
 from tocsin.pipelines.rows import RowShape, SourceFormat
-from tocsin.stores import open_store
 from tocsin.validation.schedule import Problem
 
 if TYPE_CHECKING:
@@ -30,13 +25,6 @@ DEEP = ('{"op": "create", "channel": "out", "delay": 60, "payload": '
         + "[" * 100_000 + "]" * 100_000 + "}")
 UNCLOSED = '{"channel": "out", "delay": 60, "payload": ' + "[" * 100_000
 
-
-@pytest.fixture
-def store(backend_url: str) -> Iterator[Store]:
-    opened = open_store(backend_url, buckets=16)
-    opened.put_channel(ChannelSpec(name="out", kind=ChannelKind.RECORDING))
-    yield opened
-    opened.close()
 
 
 def test_a_poison_command_is_answered_invalid(store: Store) -> None:

@@ -4,7 +4,6 @@ schedules by the dispatcher."""
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
 from typing import Any
 
 from fastapi import APIRouter, Query, Request, Response
@@ -13,26 +12,15 @@ from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps, registered
 from tocsin.api.views import recurring_out
 from tocsin.clock import from_ms, iso_ms
-from tocsin.domain import CronTrigger, IntervalTrigger, MisfirePolicy, Recurring
-from tocsin.domain.cron import iana_zone
 from tocsin.errors import ValidationError
 from tocsin.ids import new_schedule_id
 from tocsin.validation.models import RecurringChange, RecurringIn
-from tocsin.validation.parsing import (
-    MAX_DUE_MS,
-    check_message_size,
-    parse_duration,
-    parse_instant,
-    payload_of,
-)
+from tocsin.validation.parsing import parse_instant
+from tocsin.validation.recurring import changed_rule, new_rule
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/recurring", tags=["recurring"])
-
-
-def _seconds_ms(value: float | str | None, field: str) -> int | None:
-    return None if value is None else parse_duration(value, field) // timedelta(milliseconds=1)
 
 
 def _checked(body: RecurringChange, deps: Deps, *, tenant: str) -> None:
@@ -41,99 +29,14 @@ def _checked(body: RecurringChange, deps: Deps, *, tenant: str) -> None:
             raise ValidationError(kind, f"{kind} {name!r} is not registered")
 
 
-def _apply(current: Recurring, body: RecurringChange, deps: Deps) -> Recurring:
-    """``current`` with the fields ``body`` gives replaced, every rule checked again."""
-    given = body.model_fields_set
-    changes: dict[str, Any] = {}
-    if given & {"cron", "every", "anchor", "timezone", "start", "end"}:
-        changes["trigger"] = _trigger(current.trigger, body, now_ms=deps.clock.now_ms())
-    if (jitter := _seconds_ms(body.jitter, "jitter")) is not None:
-        changes["jitter_ms"] = jitter
-    payload = payload_of(body, max_payload=deps.settings.max_payload_bytes)
-    if payload is not None:
-        changes["payload_kind"], changes["payload"] = payload
-    for name in ("channel", "headers", "count", "paused"):
-        if name in given and getattr(body, name) is not None:
-            changes[name] = getattr(body, name)
-    if "policy" in given:
-        changes["policy"] = body.policy
-    if body.misfire is not None:
-        changes["misfire"] = MisfirePolicy(body.misfire)
-    if (stagger := _seconds_ms(body.stagger, "stagger")) is not None:
-        changes["stagger_ms"] = stagger
-    if (grace := _seconds_ms(body.misfire_grace, "misfire_grace")) is not None:
-        changes["misfire_grace_ms"] = grace
-    changed = dataclasses.replace(current, **changes)
-    _check_rule(changed, deps)
-    return changed
-
-
-def _trigger(current: CronTrigger | IntervalTrigger, body: RecurringChange, *,
-             now_ms: int) -> CronTrigger | IntervalTrigger:
-    """The rule ``body`` makes of ``current``: a cron rule, or an interval when ``every`` is
-    given (or ``current`` is one and ``cron`` is not given); unchanged parts kept."""
-    given = body.model_fields_set
-    if body.cron is not None and body.every is not None:
-        raise ValidationError("every", "give cron or every, not both")
-    start, end = current.start_ms, current.end_ms
-    if "start" in given:
-        start = parse_instant(body.start, "start") if body.start else None
-    if "end" in given:
-        end = parse_instant(body.end, "end") if body.end else None
-    zone = iana_zone(body.timezone) if body.timezone is not None else current.timezone
-    interval = body.every is not None or (isinstance(current, IntervalTrigger)
-                                          and body.cron is None)
-    if not interval:
-        if body.anchor is not None:
-            raise ValidationError("anchor", "is for an every rule, not a cron rule")
-        expr = body.cron if body.cron is not None else current.expr
-        return CronTrigger.parse(expr, zone, start_ms=start, end_ms=end)
-    every_ms = _seconds_ms(body.every, "every") if body.every is not None else \
-        current.every_ms  # type: ignore[union-attr]
-    if body.anchor is not None:
-        anchor = parse_instant(body.anchor, "anchor")
-    elif isinstance(current, IntervalTrigger):
-        anchor = current.anchor_ms
-    else:
-        anchor = start if start is not None else now_ms
-    return IntervalTrigger(every_ms=every_ms or 0, anchor_ms=anchor, start_ms=start,
-                           end_ms=end, timezone=zone)
-
-
-def _check_rule(recurring: Recurring, deps: Deps) -> None:
-    """Refuse a rule that would flood the store with messages, or whose firings time cannot
-    hold (the expander could never expand it)."""
-    check_message_size(recurring.payload, recurring.headers,
-                       limit=deps.settings.max_payload_bytes)
-    recurring.check_rate(deps.settings.recurring_max_per_minute)
-    trigger = recurring.trigger
-    now = deps.clock.now_ms()
-    following = trigger.next(now)
-    if not following and (trigger.end_ms is None or trigger.end_ms >= now):
-        rule = "every" if isinstance(trigger, IntervalTrigger) else "cron"
-        raise ValidationError("start" if trigger.start_ms is not None else rule,
-                              "the rule never fires: its next firing would be after year 9999")
-    if following and following[0] + recurring.stagger_ms + recurring.jitter_ms > MAX_DUE_MS:
-        raise ValidationError("stagger", "the last message of the next firing would be due "
-                                         "after year 9999")
-
-
 @router.post("", status_code=201, summary="Create a recurring schedule")
 def create(body: RecurringIn, request: Request) -> dict[str, Any]:
     deps = Deps.of(request)
     tenant = tenant_for(request, body.tenant)
     _checked(body, deps, tenant=tenant)
     now = deps.clock.now_ms()
-    if payload_of(body, max_payload=deps.settings.max_payload_bytes) is None:
-        raise ValidationError("payload", "give exactly one of payload, payload_text, "
-                                         "payload_base64 (got none)")
-    if body.cron is None and body.every is None:
-        raise ValidationError("cron", "give a cron rule, or every (an interval)")
-    blank = Recurring(id=f"rec-{new_schedule_id(now)}", tenant=tenant,
-                      trigger=CronTrigger.parse("* * * * *", iana_zone(body.timezone)),
-                      channel=body.channel,
-                      payload=b"null")
-    recurring = _apply(blank, body, deps)
+    recurring = new_rule(body, rule_id=f"rec-{new_schedule_id(now)}", tenant=tenant,
+                         settings=deps.settings, now_ms=now)
     with deps.quotas.holding(tenant):
         deps.quotas.admit_rule(deps.store, recurring)
         created = deps.store.create_recurring(recurring, now_ms=now)
@@ -168,7 +71,7 @@ def patch(recurring_id: str, body: RecurringChange, request: Request) -> dict[st
     if not body.model_fields_set:
         raise ValidationError("body", "give at least one field to change")
     now = deps.clock.now_ms()
-    changed = _apply(current, body, deps)
+    changed = changed_rule(current, body, settings=deps.settings, now_ms=now)
     with deps.quotas.holding(current.tenant):
         deps.quotas.admit_rule(deps.store, changed)
         updated = deps.store.update_recurring(changed, now_ms=now)

@@ -27,9 +27,13 @@ def import_schedules(
                                                "tenant key: its own).")] = None,
     rejects: Annotated[str | None, typer.Option(help="Folder for rejected rows.")] = None,
     partitions: Annotated[int | None, typer.Option(min=1, help="Most concurrent writers.")] = None,
+    recurring: Annotated[bool, typer.Option(
+        "--recurring", help="Each line is a recurring rule (the fields of POST /v1/recurring: "
+                            "cron or every, jitter...), applied without Spark.")] = False,
     store: StoreOpt = None, spark_master: MasterOpt = None,
 ) -> None:
-    """Import schedules from files as a Spark batch job (docs/pipelines.md)."""
+    """Import schedules from files as a Spark batch job, or recurring rules from JSON lines
+    (docs/pipelines.md)."""
     from tocsin.errors import TocsinError
     from tocsin.pipelines.bulk_import import run_import
     from tocsin.pipelines.rows import RowShape, SourceFormat, parse_mapping
@@ -38,6 +42,14 @@ def import_schedules(
     settings = settings_for(store, spark_master)
     try:
         tenant = import_tenant(settings, tenant)
+        if recurring:
+            from tocsin.pipelines.rule_import import import_rules
+
+            if fmt not in (None, "json") or mapping:
+                raise ValueError("--recurring reads JSON lines: no --format other than json, "
+                                 "no --map")
+            emit(import_rules(path, settings=settings, tenant=tenant))
+            return
         source = SourceFormat.named(fmt) if fmt else SourceFormat.of(path)
         shape = RowShape(format=source, mapping=parse_mapping(mapping or []), tenant=tenant)
         summary = run_import(session_for(settings, app_name="tocsin-import"),

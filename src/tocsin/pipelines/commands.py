@@ -1,5 +1,5 @@
-"""The commands topic: ``{"op": "create" | "cancel" | "reschedule", ...}`` with the API's
-schema, applied to the store so that applying a message twice changes nothing.
+"""The commands topic: ``{"op": "create" | "cancel" | "reschedule" | "recurring", ...}`` with
+the API's schema, applied to the store so that applying a message twice changes nothing.
 
 ========== ==================================================================================
 op         fields
@@ -9,6 +9,9 @@ create     those of ``POST /v1/schedules`` (one schedule); without ``key`` (or
            replayed message is a repeat
 cancel     ``id``, or ``key``; an already cancelled schedule answers ``ok`` again
 reschedule ``id`` or ``key``, and those of ``PATCH /v1/schedules/{id}``
+recurring  those of ``POST /v1/recurring`` (one rule: ``cron``, or ``every`` from ``anchor``,
+           with ``jitter``...); its id is ``rec-kafka-`` and a digest of where the message
+           was read, so a replayed message finds its rule made and is ``applied`` again
 ========== ==================================================================================
 
 **Whose commands.** A topic is the operator's and acts in one tenant, the ``ingest_tenant``
@@ -33,6 +36,7 @@ Spark-free: the ingest query's writer (:mod:`tocsin.pipelines.ingest`) calls it 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from enum import StrEnum
@@ -53,8 +57,9 @@ from tocsin.errors import (
 )
 from tocsin.pipelines.writes import Change, change_many, create_many
 from tocsin.quotas import PENDING_RETRY_S, Quotas
-from tocsin.validation.models import ScheduleChange
+from tocsin.validation.models import RecurringIn, ScheduleChange
 from tocsin.validation.nesting import too_deep
+from tocsin.validation.recurring import new_rule
 from tocsin.validation.schedule import (
     Known,
     Problem,
@@ -81,6 +86,8 @@ class Op(StrEnum):
     """Cancel a pending schedule."""
     RESCHEDULE = "reschedule"
     """Change a pending schedule's due time, payload or headers."""
+    RECURRING = "recurring"
+    """Store a new recurring rule (cron, or an interval with jitter)."""
 
 
 class Outcome(StrEnum):
@@ -129,9 +136,11 @@ class Answer(NamedTuple):
 class CommandApplier:
     """Applies the messages of one partition, in order, to ``store``."""
 
-    def __init__(self, store: Store, settings: Settings) -> None:
+    def __init__(self, store: Store, settings: Settings, *, only: Op | None = None) -> None:
         self.store = store
         self.settings = settings
+        self.only = only
+        """The one op taken (a message without ``op`` is one), or None: any."""
         self.tenant = settings.ingest_tenant
         """The one tenant this topic's commands act in."""
         self.quotas = Quotas.of(settings)
@@ -188,12 +197,15 @@ class CommandApplier:
             return Answer(m, None, Outcome.INVALID, field="body", reason=f"malformed JSON: {exc}")
         if not isinstance(body, dict):
             return Answer(m, None, Outcome.INVALID, field="body", reason="not a JSON object")
-        op_name = body.pop("op", None)
+        op_name = body.pop("op", self.only)
         try:
             op = Op(op_name)
+            if self.only is not None and op is not self.only:
+                raise ValueError(op)
         except ValueError:
+            ops = [self.only] if self.only is not None else list(Op)
             return Answer(m, str(op_name), Outcome.INVALID, field="op",
-                          reason=f"op must be one of {', '.join(Op)}, not {op_name!r}")
+                          reason=f"op must be one of {', '.join(ops)}, not {op_name!r}")
         if op is not Op.CREATE:
             return _Command(op, body)
         if "key" not in body and "uniqueness_key" not in body:
@@ -256,6 +268,9 @@ class CommandApplier:
         answers: list[Answer | None] = []
         todo: list[tuple[int, Message, Op, bool, Change]] = []
         for m, (op, body) in commands:
+            if op is Op.RECURRING:  # no schedule of the batch is a rule's: in place, at once
+                answers.append(self._rule(m, dict(body)))
+                continue
             change = self._change_of(m, op, dict(body))
             if isinstance(change, Answer):
                 answers.append(change)
@@ -266,6 +281,38 @@ class CommandApplier:
         for (index, m, op, by_key, change), result in zip(todo, results, strict=True):
             answers[index] = _answer(m, op, change, result, by_key=by_key)
         return [a for a in answers if a is not None]
+
+    def _rule(self, m: Message, body: dict[str, Any]) -> Answer:
+        """Store the rule a ``recurring`` command asks for, as the API's ``POST
+        /v1/recurring`` would (its caps included), under an id of the message's place."""
+        place = f"{m.topic}\0{m.partition}\0{m.offset}".encode()
+        rule_id = f"rec-kafka-{hashlib.sha256(place).hexdigest()[:24]}"
+        try:
+            parsed = RecurringIn.model_validate(body)
+            tenant = self._tenant_of(parsed.tenant)
+            for kind, name in (("channel", parsed.channel), ("policy", parsed.policy)):
+                if name is not None and not registered(self.store, kind, name, tenant=tenant):
+                    raise ValidationError(kind, f"{kind} {name!r} is not registered")
+            rule = new_rule(parsed, rule_id=rule_id, tenant=tenant, settings=self.settings,
+                            now_ms=m.timestamp_ms)
+        except pydantic.ValidationError as exc:
+            e = exc.errors()[0]
+            return Answer(m, Op.RECURRING, Outcome.INVALID,
+                          field=".".join(map(str, e["loc"])), reason=reason_of(e))
+        except ValidationError as exc:
+            return self._invalid(m, Op.RECURRING, [Problem(exc.field, exc.reason)])
+        try:
+            made = self.store.get_recurring(rule_id, tenant=tenant)  # a replay
+        except NotFoundError:
+            try:
+                with self.quotas.holding(tenant):
+                    self.quotas.admit_rule(self.store, rule)
+                    made = self.store.create_recurring(rule, now_ms=m.timestamp_ms)
+            except (QuotaExceededError, ValidationError) as exc:
+                field = exc.field if isinstance(exc, ValidationError) else "tenant"
+                return Answer(m, Op.RECURRING, Outcome.REFUSED, field=field, reason=str(exc))
+        return Answer(m, Op.RECURRING, Outcome.APPLIED, id=made.id,
+                      status="PAUSED" if made.paused else "ACTIVE")
 
     def _change_of(self, m: Message, op: Op, body: dict[str, Any]) -> Answer | Change:
         ident, key = body.pop("id", None), body.pop("key", None)
