@@ -476,6 +476,14 @@ class RecurringStore(ABC):
         """The firings after ``after_ms`` expanded or skipped so far, oldest first."""
 
     @abstractmethod
+    def fire_recurring(self, recurring: Recurring, items: Sequence[NewSchedule], *,
+                       now_ms: int, fresh_only: bool) -> int:
+        """Store the messages ``items`` of firings of ``recurring`` fired by hand
+        (:mod:`tocsin.firing`), in one transaction, each at most once (by id); with
+        ``fresh_only``, a firing the store holds any message of (whatever made it) is passed
+        over. How many firings were stored."""
+
+    @abstractmethod
     def recurring_due(self, *, bucket_lo: int, bucket_hi: int, now_ms: int,
                       limit: int) -> list[Recurring]:
         """Recurring schedules of buckets ``[bucket_lo, bucket_hi]`` due for expansion."""

@@ -246,6 +246,11 @@ class Settings(BaseSettings):
         description="Most messages a recurring schedule may make in a minute "
         "(firings a minute x count).",
     )
+    recurring_backfill_max: int = Field(
+        1_000, ge=1, le=1_000_000,
+        description="Most firings one backfill of a recurring schedule fires; a wider range "
+                    "is refused.",
+    )
 
     retry_base_seconds: float = Field(RETRY_BASE_MS / 1000, gt=0,
                                       description="First retry delay.")

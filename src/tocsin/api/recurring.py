@@ -4,6 +4,7 @@ schedules by the dispatcher."""
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from typing import Any
 
 from fastapi import APIRouter, Query, Request, Response
@@ -13,8 +14,9 @@ from tocsin.api.deps import Deps, registered
 from tocsin.api.views import recurring_out
 from tocsin.clock import from_ms, iso_ms
 from tocsin.errors import ValidationError
+from tocsin.firing import backfill, backfill_firings, trigger_now
 from tocsin.ids import new_schedule_id
-from tocsin.validation.models import RecurringChange, RecurringIn
+from tocsin.validation.models import BackfillIn, RecurringChange, RecurringIn
 from tocsin.validation.parsing import parse_instant
 from tocsin.validation.recurring import changed_rule, new_rule
 
@@ -99,6 +101,38 @@ def pause(recurring_id: str, request: Request) -> dict[str, Any]:
 @router.post("/{recurring_id}/resume", summary="Resume: firings after now fire again")
 def resume(recurring_id: str, request: Request) -> dict[str, Any]:
     return _set_paused(recurring_id, request, False)
+
+
+@router.post("/{recurring_id}/trigger", summary="Fire once now: a firing of its own, its "
+             "messages due now (paused or not)")
+def trigger(recurring_id: str, request: Request) -> dict[str, Any]:
+    deps = Deps.of(request)
+    rule = deps.store.get_recurring(recurring_id, tenant=scope(request))
+    now = deps.clock.now_ms()
+    if deps.quotas.active:
+        deps.quotas.admit(deps.store, Counter({rule.tenant: rule.count}), now_ms=now)
+    fired = trigger_now(deps.store, rule, now_ms=now)
+    return {"id": rule.id, "firing_at": iso_ms(now), "firing_id": f"{rule.id}.trigger:{now}",
+            "messages": fired.messages}
+
+
+@router.post("/{recurring_id}/backfill", summary="Fire each missed firing of a past range "
+             "once, due now (at most recurring_backfill_max firings)")
+def backfill_(recurring_id: str, body: BackfillIn, request: Request) -> dict[str, Any]:
+    deps = Deps.of(request)
+    rule = deps.store.get_recurring(recurring_id, tenant=scope(request))
+    now = deps.clock.now_ms()
+    start_ms, end_ms = parse_instant(body.from_, "from"), parse_instant(body.to, "to")
+    cap = deps.settings.recurring_backfill_max
+    firings = backfill_firings(rule, from_ms=start_ms, to_ms=end_ms, now_ms=now,
+                               max_firings=cap)
+    if deps.quotas.active:
+        deps.quotas.admit(deps.store, Counter({rule.tenant: len(firings) * rule.count}),
+                          now_ms=now)
+    fired = backfill(deps.store, rule, from_ms=start_ms, to_ms=end_ms, now_ms=now,
+                     max_firings=cap)
+    return {"id": rule.id, "firings": fired.firings, "messages": fired.messages,
+            "already": fired.already}
 
 
 @router.delete("/{recurring_id}", status_code=204, summary="Delete; its firings still ahead "

@@ -74,6 +74,23 @@ def resume(recurring_id: str, api: ApiOpt = None) -> None:
     call(client_for(api).resume_recurring, recurring_id)
 
 
+@recurring_app.command("trigger")
+def trigger(recurring_id: str, api: ApiOpt = None) -> None:
+    """Fire a recurring schedule once now (a firing of its own)."""
+    call(client_for(api).trigger_recurring, recurring_id)
+
+
+@recurring_app.command("backfill")
+def backfill(
+    recurring_id: str,
+    start: Annotated[str, typer.Option("--from", help="RFC 3339: the range's first instant.")],
+    end: Annotated[str, typer.Option("--to", help="RFC 3339: the range ends before it.")],
+    api: ApiOpt = None,
+) -> None:
+    """Fire each missed firing of a past range once, due now."""
+    call(client_for(api).backfill_recurring, recurring_id, start, end)
+
+
 @recurring_app.command("rm")
 def remove(recurring_id: str, api: ApiOpt = None) -> None:
     """Delete a recurring schedule (its firings still ahead are cancelled)."""

@@ -10,6 +10,7 @@ __all__ = [
     "ChannelTest",
     "Created",
     "DeliveryInfo",
+    "Fired",
     "Firing",
     "FiringTime",
     "HaltedKey",
@@ -121,6 +122,17 @@ class PausedInfo(TypedDict):
     paused: bool
     paused_at: NotRequired[str]
     was_paused: NotRequired[bool]
+
+
+class Fired(TypedDict, total=False):
+    """What a trigger or a backfill of a recurring schedule fired."""
+
+    id: str
+    firing_at: str
+    firing_id: str
+    firings: int
+    messages: int
+    already: int
 
 
 class RecurringInfo(TypedDict):

@@ -20,6 +20,7 @@ from tocsin.client.answers import (
     ChannelTest,
     Created,
     DeliveryInfo,
+    Fired,
     Firing,
     FiringTime,
     HaltedKey,
@@ -293,6 +294,17 @@ def pause_recurring(recurring_id: str) -> Call[RecurringInfo]:
 def resume_recurring(recurring_id: str) -> Call[RecurringInfo]:
     """Resume from now on."""
     return Call("POST", _recurring(recurring_id, "resume"))
+
+
+def trigger_recurring(recurring_id: str) -> Call[Fired]:
+    """Fire once now: a firing of its own, its messages due now."""
+    return Call("POST", _recurring(recurring_id, "trigger"))
+
+
+def backfill_recurring(recurring_id: str, start: str, end: str) -> Call[Fired]:
+    """Fire each firing in ``[start, end)`` (RFC 3339, in the past) that the store holds no
+    message of, once, due now."""
+    return Call("POST", _recurring(recurring_id, "backfill"), json={"from": start, "to": end})
 
 
 def delete_recurring(recurring_id: str) -> Call[None]:

@@ -191,6 +191,16 @@ class RecurringIn(RecurringChange):
     tenant: TenantName = None
 
 
+class BackfillIn(BaseModel):
+    """A past range of a recurring schedule's firings to fire now."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    from_: str = Field(alias="from", description="RFC 3339: the first instant of the range.")
+    to: str = Field(description="RFC 3339: the range ends before it (at most now, and no "
+                                "later than the rule's expansion).")
+
+
 class PolicyIn(BaseModel):
     """A throttling policy."""
 

@@ -189,6 +189,29 @@ class SqlRecurring(SqlBase, RecurringStore):
 
         return self._work(work)
 
+    def fire_recurring(self, recurring: Recurring, items: Sequence[NewSchedule], *,
+                       now_ms: int, fresh_only: bool) -> int:
+        d, buckets = self._dialect, self.buckets
+        by_firing: dict[int, list[NewSchedule]] = {}
+        for item in items:
+            by_firing.setdefault(item.firing_ms or 0, []).append(item)
+
+        def work(conn: Any) -> int:
+            fired = 0
+            for firing_ms, messages in by_firing.items():
+                if fresh_only and conn.execute(d.q(
+                        "SELECT 1 FROM schedules WHERE recurring_id = ? AND firing_ms = ? "
+                        "LIMIT 1"), (recurring.id, firing_ms)).fetchone() is not None:
+                    continue
+                added = 0
+                for item in messages:
+                    added += conn.execute(d.q(_INSERT_IGNORE), insert_values(
+                        item, buckets=buckets, now_ms=now_ms)).rowcount
+                fired += 1 if added else 0
+            return fired
+
+        return self._work(work)
+
     def fail_recurring(self, recurring_id: str, *, reason: str, now_ms: int) -> Recurring:
         rows = self._write(
             "UPDATE recurring SET failed_reason = ?, failed_ms = ?, next_expand_ms = NULL "
