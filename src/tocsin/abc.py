@@ -78,6 +78,10 @@ class ClaimedRow(NamedTuple):
     chain_base: int = 0
     """Attempts made before this attempt chain (a re-drive starts a new chain): the retry
     limit counts ``attempt - chain_base``, while ``attempt`` (and so the delivery id) goes on."""
+    terms: str | None = None
+    """The schedule's delivery terms as stored (:func:`tocsin.domain.terms.terms_of`)."""
+    chain_ms: int | None = None
+    """When this attempt chain's first attempt started (None: this is the first)."""
 
 
 class RunInfo(NamedTuple):
@@ -694,6 +698,8 @@ class ChannelStats(NamedTuple):
     """Attempts within the window that failed and will be tried again."""
     lateness_ms: tuple[int, int, int, int] | None
     """p50, p95, p99 and max lateness of the window's most recent deliveries (None: none)."""
+    expired: int = 0
+    """Finished within the window as EXPIRED."""
 
 
 class StatsStore(ABC):

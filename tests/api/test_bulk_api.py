@@ -130,7 +130,7 @@ def test_stats(tenants: Tenants, api_store: Store) -> None:
     assert r.status_code == 200, r.text
     [mine] = [c for c in r.json()["channels"] if c["channel"] == channel]
     assert mine == {"tenant": A, "channel": channel, "pending": 4, "due_soon": 3,
-                    "delivered": 2, "dead": 0, "cancelled": 1, "retried": 0,
+                    "delivered": 2, "dead": 0, "cancelled": 1, "retried": 0, "expired": 0,
                     "lateness_ms": {"p50": 100, "p95": 300, "p99": 300, "max": 300}}
     assert {c["tenant"] for c in r.json()["channels"]} == {A}
     others = tenants.b.get("/v1/stats").json()["channels"]

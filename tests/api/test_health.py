@@ -136,7 +136,7 @@ def test_metrics_from_the_store(api: httpx.Client, api_store: Store) -> None:
     samples = _scrape(api)
     assert samples["tocsin_schedules"][(("status", "PENDING"),)] == before + 2
     assert set(dict(k)["status"] for k in samples["tocsin_schedules"]) == {
-        "PENDING", "CLAIMED", "DELIVERED", "CANCELLED", "DEAD"}
+        "PENDING", "CLAIMED", "DELIVERED", "CANCELLED", "DEAD", "EXPIRED"}
     assert samples["tocsin_due_backlog"][()] >= 1
 
 

@@ -143,7 +143,10 @@ def test_get_reports_every_field(api: httpx.Client) -> None:
         "last_error": None, "next_attempt_at": "2031-06-01T10:00:00.000Z",
         "delivered_at": None, "lateness_ms": None, "payload": None, "headers": {"h": "v"},
         "key": "every-field", "ordering_key": "ok-1", "bucket": r.json()["bucket"],
-        "policy": None, "recurring_id": None}
+        "policy": None, "recurring_id": None, "expires_at": None, "max_lateness": None,
+        "retry": None, "retry_policy": {"max_attempts": 8, "base": 1.0, "cap": 300.0,
+                                        "multiplier": 2.0, "jitter": 0.5,
+                                        "max_retry_duration": None}}
     assert got["created_at"].endswith("Z")
 
 

@@ -483,7 +483,7 @@ def test_acknowledge_delivered_retry_dead(store: Store) -> None:
         Status.PENDING, b'{"x":2}', NOW + 20, "default")
     assert copy.headers == {"Tocsin-Dead-Letter-Of": c.id, "Tocsin-Error": "bad request"}
     assert store.counts() == {Status.PENDING: 2, Status.CLAIMED: 0, Status.DELIVERED: 1,
-                              Status.CANCELLED: 0, Status.DEAD: 2}
+                              Status.CANCELLED: 0, Status.DEAD: 2, Status.EXPIRED: 0}
 
     # the dead-letter copy is due now; the retry comes back at its next time, as attempt 2
     [letter] = claim(store, store.next_epoch(), until_ms=NOW + 999, now_ms=NOW + 20)

@@ -4,7 +4,7 @@ Counters are sums of rows the store adds to atomically (:mod:`tocsin.stores.sql.
 they add up with any number of dispatchers and API replicas and never go back:
 
 - ``tocsin_deliveries_total{tenant,channel,outcome}``: attempts (``delivered``, ``retried``,
-  ``dead``), counted in the acknowledging transaction;
+  ``dead``, ``expired``), counted in the acknowledging transaction;
 - ``tocsin_fenced_total``: acknowledgements refused by the epoch fence;
 - ``tocsin_lateness_seconds{tenant,channel}``: histogram of delivered schedules' lateness;
 - ``tocsin_batch_duration_seconds``: histogram of dispatcher micro-batches (every dispatcher).

@@ -13,7 +13,10 @@ from starlette.concurrency import run_in_threadpool
 from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
 from tocsin.api.views import delivery_out, schedule_out
-from tocsin.domain import Status
+from tocsin.dispatcher.terms import retry_policy
+from tocsin.domain import ChannelSpec, RetryPolicy, Schedule, Status
+from tocsin.domain.defaults import ms
+from tocsin.errors import NotFoundError
 from tocsin.validation.batch import read_schedules
 from tocsin.validation.models import ScheduleBatchIn, ScheduleChange, ScheduleIn
 from tocsin.validation.parsing import check_message_size, parse_instant
@@ -58,7 +61,22 @@ async def create(request: Request, response: Response) -> dict[str, Any]:
 
 @router.get("/{schedule_id}", summary="A schedule: status, attempts, last error, lateness")
 def get(schedule_id: str, request: Request) -> dict[str, Any]:
-    return schedule_out(Deps.of(request).store.get(schedule_id, tenant=scope(request)))
+    deps = Deps.of(request)
+    found = deps.store.get(schedule_id, tenant=scope(request))
+    return schedule_out(found) | {"retry_policy": _retry_policy(deps, found).to_json()}
+
+
+def _retry_policy(deps: Deps, s: Schedule) -> RetryPolicy:
+    """The retry policy ``s``'s failures follow: its own ``retry`` over its channel's over the
+    dispatcher's settings (as the dispatcher reads them)."""
+    settings = deps.settings
+    base = RetryPolicy(base_ms=ms(settings.retry_base_seconds),
+                       cap_ms=ms(settings.retry_cap_seconds), max_attempts=settings.max_attempts)
+    try:
+        spec: ChannelSpec | None = deps.store.get_channel(s.channel, tenant=s.tenant)
+    except NotFoundError:
+        spec = None
+    return retry_policy(base, spec, s.terms)
 
 
 @router.get("", summary="List schedules (cursor pagination)")

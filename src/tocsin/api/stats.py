@@ -31,7 +31,7 @@ def stats_out(s: ChannelStats) -> dict[str, Any]:
     late = s.lateness_ms
     return {"tenant": s.tenant, "channel": s.channel, "pending": s.pending,
             "due_soon": s.due_soon, "delivered": s.delivered, "dead": s.dead,
-            "cancelled": s.cancelled, "retried": s.retried,
+            "cancelled": s.cancelled, "retried": s.retried, "expired": s.expired,
             "lateness_ms": None if late is None else dict(zip(("p50", "p95", "p99", "max"),
                                                               late, strict=True))}
 

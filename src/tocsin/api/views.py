@@ -18,9 +18,11 @@ from tocsin.domain import (
 )
 from tocsin.domain.defaults import seconds
 from tocsin.domain.schedule import payload_value
+from tocsin.domain.terms import Terms
 from tocsin.redact import redact
 
-__all__ = ["channel_out", "delivery_out", "iso", "policy_out", "recurring_out", "schedule_out"]
+__all__ = ["channel_out", "delivery_out", "iso", "policy_out", "recurring_out", "schedule_out",
+           "terms_out"]
 
 
 def iso(ms: int | None) -> str | None:
@@ -52,12 +54,30 @@ def schedule_out(s: Schedule, *, full: bool = True) -> dict[str, Any]:
                 "ordering_key": s.ordering_key,
                 "policy": s.policy,
                 "recurring_id": s.recurring_id,
+                **terms_out(s.terms),
                 **payload_value(s.payload_kind, s.payload),
             }
         )
         if s.payload_kind is PayloadKind.TEXT:
             out["payload_text"] = out.pop("payload")
     return out
+
+
+def terms_out(terms: Terms | None) -> dict[str, Any]:
+    """A schedule's own delivery terms as the API answers them (durations in seconds; None:
+    its channel's)."""
+    retry = terms.retry.to_json() if terms and terms.retry else None
+    return {
+        "expires_at": iso(terms.expires_ms) if terms and terms.expires_ms is not None else None,
+        "max_lateness": (terms.max_lateness_ms / 1000
+                         if terms and terms.max_lateness_ms is not None else None),
+        "retry": None if not retry else {
+            _RETRY_OUT.get(k, k): (v / 1000 if k.endswith("_ms") else v)
+            for k, v in retry.items()},
+    }
+
+
+_RETRY_OUT = {"base_ms": "base", "cap_ms": "cap", "max_duration_ms": "max_retry_duration"}
 
 
 def delivery_out(d: Delivery) -> dict[str, Any]:
@@ -104,7 +124,9 @@ def recurring_out(r: Recurring, *, now_ms: int) -> dict[str, Any]:
         "failed_at": iso(r.failed_ms),
         "revision": r.revision, "next_firing_at": iso(following[0]) if following else None,
         "expanded_until": iso(r.expanded_until_ms), "created_at": iso(r.created_ms),
-        "updated_at": iso(r.updated_ms), **payload_value(r.payload_kind, r.payload),
+        "updated_at": iso(r.updated_ms),
+        **{k: v for k, v in terms_out(r.terms).items() if k != "expires_at"},
+        **payload_value(r.payload_kind, r.payload),
     }
     if r.payload_kind is PayloadKind.TEXT:
         out["payload_text"] = out.pop("payload")

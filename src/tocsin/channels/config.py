@@ -39,13 +39,17 @@ def _accepts(tp: Any, value: Any) -> bool:
     return isinstance(value, tp)
 
 
-COMMON = {"dead_letter": str, "max_attempts": int, "on_dead": str}
+COMMON = {"dead_letter": str, "max_attempts": int, "on_dead": str, "max_lateness": float,
+          "retry": dict}
 """Settings every kind accepts (see :class:`~tocsin.domain.ChannelSpec`)."""
 
 
 def parse_config(cls: type[T], config: dict[str, Any]) -> T:
     """``cls(**config)`` after checking names and types; ValidationError names ``config.<x>``.
     The :data:`COMMON` settings are checked here and not passed to ``cls``."""
+    from tocsin.validation.terms import check_channel_terms
+
+    check_channel_terms(config)
     config = dict(config)
     for name, tp in COMMON.items():
         if name in config:
@@ -53,6 +57,8 @@ def parse_config(cls: type[T], config: dict[str, Any]) -> T:
             if name == "on_dead" and value not in OnDead.__members__.values():
                 raise ValidationError("config.on_dead",
                                       f"must be {' or '.join(OnDead)}, not {value!r}")
+            if name in ("max_lateness", "retry"):
+                continue  # checked by check_channel_terms
             if not _accepts(tp, value) or (tp is int and value < 1):
                 raise ValidationError(
                     f"config.{name}",

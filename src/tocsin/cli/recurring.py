@@ -33,13 +33,20 @@ def add(
     stagger: Annotated[str | None, typer.Option(help="Spread them over: 30, PT5M.")] = None,
     misfire: Annotated[str, typer.Option(help="fire_once, fire_all or skip.")] = "fire_once",
     policy: Annotated[str | None, typer.Option(help="A throttling policy.")] = None,
+    max_lateness: Annotated[str | None, typer.Option(
+        help="A firing's message is not sent this late or later: 90, PT5M.")] = None,
+    retry: Annotated[str | None, typer.Option(
+        help='Each firing\'s retry policy as JSON: {"max_attempts": 3, "base": 2}.')] = None,
     api: ApiOpt = None,
 ) -> None:
     """Create a recurring schedule."""
+    from tocsin.cli.schedules import terms_options
+
     call(client_for(api).add_recurring, cron, channel, json_option(payload, "--payload"),
          timezone=timezone, count=count, stagger=stagger, misfire=misfire, policy=policy,
          every=None if every is None else span(every), anchor=anchor,
-         jitter=None if jitter is None else span(jitter))
+         jitter=None if jitter is None else span(jitter),
+         **terms_options(None, max_lateness, retry))
 
 
 @recurring_app.command("ls")

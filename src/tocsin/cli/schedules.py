@@ -15,7 +15,8 @@ __all__ = ["LIST_COLUMNS", "cancel", "get", "list_schedules", "register", "resch
 
 FLAGS = {"payload": "--payload", "payload_text": "--text", "delay": "--delay", "due_at": "--at",
          "key": "--key", "ordering_key": "--ordering-key", "policy": "--policy",
-         "headers": "--header", "channel": "CHANNEL"}
+         "headers": "--header", "channel": "CHANNEL", "expires_at": "--expires-at",
+         "max_lateness": "--max-lateness", "retry": "--retry"}
 """The flag that gives each field of a schedule, for errors about it."""
 DELAY_HELP = "When, from now: seconds (90), 90s, 5m, 2h, 1d, or ISO 8601 (PT5M)."
 LIST_COLUMNS = ("id", "status", "channel", "due_at", "attempts")
@@ -35,6 +36,13 @@ def schedule(
     header: Annotated[
         list[str] | None, typer.Option(help="Header NAME=VALUE (repeatable).")
     ] = None,
+    expires_at: Annotated[str | None, typer.Option(
+        help="Not sent at or after this instant (RFC 3339): it expires.")] = None,
+    max_lateness: Annotated[str | None, typer.Option(
+        help="Not sent this late or later: 90, 5m, PT5M (default: the channel's).")] = None,
+    retry: Annotated[str | None, typer.Option(
+        help='Retry policy as JSON: {"max_attempts": 3, "base": 2, "cap": 60, '
+             '"multiplier": 2, "jitter": 0.5, "max_retry_duration": 3600}.')] = None,
     api: ApiOpt = None,
 ) -> None:
     """Schedule one message: --payload or --text, and --delay or --at."""
@@ -56,8 +64,25 @@ def schedule(
         body["delay"] = span(delay)
     if at is not None:
         body["due_at"] = at
+    body.update(terms_options(expires_at, max_lateness, retry))
     with answering(FLAGS):
         emit(client_for(api).schedule(channel, **body))
+
+
+def terms_options(expires_at: str | None, max_lateness: str | None,
+                  retry: str | None) -> dict[str, Any]:
+    """The delivery terms the options give, as the client takes them."""
+    given: dict[str, Any] = {}
+    if expires_at is not None:
+        given["expires_at"] = expires_at
+    if max_lateness is not None:
+        given["max_lateness"] = span(max_lateness)
+    if retry is not None:
+        value = json_option(retry, "--retry")
+        if not isinstance(value, dict):
+            fail(ValueError("--retry: give a JSON object"))
+        given["retry"] = value
+    return given
 
 
 def reschedule(

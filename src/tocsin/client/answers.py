@@ -56,6 +56,14 @@ class ScheduleInfo(TypedDict):
     key: str | None
     ordering_key: str | None
     bucket: int
+    expires_at: str | None
+    max_lateness: float | None
+    """Seconds."""
+    retry: dict[str, Any] | None
+    """Its own retry policy's overrides (durations in seconds)."""
+    retry_policy: NotRequired[dict[str, Any]]
+    """The policy its failures follow: its own over its channel's over the dispatcher's
+    (``GET /v1/schedules/{id}``)."""
     payload: NotRequired[Any]
     payload_text: NotRequired[str]
     payload_base64: NotRequired[str]
@@ -70,7 +78,7 @@ class DeliveryInfo(TypedDict):
     started_at: str
     ended_at: str
     outcome: str
-    """delivered, retry or rejected."""
+    """delivered, retry, rejected or expired."""
     error: str | None
     lateness_ms: int
 

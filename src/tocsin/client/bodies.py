@@ -14,10 +14,12 @@ from tocsin.errors import ValidationError
 __all__ = [
     "UNSET",
     "RecurringFields",
+    "Retry",
     "change_body",
     "instant",
     "policy_body",
     "recurring_body",
+    "retry_value",
     "schedule_body",
     "span",
 ]
@@ -33,6 +35,29 @@ UNSET: Any = _Unset()
 
 Span = float | timedelta | str
 """A duration: seconds, a timedelta, or ISO 8601 (``PT5M``)."""
+
+
+class Retry(TypedDict, total=False):
+    """A retry policy's overrides (``retry`` of a schedule, a recurring one or a channel's
+    config): what is not given is the level below's."""
+
+    max_attempts: int
+    base: Span
+    """The first retry's back-off ceiling."""
+    cap: Span
+    """The longest back-off."""
+    multiplier: float
+    """How much the ceiling grows per retry (default 2)."""
+    jitter: float
+    """The share of the ceiling drawn at random, 0 to 1 (default 0.5)."""
+    max_retry_duration: Span
+    """No retry later than this long after the first attempt."""
+
+
+def retry_value(retry: Mapping[str, Any]) -> dict[str, Any]:
+    """A retry policy's overrides as the API takes them (durations as :func:`span`)."""
+    return {k: span(v) if k in ("base", "cap", "max_retry_duration") else v
+            for k, v in retry.items() if v is not None}
 
 
 def instant(value: datetime | str, field: str) -> str:
@@ -69,13 +94,18 @@ def schedule_body(channel: str, payload: Any = UNSET, *, payload_text: str | Non
                   key: str | None = None, tenant: str | None = None,
                   ordering_key: str | None = None, uniqueness_key: str | None = None,
                   key_mode: Literal["idempotent", "task"] | None = None,
-                  policy: str | None = None) -> dict[str, Any]:
+                  policy: str | None = None, expires_at: datetime | str | None = None,
+                  max_lateness: Span | None = None,
+                  retry: Retry | None = None) -> dict[str, Any]:
     """The JSON body of one schedule."""
     body = {"channel": channel, **_payload(payload)}
     _given(body, payload_text=payload_text, payload_base64=payload_base64)
     body.update(_timing(due_at, delay))
     if headers:
         body["headers"] = dict(headers)
+    _given(body, expires_at=None if expires_at is None else instant(expires_at, "expires_at"),
+           max_lateness=None if max_lateness is None else span(max_lateness),
+           retry=None if retry is None else retry_value(retry))
     return _given(body, key=key, tenant=tenant, ordering_key=ordering_key,
                   uniqueness_key=uniqueness_key, key_mode=key_mode, policy=policy)
 
@@ -116,6 +146,10 @@ class RecurringFields(TypedDict, total=False):
     headers: Mapping[str, str] | None
     tenant: str | None
     paused: bool | None
+    max_lateness: Span | None
+    """A firing's message is not sent this late or later (it expires)."""
+    retry: Retry | None
+    """Each firing's retry policy."""
 
 
 def recurring_body(*, cron: str | None = None, channel: str | None = None,
@@ -125,7 +159,9 @@ def recurring_body(*, cron: str | None = None, channel: str | None = None,
     for name, value in fields.items():
         if value is None:
             continue
-        if name in ("stagger", "misfire_grace", "every", "jitter"):
+        if name == "retry":
+            value = retry_value(value)  # type: ignore[arg-type]
+        elif name in ("stagger", "misfire_grace", "every", "jitter", "max_lateness"):
             value = span(value)  # type: ignore[arg-type]
         elif name in ("start", "end", "anchor"):
             value = instant(value, name)  # type: ignore[arg-type]

@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 
 from tocsin.abc import Channel, ClaimedRow
 from tocsin.dispatcher.channel_cache import ChannelCache
+from tocsin.dispatcher.terms import deadline_ms, expiry_reason, retry_policy
 from tocsin.domain import Ack, ChannelSpec, Envelope, Outcome, Result, RetryPolicy, Status
 from tocsin.domain.delivery import LATENESS_BOUNDS_MS, NO_HEADERS
 from tocsin.domain.schedule import PayloadKind
+from tocsin.domain.terms import terms_of
 from tocsin.ids import delivery_id
 
 __all__ = ["LATENESS_BOUNDS_MS", "Tally", "envelope_of", "send", "send_async",
@@ -32,6 +34,7 @@ class Tally:
     delivered: int = 0
     retried: int = 0
     dead: int = 0
+    expired: int = 0
     fenced: int = 0
     lateness_sum_ms: int = 0
     lateness_buckets: list[int] = field(default_factory=lambda: [0] * (len(LATENESS_BOUNDS_MS) + 1))
@@ -41,6 +44,7 @@ class Tally:
         self.delivered += other.delivered
         self.retried += other.retried
         self.dead += other.dead
+        self.expired += other.expired
         self.fenced += other.fenced
         self.lateness_sum_ms += other.lateness_sum_ms
         self.lateness_buckets = [a + b for a, b in zip(self.lateness_buckets,
@@ -67,23 +71,37 @@ def envelope_of(row: ClaimedRow) -> Envelope:
 
 
 def _verdict(env: Envelope, result: Result, spec: ChannelSpec | None, retry: RetryPolicy,
-             started_ms: int, ended_ms: int, rng: random.Random, tries: int) -> Ack:
-    """``tries``: the attempt's number within its chain (a re-drive starts a new chain)."""
-    status, next_ms = Status.DELIVERED, None
-    if result.outcome is not Outcome.DELIVERED:
-        limit = (spec.max_attempts if spec else None) or retry.max_attempts
-        if result.outcome is Outcome.RETRY and tries < limit:
+             started_ms: int, ended_ms: int, rng: random.Random, row: ClaimedRow) -> Ack:
+    """The verdict on one attempt of ``row``: its retry policy and deadline are its terms'
+    (:mod:`tocsin.dispatcher.terms`); a retry that would go out at or after its deadline
+    expires it now, one past its ``max_retry_duration`` makes it dead."""
+    status, next_ms, error = Status.DELIVERED, None, result.error
+    if result.outcome is Outcome.EXPIRED:
+        status = Status.EXPIRED
+    elif result.outcome is not Outcome.DELIVERED:
+        terms = terms_of(row.terms)
+        policy = retry_policy(retry, spec, terms)
+        tries = env.attempt - row.chain_base  # its number within its chain
+        status = Status.DEAD
+        if result.outcome is Outcome.RETRY and tries < policy.max_attempts:
             wait = result.retry_after_ms  # the receiver's Retry-After wins over the back-off
-            status, next_ms = Status.PENDING, ended_ms + (
-                retry.delay_ms(tries, rng) if wait is None else wait)
-        else:
-            status = Status.DEAD
+            at = ended_ms + (policy.delay_ms(tries, rng) if wait is None else wait)
+            first = started_ms if row.chain_ms is None else row.chain_ms
+            deadline = deadline_ms(row, spec, terms)
+            if policy.max_duration_ms is not None and at > first + policy.max_duration_ms:
+                error = (f"{error}; no retry after max_retry_duration "
+                         f"({policy.max_duration_ms} ms since the first attempt)")
+            elif deadline is not None and at >= deadline:
+                status, error = Status.EXPIRED, f"{expiry_reason(row, deadline, at)}; {error}"
+            else:
+                status, next_ms = Status.PENDING, at
+    dead = status is Status.DEAD
     return Ack(schedule_id=env.schedule_id, delivery_id=env.delivery_id, attempt=env.attempt,
-               outcome=result.outcome, error=result.error, started_ms=started_ms,
+               outcome=result.outcome, error=error, started_ms=started_ms,
                ended_ms=ended_ms, due_ms=env.due_ms, status=status, next_ms=next_ms,
-               dead_letter=spec.dead_letter if spec and status is Status.DEAD else None,
-               halt=bool(spec and spec.halts_on_dead and status is Status.DEAD
-                         and env.ordering_key), tenant=env.tenant, channel=env.channel)
+               dead_letter=spec.dead_letter if spec and dead else None,
+               halt=bool(spec and spec.halts_on_dead and dead and env.ordering_key),
+               tenant=env.tenant, channel=env.channel)
 
 
 def verdicts(rows: Sequence[ClaimedRow], envelopes: Sequence[Envelope], results: list[Result],
@@ -99,14 +117,15 @@ def verdicts(rows: Sequence[ClaimedRow], envelopes: Sequence[Envelope], results:
         result = by_id.get(env.delivery_id) or Result(
             delivery_id=env.delivery_id, outcome=Outcome.RETRY,
             error=f"channel {env.channel} gave no answer for this delivery")
-        ack = _verdict(env, result, spec, retry, started_ms, ended_ms, rng,
-                       env.attempt - row.chain_base)
+        ack = _verdict(env, result, spec, retry, started_ms, ended_ms, rng, row)
         by_epoch[env.epoch].append(ack)
         if ack.status is Status.DELIVERED:
             tally.delivered += 1
             tally.observe_lateness(ended_ms - env.due_ms)
         elif ack.status is Status.PENDING:
             tally.retried += 1
+        elif ack.status is Status.EXPIRED:
+            tally.expired += 1
         else:
             tally.dead += 1
     return by_epoch, tally
@@ -116,6 +135,8 @@ async def send_async(channel: Channel, name: str,
                      envelopes: Sequence[Envelope]) -> list[Result]:
     """Await ``channel``'s :meth:`~tocsin.abc.Channel.send_async`: one result each, never
     raising (a transport that raises is RETRY)."""
+    if not envelopes:
+        return []
     try:
         return await channel.send_async(envelopes)
     except Exception as exc:  # a broken transport must not lose the batch: retry it
@@ -127,6 +148,8 @@ def send(channels: ChannelCache, spec: ChannelSpec | None, name: str,
          envelopes: Sequence[Envelope]) -> list[Result]:
     """Hand ``envelopes`` to the live channel of ``spec``: one result each, never raising
     (an unregistered channel rejects, a transport that raises is RETRY)."""
+    if not envelopes:
+        return []
     if spec is None:
         return [Result(delivery_id=e.delivery_id, outcome=Outcome.REJECTED,
                        error=f"channel {name!r} is not registered") for e in envelopes]

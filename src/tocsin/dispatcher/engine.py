@@ -67,6 +67,7 @@ from tocsin.dispatcher.knobs import (
     PULL_EPOCH_MS,
     WEIGHT_TTL_MS,
 )
+from tocsin.dispatcher.terms import split_expired
 from tocsin.dispatcher.workers import Workers
 from tocsin.domain import Ack, ChannelSpec, Envelope, HoldReason, Outcome, Result
 from tocsin.errors import StoreError
@@ -497,31 +498,34 @@ class Engine:
             spec = core.channels.spec(name, tenant=tenant)
             envelopes = [envelope_of(r) for r in rows]
             started = self.clock.now_ms()
+            live, expired = split_expired(rows, envelopes, spec, started)  # never sent
             channel = _live_async(core.channels, spec)
             if channel is not None:
                 from tocsin.channels.shared import shared_loop
 
                 future = asyncio.run_coroutine_threadsafe(
-                    send_async(channel, name, envelopes), shared_loop().loop)
-                answered = partial(self._judged, key, flight, rows, envelopes, spec, started)
+                    send_async(channel, name, live), shared_loop().loop)
+                answered = partial(self._judged, key, flight, rows, envelopes, spec, started,
+                                   expired)
                 if self.workers.detach_async:
-                    future.add_done_callback(lambda f: answered(_results(f, name, envelopes)))
+                    future.add_done_callback(lambda f: answered(_results(f, name, live)))
                 else:
-                    answered(_results(future, name, envelopes))
+                    answered(_results(future, name, live))
                 return
-            self._judged(key, flight, rows, envelopes, spec, started,
-                         send(core.channels, spec, name, envelopes))
+            self._judged(key, flight, rows, envelopes, spec, started, expired,
+                         send(core.channels, spec, name, live))
         except Exception:  # nothing was judged: the rows go back PENDING
             log.exception("destination %s/%s: a chunk failed", tenant, name)
             self._post(_Sent(key, flight, rows, None, Tally(), [], self.clock.now_ms()))
 
     def _judged(self, key: Key, flight: int, rows: list[ClaimedRow],
                 envelopes: list[Envelope], spec: ChannelSpec | None, started: int,
-                results: list[Result]) -> None:
-        """Judge a chunk's answers and tell the loop."""
+                expired: list[Result], results: list[Result]) -> None:
+        """Judge a chunk's answers (and its ``expired`` rows, not sent: the breaker does not
+        see them) and tell the loop."""
         core = self.core
         try:
-            by_epoch, tally = verdicts(rows, envelopes, results, spec=spec,
+            by_epoch, tally = verdicts(rows, envelopes, expired + results, spec=spec,
                                        retry=core.options.retry, started_ms=started,
                                        ended_ms=self.clock.now_ms(), rng=core.rng)
             message = _Sent(key, flight, rows, by_epoch, tally,

@@ -75,7 +75,7 @@ def messages_of(recurring: Recurring, expansion: Expansion) -> list[NewSchedule]
             headers={**base, "Tocsin-Firing-At": iso_ms(f.firing_ms),
                      "Tocsin-Firing-Index": str(f.index)},
             due_ms=f.due_ms, tenant=recurring.tenant, policy=recurring.policy,
-            recurring_id=recurring.id, firing_ms=f.firing_ms,
+            recurring_id=recurring.id, firing_ms=f.firing_ms, terms=recurring.terms,
         )
         for f in expansion.firings
     ]

@@ -32,7 +32,7 @@ __all__ = ["SPARK_SCHEMA", "DueStreamReader", "RelayDataSource", "TocsinDataSour
            "arrow_schema", "bucket_ranges", "from_arrow", "to_arrow"]
 
 _NOT_TEXT = {"payload": "binary", "due_ms": "int64", "attempt": "int32", "epoch": "int64",
-             "chain_base": "int32"}
+             "chain_base": "int32", "chain_ms": "int64"}
 """The Arrow type of each of :class:`~tocsin.abc.ClaimedRow`'s fields that is not a string."""
 _SPARK_TYPES = {"string": "string", "binary": "binary", "int64": "bigint", "int32": "int"}
 SPARK_SCHEMA = ", ".join(f"{name} {_SPARK_TYPES[_NOT_TEXT.get(name, 'string')]}"

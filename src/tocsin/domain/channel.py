@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tocsin.domain.retry import RetryTerms
 from tocsin.domain.tenant import DEFAULT_TENANT
 from tocsin.errors import ValidationError
 
@@ -123,3 +124,35 @@ class ChannelSpec:
         """This channel's own limit on attempts, overriding the global one."""
         value = self.config.get("max_attempts")
         return int(value) if value is not None else None
+
+    @property
+    def max_lateness_ms(self) -> int | None:
+        """This channel's default ``max_lateness`` (config, seconds): a schedule that would go
+        out this long or more after its due time expires instead (None: never)."""
+        value = self.config.get("max_lateness")
+        return None if value is None else int(float(value) * 1000)
+
+    @property
+    def retry_terms(self) -> RetryTerms | None:
+        """This channel's retry policy overrides (config ``retry``, durations in seconds)."""
+        value = self.config.get("retry")
+        return retry_terms_of(value) if value else None
+
+
+_RETRY_SECONDS = {"base": "base_ms", "cap": "cap_ms", "max_retry_duration": "max_duration_ms"}
+
+
+def retry_terms_of(value: dict[str, Any]) -> RetryTerms:
+    """A ``retry`` object as the API and channel configs spell it (durations in seconds,
+    already validated) as :class:`RetryTerms`."""
+    given: dict[str, Any] = {}
+    for name, item in value.items():
+        if item is None:
+            continue
+        if name in _RETRY_SECONDS:
+            given[_RETRY_SECONDS[name]] = int(float(item) * 1000)
+        elif name == "max_attempts":
+            given[name] = int(item)
+        else:
+            given[name] = float(item)
+    return RetryTerms(**given)

@@ -36,6 +36,8 @@ class Outcome(StrEnum):
     """A transient failure: tried again after a back-off, until the attempts run out."""
     REJECTED = "rejected"
     """A permanent refusal: the schedule is dead at once."""
+    EXPIRED = "expired"
+    """Not sent: the schedule's deadline had passed when its turn came (it is EXPIRED)."""
 
 
 class Envelope(NamedTuple):
@@ -140,7 +142,7 @@ class Ack(NamedTuple):
     ended_ms: int
     due_ms: int
     status: Status
-    """DELIVERED, PENDING (retry at ``next_ms``) or DEAD."""
+    """DELIVERED, PENDING (retry at ``next_ms``), DEAD or EXPIRED."""
     next_ms: int | None = None
     dead_letter: str | None = None
     """Channel that gets a copy when ``status`` is DEAD."""

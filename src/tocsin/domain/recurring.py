@@ -19,6 +19,7 @@ from tocsin.domain.cron import CronTrigger
 from tocsin.domain.interval import IntervalTrigger
 from tocsin.domain.schedule import PayloadKind
 from tocsin.domain.tenant import DEFAULT_TENANT
+from tocsin.domain.terms import Terms
 from tocsin.errors import ValidationError
 
 __all__ = [
@@ -111,6 +112,8 @@ class Recurring:
     """Why its expansion failed, once it has (it is then no longer expanded until changed)."""
     failed_ms: int | None = None
     """When its expansion failed."""
+    terms: Terms | None = None
+    """Each firing's delivery terms (``max_lateness``, ``retry``; None: its channel's)."""
 
     def __post_init__(self) -> None:
         if not self.id:

@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from tocsin.domain.defaults import KEY_RETENTION_MS
+from tocsin.domain.terms import Terms, terms_json
 
 __all__ = ["NewSchedule", "PayloadKind", "Schedule", "ScheduleOrder", "Status"]
 
@@ -27,11 +28,14 @@ class Status(StrEnum):
     """Cancelled by the client before it fired; it will never be delivered."""
     DEAD = "DEAD"
     """Every attempt failed, or the channel refused it for good."""
+    EXPIRED = "EXPIRED"
+    """It would have gone out after its deadline (``expires_at``, ``max_lateness``): never
+    sent; ``last_error`` says why. Re-drivable like a dead one."""
 
     @property
     def final(self) -> bool:
-        """True for the states a schedule never leaves."""
-        return self in (Status.DELIVERED, Status.CANCELLED, Status.DEAD)
+        """True for the states a schedule never leaves (but by a re-drive)."""
+        return self in (Status.DELIVERED, Status.CANCELLED, Status.DEAD, Status.EXPIRED)
 
 
 class PayloadKind(StrEnum):
@@ -96,6 +100,8 @@ class NewSchedule:
     """The recurring schedule whose firing this message is."""
     firing_ms: int | None = None
     """That firing's instant."""
+    terms: Terms | None = None
+    """Its delivery terms (expiry, retry policy); None: its channel's."""
 
     def fingerprint(self) -> str:
         """A digest of the request, to tell a true repeat from a key reused."""
@@ -106,6 +112,9 @@ class NewSchedule:
                      self.ordering_key or "", self.policy or "",
                      json.dumps(self.headers, sort_keys=True)):
             digest.update(part.encode())
+            digest.update(b"\0")
+        if (terms := terms_json(self.terms)) is not None:
+            digest.update(terms.encode())
             digest.update(b"\0")
         digest.update(self.payload)
         return digest.hexdigest()
@@ -135,6 +144,8 @@ class Schedule:
     claimed_ms: int | None = None
     delivered_ms: int | None = None
     last_error: str | None = None
+    terms: Terms | None = None
+    """Its delivery terms as given (None: its channel's)."""
 
     @property
     def lateness_ms(self) -> int | None:

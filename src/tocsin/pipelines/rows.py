@@ -31,7 +31,7 @@ _NUMBER = re.compile(r"^\s*[0-9]+(\.[0-9]*)?\s*$")
 EPOCH_MS = re.compile(r"[0-9]{1,15}")
 """A CSV ``due_at`` cell of digits alone (the whole cell): epoch milliseconds (a pattern
 Python and RE2 read alike)."""
-_JSON_TEXT = ("payload", "headers")
+_JSON_TEXT = ("payload", "headers", "retry")
 """Fields that a CSV or Parquet text column gives as JSON text."""
 
 
@@ -227,8 +227,9 @@ class RowShape:
                 row[field] = value.isoformat()
         if "due_at" in row:
             row["due_at"] = self.due_at(row["due_at"])
-        if "delay" in row:
-            row["delay"] = self.delay(row["delay"])
+        for field in ("delay", "max_lateness"):
+            if field in row:
+                row[field] = self.delay(row[field])
         return None
 
     def due_at(self, value: Any) -> Any:

@@ -20,12 +20,14 @@ from tocsin.domain import (
     Status,
 )
 from tocsin.domain.schedule import PayloadKind
+from tocsin.domain.terms import terms_json, terms_of
 from tocsin.errors import ConflictError, StoreError
 from tocsin.ids import bucket_of, new_schedule_id
 from tocsin.sealing import open_payload, seal_payload
 
 __all__ = [
     "CHANNEL_COLUMNS",
+    "CLAIM_ARITY",
     "CLAIM_COLUMNS",
     "COUNTS_SQL",
     "DELIVERY_COLUMNS",
@@ -59,9 +61,10 @@ __all__ = [
 SCHEDULE_COLUMNS = (
     "id, tenant, channel, payload, payload_kind, headers, due_ms, next_ms, bucket, status, "
     "attempts, claim_epoch, claimed_ms, created_ms, delivered_ms, last_error, key, ordering_key, "
-    "policy, recurring_id"
+    "policy, recurring_id, terms"
 )
-FINISHED = "(status = 'DELIVERED' OR status = 'CANCELLED' OR status = 'DEAD')"
+FINISHED = ("(status = 'DELIVERED' OR status = 'CANCELLED' OR status = 'DEAD' "
+            "OR status = 'EXPIRED')")
 """A finished schedule: the predicate of the ``schedules_done`` and ``schedules_finished``
 indexes, which a query repeats to read them. Equalities, not an IN list: SQLite tests a list of
 three through a temporary table, which it built for every row it wrote (migration 15)."""
@@ -77,15 +80,18 @@ COUNTS_SQL = (
 """Schedules by status: rows of ``(status, count)``, a status possibly more than once."""
 CLAIM_COLUMNS = (
     "id, tenant, channel, payload, payload_kind, headers, due_ms, attempts + 1, key, "
-    "ordering_key, claim_epoch, chain_base"
+    "ordering_key, claim_epoch, chain_base, terms, chain_ms"
 )
+CLAIM_ARITY = CLAIM_COLUMNS.count(",") + 1
+"""How many columns a claim row has (a claim's sort key is appended after them)."""
 CHANNEL_COLUMNS = "name, kind, config, tenant"
 DELIVERY_COLUMNS = (
     "delivery_id, schedule_id, attempt, epoch, started_ms, ended_ms, outcome, error, lateness_ms"
 )
 INSERT_COLUMNS = (
     "id, tenant, channel, payload, payload_kind, headers, due_ms, next_ms, bucket, status, "
-    "attempts, created_ms, key, fingerprint, ordering_key, policy, recurring_id, firing_ms"
+    "attempts, created_ms, key, fingerprint, ordering_key, policy, recurring_id, firing_ms, "
+    "terms"
 )
 INSERT_ARITY = INSERT_COLUMNS.count(",") + 1
 
@@ -117,19 +123,21 @@ def insert_values(item: NewSchedule, *, buckets: int, now_ms: int,
         bucket_of(item.ordering_key or schedule_id, buckets),
         _PENDING, 0, now_ms, item.key,
         item.fingerprint() if item.key is not None else None, item.ordering_key, item.policy,
-        item.recurring_id, item.firing_ms,
+        item.recurring_id, item.firing_ms, terms_json(item.terms),
     )
 
 
 def pending_values(*, tenant: str, channel: str, payload: bytes, payload_kind: str,
                    headers: str, due_ms: int, key: str | None, fingerprint: str | None,
-                   ordering_key: str | None, policy: str | None) -> tuple[Any, ...]:
+                   ordering_key: str | None, policy: str | None,
+                   terms: str | None = None) -> tuple[Any, ...]:
     """The INSERT values of a new PENDING schedule, as :func:`insert_values` writes them,
     but its id, bucket and creation time (None), which :func:`with_id` fills in as it is
-    written; ``headers`` as JSON text (:func:`headers_json`). An import builds these
+    written; ``headers`` and ``terms`` as JSON text (:func:`headers_json`,
+    :func:`~tocsin.domain.terms.terms_json`). An import builds these
     straight from its columns, without a :class:`NewSchedule` each (2.5 us a row)."""
     return (None, tenant, channel, seal_payload(payload), payload_kind, headers, due_ms, due_ms,
-            None, _PENDING, 0, None, key, fingerprint, ordering_key, policy, None, None)
+            None, _PENDING, 0, None, key, fingerprint, ordering_key, policy, None, None, terms)
 
 
 def pending_of(item: NewSchedule) -> tuple[Any, ...]:
@@ -139,7 +147,7 @@ def pending_of(item: NewSchedule) -> tuple[Any, ...]:
         payload_kind=_KIND_TEXT[item.payload_kind], headers=headers_json(item.headers),
         due_ms=item.due_ms, key=item.key,
         fingerprint=item.fingerprint() if item.key is not None else None,
-        ordering_key=item.ordering_key, policy=item.policy)
+        ordering_key=item.ordering_key, policy=item.policy, terms=terms_json(item.terms))
 
 
 def with_id(pending: Sequence[Any], schedule_id: str, *, buckets: int,
@@ -158,7 +166,7 @@ def item_of(pending: Sequence[Any], *, key_retention_ms: int) -> NewSchedule:
         payload_kind=PayloadKind(pending[4]),
         headers=json.loads(pending[5]), due_ms=pending[6], tenant=pending[1], key=pending[12],
         ordering_key=pending[14], key_retention_ms=key_retention_ms,
-        request_digest=pending[13], policy=pending[15])
+        request_digest=pending[13], policy=pending[15], terms=terms_of(pending[18]))
 
 
 def headers_json(headers: dict[str, str]) -> str:
@@ -174,7 +182,7 @@ def schedule_from_values(v: Sequence[Any], item: NewSchedule) -> Schedule:
         payload_kind=item.payload_kind, headers=item.headers, due_ms=item.due_ms,
         next_ms=item.due_ms, bucket=v[8], status=Status.PENDING, attempts=0, created_ms=v[11],
         key=item.key, ordering_key=item.ordering_key, policy=item.policy,
-        recurring_id=item.recurring_id,
+        recurring_id=item.recurring_id, terms=item.terms,
     )
 
 
@@ -253,7 +261,7 @@ def schedule_from_row(row: Sequence[Any]) -> Schedule:
         next_ms=row[7], bucket=row[8], status=Status(row[9]), attempts=row[10],
         claim_epoch=row[11], claimed_ms=row[12], created_ms=row[13], delivered_ms=row[14],
         last_error=row[15], key=row[16], ordering_key=row[17], policy=row[18],
-        recurring_id=row[19],
+        recurring_id=row[19], terms=terms_of(row[20]),
     )
 
 
@@ -268,7 +276,8 @@ def status_counts(rows: Iterable[Sequence[Any]]) -> dict[Status, int]:
 def claimed_from_row(row: Sequence[Any]) -> ClaimedRow:
     """A ``CLAIM_COLUMNS`` row as a :class:`ClaimedRow`."""
     return ClaimedRow(row[0], row[1], row[2], open_payload(bytes(row[3])), row[4], row[5],
-                      row[6], row[7], row[8], row[9], row[10], row[11])
+                      row[6], row[7], row[8], row[9], row[10], row[11], row[12],
+                      None if row[13] is None else int(row[13]))
 
 
 def delivery_from_row(row: Sequence[Any]) -> Delivery:

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from tocsin.domain.defaults import BUCKETS
 from tocsin.errors import StoreError
 from tocsin.owner_only import create_owner_only
-from tocsin.stores.rows import CLAIM_COLUMNS, migrations, refuse_newer_schema
+from tocsin.stores.rows import CLAIM_ARITY, CLAIM_COLUMNS, migrations, refuse_newer_schema
 from tocsin.stores.sql import SQLITE, SqlStore
 from tocsin.stores.sql.tenants import all_relaxed
 
@@ -56,7 +56,7 @@ YIELD_TO_URGENT_S = 0.5
 queues like anyone: it can no longer wait without bound behind claims."""
 URGENT_POLL_S = 0.002
 """How often a writer yielding to urgent ones looks whether they are gone."""
-_BY_NEXT = itemgetter(12, 0)  # (next_ms, id) of a claim row with next_ms appended
+_BY_NEXT = itemgetter(CLAIM_ARITY, 0)  # (next_ms, id) of a claim row with next_ms appended
 
 
 class SQLiteStore(SqlStore):

@@ -11,6 +11,7 @@ from tocsin.domain import TENANT_NAME, MisfirePolicy, NewSchedule
 from tocsin.domain.headers import headers_problem
 from tocsin.errors import ValidationError
 from tocsin.validation.parsing import canonical_digest, check_message_size, due_of, payload_of
+from tocsin.validation.terms import TERMS_FIELDS, RetryIn, terms_from
 
 __all__ = [
     "TENANT_PATTERN",
@@ -85,6 +86,16 @@ class ScheduleIn(BaseModel):
                                   "repeat overwrites while pending.")
     policy: str | None = Field(None, min_length=1, max_length=128,
                                description="A throttling policy whose tokens it takes.")
+    expires_at: str | None = Field(
+        None, description="RFC 3339 with an offset: not sent at or after this instant (it "
+                          "becomes EXPIRED). After the due time.")
+    max_lateness: Delay = Field(
+        None, description="Not sent this long or more after its due time (seconds or ISO "
+                          "8601 duration; it becomes EXPIRED). Default: the channel's "
+                          "max_lateness.")
+    retry: RetryIn | None = Field(
+        None, description="This schedule's retry policy (over its channel's and the "
+                          "dispatcher's).")
 
     def to_domain(self, *, tenant: str, now_ms: int, max_payload: int, grace_ms: int,
                   key_retention_ms: int = 7 * 86_400_000) -> NewSchedule:
@@ -104,14 +115,19 @@ class ScheduleIn(BaseModel):
             if key is not None:
                 raise ValidationError("uniqueness_key", "give key or uniqueness_key, not both")
             key, task = f"task:{self.ordering_key or ''}:{due_ms}:{self.uniqueness_key}", True
+        terms = terms_from(expires_at=self.expires_at, max_lateness=self.max_lateness,
+                           retry=self.retry, due_ms=due_ms)
         # The request's digest tells a true repeat of a key from a reuse: only keys need it.
-        digest = (canonical_digest(self.model_dump(mode="json") | {"tenant": tenant})
+        # Terms not given are left out, so a request digests as it did before they existed.
+        digest = (canonical_digest(
+            {k: v for k, v in self.model_dump(mode="json").items()
+             if k not in TERMS_FIELDS or v is not None} | {"tenant": tenant})
                   if key is not None else None)
         return NewSchedule(
             channel=self.channel, payload=data, payload_kind=kind, headers=self.headers,
             due_ms=due_ms, tenant=tenant, key=key, ordering_key=self.ordering_key,
             overwrite_pending=task, key_retention_ms=key_retention_ms, request_digest=digest,
-            policy=self.policy,
+            policy=self.policy, terms=terms,
         )
 
 
@@ -177,6 +193,12 @@ class RecurringChange(BaseModel):
     misfire_grace: Delay = Field(None, description="Seconds or ISO 8601 duration.")
     policy: str | None = Field(None, min_length=1, max_length=128)
     paused: bool | None = None
+    max_lateness: Delay = Field(
+        None, description="A firing's message is not sent this long or more after its due "
+                          "time (seconds or ISO 8601 duration; it becomes EXPIRED). Default: "
+                          "the channel's max_lateness.")
+    retry: RetryIn | None = Field(None, description="Each firing's retry policy (over its "
+                                                    "channel's and the dispatcher's).")
 
 
 class RecurringIn(RecurringChange):

@@ -12,6 +12,7 @@ from typing import Any
 from tocsin.config import Settings
 from tocsin.domain import CronTrigger, IntervalTrigger, MisfirePolicy, Recurring
 from tocsin.domain.cron import iana_zone
+from tocsin.domain.terms import Terms
 from tocsin.errors import ValidationError
 from tocsin.validation.models import RecurringChange, RecurringIn
 from tocsin.validation.parsing import (
@@ -21,6 +22,7 @@ from tocsin.validation.parsing import (
     parse_instant,
     payload_of,
 )
+from tocsin.validation.terms import terms_from
 
 __all__ = ["changed_rule", "new_rule"]
 
@@ -62,6 +64,8 @@ def changed_rule(current: Recurring, body: RecurringChange, *, settings: Setting
             changes[name] = getattr(body, name)
     if "policy" in given:
         changes["policy"] = body.policy
+    if given & {"max_lateness", "retry"}:
+        changes["terms"] = _terms(current.terms, body)
     if body.misfire is not None:
         changes["misfire"] = MisfirePolicy(body.misfire)
     if (stagger := _seconds_ms(body.stagger, "stagger")) is not None:
@@ -71,6 +75,18 @@ def changed_rule(current: Recurring, body: RecurringChange, *, settings: Setting
     changed = dataclasses.replace(current, **changes)
     _check_rule(changed, settings=settings, now_ms=now_ms)
     return changed
+
+
+def _terms(current: Terms | None, body: RecurringChange) -> Terms | None:
+    """The firings' terms ``body`` makes of ``current`` (a field given as null clears it)."""
+    given = body.model_fields_set
+    made = terms_from(expires_at=None, max_lateness=body.max_lateness, retry=body.retry,
+                      due_ms=None) or Terms()
+    old = current or Terms()
+    terms = Terms(
+        max_lateness_ms=made.max_lateness_ms if "max_lateness" in given else old.max_lateness_ms,
+        retry=made.retry if "retry" in given else old.retry)
+    return None if terms.empty else terms
 
 
 def _trigger(current: CronTrigger | IntervalTrigger, body: RecurringChange, *,

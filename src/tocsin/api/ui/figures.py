@@ -32,11 +32,12 @@ def pending_next_24h(store: Store, now_ms: int, tenant: str | None) -> list[dict
 
 
 def finished_last_hour(store: Store, now_ms: int, tenant: str | None) -> dict[str, Any]:
-    """Schedules delivered, cancelled and dead in each of the last 60 minutes (the current one
-    last), with bar heights (percent of the busiest minute), and the hour's sums."""
+    """Schedules delivered, cancelled, dead and expired in each of the last 60 minutes (the
+    current one last), with bar heights (percent of the busiest minute), and the hour's sums."""
     start = (now_ms // MINUTE_MS - 59) * MINUTE_MS
     counts: dict[int, dict[str, int]] = {
-        start + m * MINUTE_MS: {"delivered": 0, "cancelled": 0, "dead": 0} for m in range(60)}
+        start + m * MINUTE_MS: {"delivered": 0, "cancelled": 0, "dead": 0, "expired": 0}
+        for m in range(60)}
     for slot, status, n in store.finished_by_slot(from_ms=start, to_ms=start + HOUR_MS,
                                                   slot_ms=MINUTE_MS, tenant=tenant):
         counts[slot][status.value.lower()] = n
@@ -44,14 +45,15 @@ def finished_last_hour(store: Store, now_ms: int, tenant: str | None) -> dict[st
     minutes = [{"at": iso_ms(slot, "seconds")[11:16], **c,
                 **{f"{k}_h": round(100 * v / top) for k, v in c.items()}}
                for slot, c in sorted(counts.items())]
-    sums = {k: sum(c[k] for c in counts.values()) for k in ("delivered", "cancelled", "dead")}
+    sums = {k: sum(c[k] for c in counts.values())
+            for k in ("delivered", "cancelled", "dead", "expired")}
     return {"minutes": minutes, "sums": sums}
 
 
 def deliveries_by_outcome(totals: dict[tuple[str, str], int],
                           tenant: str | None) -> dict[str, int]:
     """Delivery attempts so far by outcome (of ``tenant``)."""
-    out = {"delivered": 0, "retried": 0, "dead": 0}
+    out = {"delivered": 0, "retried": 0, "dead": 0, "expired": 0}
     for (name, raw), value in totals.items():
         labels = _mine(raw, tenant) if name == DELIVERIES else None
         if labels is not None:

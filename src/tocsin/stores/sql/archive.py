@@ -73,7 +73,7 @@ def delete_archived(store: SqlBase, ids: Sequence[str], *, cutoff_ms: int) -> tu
             conn.execute(d.unflushed)
         gone = [str(r[0]) for r in conn.execute(d.q(
             f"DELETE FROM schedules WHERE id {member} "
-            "AND (status || '') IN ('DELIVERED', 'CANCELLED', 'DEAD') "
+            "AND (status || '') IN ('DELIVERED', 'CANCELLED', 'DEAD', 'EXPIRED') "
             f"AND +{FINISHED_AT} < ? RETURNING id"), (*args, cutoff_ms)).fetchall()]
         if not gone:
             return 0, 0

@@ -49,10 +49,11 @@ from tocsin.stores.sql.schedules import INSERT
 __all__ = ["SqlDispatch"]
 
 _RETRY = ("UPDATE schedules SET status = 'PENDING', attempts = attempts + 1, next_ms = ?, "
-          "last_error = ?, claim_epoch = NULL, claimed_ms = NULL "
+          "last_error = ?, claim_epoch = NULL, claimed_ms = NULL, "
+          "chain_ms = coalesce(chain_ms, ?) "
           "WHERE id = ? AND claim_epoch = ? AND status = 'CLAIMED'")
 _HOLD_COLUMNS = "tenant, name, reason, since_ms, until_ms, failures, last_error, holder"
-_DEAD = ("UPDATE schedules SET status = 'DEAD', attempts = attempts + 1, last_error = ? "
+_DEAD = ("UPDATE schedules SET status = ?, attempts = attempts + 1, last_error = ? "
          "WHERE id = ? AND claim_epoch = ? AND status = 'CLAIMED' "
          "RETURNING tenant, payload, payload_kind, headers, ordering_key")
 
@@ -464,9 +465,9 @@ class SqlDispatch(SqlBase, DispatchStore):
             return 0
         d, buckets = self._dialect, self.buckets
         delivered = [a.schedule_id for a in acks if a.status is Status.DELIVERED]
-        retries = [(a.next_ms, a.error, a.schedule_id, epoch) for a in acks
+        retries = [(a.next_ms, a.error, a.started_ms, a.schedule_id, epoch) for a in acks
                    if a.status is Status.PENDING]
-        dead = [a for a in acks if a.status is Status.DEAD]
+        dead = [a for a in acks if a.status is Status.DEAD or a.status is Status.EXPIRED]
 
         urgent = len(acks) <= URGENT_ACK_ROWS
         if not retries and not dead:
@@ -489,7 +490,8 @@ class SqlDispatch(SqlBase, DispatchStore):
             if retries:
                 applied += executemany(conn, d.q(_RETRY), retries)
             for ack in dead:
-                row = conn.execute(d.q(_DEAD), (ack.error, ack.schedule_id, epoch)).fetchone()
+                row = conn.execute(d.q(_DEAD), (ack.status.value, ack.error, ack.schedule_id,
+                                                epoch)).fetchone()
                 if row is None:
                     continue
                 applied += 1

@@ -26,7 +26,8 @@ __all__ = ["DELIVERIES", "FENCED", "LATENESS", "LATENESS_SUM", "SHARDS", "SqlMet
 
 SHARDS = 8
 DELIVERIES = "deliveries"
-"""Delivery attempts by tenant, channel and outcome (``delivered``, ``retried``, ``dead``)."""
+"""Delivery attempts by tenant, channel and outcome (``delivered``, ``retried``, ``dead``,
+``expired``)."""
 LATENESS = "lateness_le"
 """Delivered schedules by tenant, channel and lateness bucket: ``le`` is the bucket's upper
 bound in milliseconds (``inf`` for the last), so a change of the bounds never misfiles the
@@ -36,7 +37,8 @@ LATENESS_SUM = "lateness_ms"
 """Delivered schedules' summed lateness by tenant and channel."""
 FENCED = "fenced"
 """Acknowledgements refused by the epoch fence (a newer claim owns the row)."""
-_OUTCOME = {Status.DELIVERED: "delivered", Status.PENDING: "retried", Status.DEAD: "dead"}
+_OUTCOME = {Status.DELIVERED: "delivered", Status.PENDING: "retried", Status.DEAD: "dead",
+            Status.EXPIRED: "expired"}
 
 
 def labels(**values: str | int) -> str:

@@ -36,8 +36,8 @@ of that run (whose puller takes the run's rows of it). A full lane of another ru
 destination only in that run's buckets, which this run's claims do not reach."""
 
 _REDRIVE = ("UPDATE schedules SET status = 'PENDING', next_ms = ?, chain_base = attempts, "
-            "claim_epoch = NULL, claimed_ms = NULL, delivered_ms = NULL "
-            "WHERE status = 'DEAD' AND {where} RETURNING {columns}")
+            "claim_epoch = NULL, claimed_ms = NULL, delivered_ms = NULL, chain_ms = NULL "
+            "WHERE (status = 'DEAD' OR status = 'EXPIRED') AND {where} RETURNING {columns}")
 MAX_REDRIVE = 100_000
 """The most schedules one re-drive by predicate may send again."""
 
@@ -62,8 +62,9 @@ class SqlOperations(SqlBase, OperationsStore):
                                (schedule_id, tenant, tenant))
             if not found:
                 raise NotFoundError("schedule", schedule_id)
-            raise ConflictError(f"schedule {schedule_id} is {found[0][0]}, not DEAD: only "
-                                "dead schedules can be re-driven", ident=schedule_id,
+            raise ConflictError(f"schedule {schedule_id} is {found[0][0]}, not DEAD or "
+                                "EXPIRED: only dead and expired schedules can be re-driven",
+                                ident=schedule_id,
                                 status=found[0][0])
         return done
 

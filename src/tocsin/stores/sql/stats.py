@@ -54,7 +54,8 @@ class SqlStats(SqlBase, StatsStore):
               tenant: str | None = None) -> list[ChannelStats]:
         since = now_ms - window_ms
         figures: dict[tuple[str, str], dict[str, Any]] = defaultdict(
-            lambda: {"pending": 0, "due_soon": 0, "DELIVERED": 0, "DEAD": 0, "CANCELLED": 0,
+            lambda: {"pending": 0, "due_soon": 0, "DELIVERED": 0, "DEAD": 0, "EXPIRED": 0,
+                     "CANCELLED": 0,
                      "retried": 0, "lateness": []})
         for t, channel, pending, soon in self._rows(_WAITING, (now_ms + ahead_ms, tenant,
                                                               tenant)):
@@ -72,5 +73,5 @@ class SqlStats(SqlBase, StatsStore):
         return [ChannelStats(tenant=t, channel=c, pending=f["pending"], due_soon=f["due_soon"],
                              delivered=f["DELIVERED"], dead=f["DEAD"],
                              cancelled=f["CANCELLED"], retried=f["retried"],
-                             lateness_ms=percentiles(f["lateness"]))
+                             lateness_ms=percentiles(f["lateness"]), expired=f["EXPIRED"])
                 for (t, c), f in sorted(figures.items())]
