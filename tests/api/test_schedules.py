@@ -144,9 +144,9 @@ def test_get_reports_every_field(api: httpx.Client) -> None:
         "delivered_at": None, "lateness_ms": None, "payload": None, "headers": {"h": "v"},
         "key": "every-field", "ordering_key": "ok-1", "bucket": r.json()["bucket"],
         "policy": None, "recurring_id": None, "expires_at": None, "max_lateness": None,
-        "retry": None, "retry_policy": {"max_attempts": 8, "base": 1.0, "cap": 300.0,
-                                        "multiplier": 2.0, "jitter": 0.5,
-                                        "max_retry_duration": None}}
+        "retry": None, "body": None, "method": None, "path": None,
+        "retry_policy": {"max_attempts": 8, "base": 1.0, "cap": 300.0, "multiplier": 2.0,
+                         "jitter": 0.5, "max_retry_duration": None}}
     assert got["created_at"].endswith("Z")
 
 

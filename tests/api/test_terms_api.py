@@ -66,6 +66,11 @@ def test_a_key_repeated_with_the_same_terms_is_a_repeat_and_with_others_a_confli
     ({"max_lateness": True}, "max_lateness", "not a boolean"),
     ({"expires_at": "2030-01-01T00:00:00"}, "expires_at", "naive"),
     ({"expires_at": "2001-01-01T00:00:00Z"}, "expires_at", "after the due time"),
+    ({"body": "xml"}, "body", "'envelope'"),
+    ({"method": "GET"}, "method", "'POST'"),
+    ({"path": "evil.example/x"}, "path", "must start with"),
+    ({"path": "//evil.example/x"}, "path", "must start with"),
+    ({"path": "/a b"}, "path", "a space"),
 ])
 def test_bad_terms_are_refused_naming_the_field(api: httpx.Client, api_store: Store,
                                                 extra: dict[str, Any], field: str,
@@ -84,6 +89,7 @@ def test_bad_terms_are_refused_naming_the_field(api: httpx.Client, api_store: St
     ({"retry": {"jitter": 5}}, "config.retry.jitter"),
     ({"retry": {"base": "PT1S"}}, "config.retry.base"),
     ({"retry": 3}, "config.retry"),
+    ({"body": "xml"}, "config.body"),
 ])
 def test_bad_channel_terms_are_refused_naming_the_field(api: httpx.Client,
                                                         config: dict[str, Any],
@@ -93,6 +99,19 @@ def test_bad_channel_terms_are_refused_naming_the_field(api: httpx.Client,
     assert r.status_code == 422, r.text
     assert r.json()["error"]["field"] == field
     assert api.get("/v1/channels/bad-terms").status_code == 404
+
+
+def test_a_schedules_body_method_and_path_are_answered(api: httpx.Client) -> None:
+    made = api.post("/v1/schedules", json={
+        "channel": "out", "payload": 1, "delay": 60, "body": "cloudevents_binary",
+        "method": "PUT", "path": "/orders/42?x=1"})
+    assert made.status_code == 201, made.text
+    got = api.get(f"/v1/schedules/{made.json()['id']}").json()
+    assert (got["body"], got["method"], got["path"]) == (
+        "cloudevents_binary", "PUT", "/orders/42?x=1")
+    bad = api.post("/v1/channels", json={"name": "h", "kind": "webhook", "config": {
+        "url": "http://127.0.0.1:9/x", "method": "GET"}})
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "config.method"
 
 
 def test_a_recurring_schedule_takes_terms_for_its_firings(api: httpx.Client) -> None:

@@ -74,6 +74,9 @@ def terms_out(terms: Terms | None) -> dict[str, Any]:
         "retry": None if not retry else {
             _RETRY_OUT.get(k, k): (v / 1000 if k.endswith("_ms") else v)
             for k, v in retry.items()},
+        "body": str(terms.body) if terms and terms.body else None,
+        "method": str(terms.method) if terms and terms.method else None,
+        "path": terms.path if terms else None,
     }
 
 
@@ -125,7 +128,7 @@ def recurring_out(r: Recurring, *, now_ms: int) -> dict[str, Any]:
         "revision": r.revision, "next_firing_at": iso(following[0]) if following else None,
         "expanded_until": iso(r.expanded_until_ms), "created_at": iso(r.created_ms),
         "updated_at": iso(r.updated_ms),
-        **{k: v for k, v in terms_out(r.terms).items() if k != "expires_at"},
+        **{k: v for k, v in terms_out(r.terms).items() if k in ("max_lateness", "retry")},
         **payload_value(r.payload_kind, r.payload),
     }
     if r.payload_kind is PayloadKind.TEXT:

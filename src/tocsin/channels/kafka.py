@@ -10,9 +10,10 @@ wait for the broker's acknowledgements; also librdkafka's ``message.timeout.ms``
 ``partitioner=murmur2_random``, so keys land on the partitions Java clients and Spark pick;
 librdkafka logs to the ``tocsin.channels.kafka`` logger.
 
-Each message's key is the schedule's ordering key, else its key, else its id; the value is
-:meth:`~tocsin.domain.Envelope.to_json_bytes`; the headers are
-:meth:`~tocsin.domain.Envelope.transport_headers`, UTF-8.
+Each message's key is the schedule's ordering key, else its key, else its id; the value and the
+headers are the delivery in its ``body`` format (:mod:`tocsin.channels.bodies`: by default
+:meth:`~tocsin.domain.Envelope.to_json_bytes` and
+:meth:`~tocsin.domain.Envelope.transport_headers`), UTF-8, with ``content-type``.
 
 Outcomes: an acknowledged message is DELIVERED; one the broker can never take (too large, an
 invalid record) is REJECTED; anything else (timeouts, a broker down, an unknown topic, a
@@ -32,10 +33,12 @@ from typing import Any
 from tocsin.abc import Channel
 from tocsin.channels import client_library
 from tocsin.channels.addresses import check_broker
+from tocsin.channels.bodies import body_format, check_body, render
 from tocsin.channels.limits import SendLimits, current_limits
 from tocsin.channels.options import check_kafka_producer, check_seconds
 from tocsin.channels.policy import DestinationPolicy, current_policy
 from tocsin.domain import ChannelKind, ChannelSpec, Envelope, Outcome, Result
+from tocsin.domain.terms import BodyFormat
 from tocsin.errors import ValidationError
 
 __all__ = ["KafkaChannel", "KafkaConfig"]
@@ -56,6 +59,8 @@ class KafkaConfig:
     """Extra librdkafka producer settings, over Tocsin's."""
     flush_timeout: float = 30.0
     """Seconds a batch waits for acknowledgements before the rest are RETRY."""
+    body: str = "envelope"
+    """The body's format (:class:`~tocsin.domain.terms.BodyFormat`); a schedule's wins."""
 
     def check(self) -> None:
         """Reject what cannot work."""
@@ -64,6 +69,7 @@ class KafkaConfig:
         if not self.topic.strip():
             raise ValidationError("config.topic", "must not be empty")
         check_seconds(self.flush_timeout, "config.flush_timeout")
+        check_body(self.body)
         bad = sorted(k for k in self.producer if not isinstance(k, str) or not k)
         if bad or "bootstrap.servers" in self.producer:
             raise ValidationError("config.producer",
@@ -129,11 +135,15 @@ class KafkaChannel(Channel):
 
     def _produce(self, env: Envelope, results: dict[str, Result], deadline: float) -> None:
         key = env.ordering_key or env.key or env.schedule_id
+        fmt = body_format(env, self.config.body)
+        out = render(env, fmt, "kafka")
+        headers = list(out.headers.items())
+        if fmt is not BodyFormat.ENVELOPE:  # the envelope's messages are as they always were
+            headers.append(("content-type", out.content_type))
         while True:
             try:
                 self._producer.produce(
-                    self.config.topic, value=env.to_json_bytes(), key=key.encode(),
-                    headers=list(env.transport_headers().items()),
+                    self.config.topic, value=out.body, key=key.encode(), headers=headers,
                     on_delivery=self._reporter(results, env.delivery_id))
                 return
             except BufferError:  # the local queue is full: wait for acknowledgements

@@ -13,8 +13,9 @@ The operator's :class:`~tocsin.channels.limits.SendLimits` cap the URL's
 timeout, and bound the wait for each confirm, so a broker that accepts a connection and never
 answers holds one send for at most ``send_timeout_max_seconds``.
 
-The body is :meth:`~tocsin.domain.Envelope.to_json_bytes` (``application/json``, delivery
-mode 2); Tocsin's headers are AMQP headers and the delivery id is the ``message_id``. Each
+The body is the delivery in its ``body`` format (:mod:`tocsin.channels.bodies`: by default
+:meth:`~tocsin.domain.Envelope.to_json_bytes`, ``application/json``; delivery mode 2);
+Tocsin's headers are AMQP headers and the delivery id is the ``message_id``. Each
 message is published ``mandatory`` and waits for its confirm.
 
 Outcomes: confirmed is DELIVERED; unroutable (no queue bound) is REJECTED; a nack, a lost
@@ -32,6 +33,7 @@ from typing import Any
 
 from tocsin.abc import Channel
 from tocsin.channels import client_library
+from tocsin.channels.bodies import Rendered, body_format, check_body, render
 from tocsin.channels.limits import SendLimits, current_limits
 from tocsin.channels.options import check_amqp_url
 from tocsin.channels.policy import DestinationPolicy, current_policy
@@ -60,6 +62,9 @@ class RabbitMQConfig:
     blocked_timeout: float = 30.0
     """Seconds a publish may wait while the broker blocks publishers."""
 
+    body: str = "envelope"
+    """The body's format (:class:`~tocsin.domain.terms.BodyFormat`); a schedule's wins."""
+
     def check(self) -> None:
         """Reject what cannot work."""
         if not self.url.startswith(("amqp://", "amqps://")):
@@ -68,6 +73,7 @@ class RabbitMQConfig:
             raise ValidationError("config.routing_key", "must not be empty")
         if self.blocked_timeout <= 0:
             raise ValidationError("config.blocked_timeout", "must be positive")
+        check_body(self.body)
 
     def admit(self, policy: DestinationPolicy) -> None:
         """Refuse URL options outside the allow-list (stored as given otherwise)."""
@@ -127,9 +133,10 @@ class RabbitMQChannel(Channel):
                 return [Result(e.delivery_id, Outcome.RETRY, CONNECT_FAILED) for e in envelopes]
             for i, env in enumerate(envelopes):
                 try:
+                    out = render(env, body_format(env, self.config.body), "rabbitmq")
                     chan.basic_publish(
                         exchange=self.config.exchange, routing_key=self.config.routing_key,
-                        body=env.to_json_bytes(), mandatory=True, properties=self._properties(env))
+                        body=out.body, mandatory=True, properties=self._properties(env, out))
                     results.append(Result(env.delivery_id, Outcome.DELIVERED))
                 except errors.UnroutableError as exc:
                     results.append(Result(env.delivery_id, Outcome.REJECTED,
@@ -145,10 +152,10 @@ class RabbitMQChannel(Channel):
                     break
         return results
 
-    def _properties(self, env: Envelope) -> Any:
+    def _properties(self, env: Envelope, out: Rendered) -> Any:
         return self._pika.BasicProperties(
-            content_type="application/json", delivery_mode=2, message_id=env.delivery_id,
-            headers=env.transport_headers())
+            content_type=out.content_type, delivery_mode=2, message_id=env.delivery_id,
+            headers=out.headers)
 
     def close(self) -> None:
         with self._lock:

@@ -14,7 +14,10 @@ sending to a thousand destinations runs no more threads than one sending to one,
 channel leaves nothing behind. :meth:`WebhookChannel.send_async` awaits a batch on that loop;
 ``send`` blocks the caller until it is done.
 
-The body is :meth:`~tocsin.domain.Envelope.to_json_bytes`, ``Content-Type: application/json``.
+The body is written in the schedule's or the channel's ``body`` format
+(:mod:`tocsin.channels.bodies`: the JSON envelope by default), sent with the schedule's or the
+channel's ``method`` (POST by default) to the channel's ``url`` with the schedule's ``path``
+appended (:func:`joined_url`: the origin stays the channel's).
 Each request carries ``Tocsin-Schedule-Id``, ``Tocsin-Delivery-Id``, ``Tocsin-Attempt``,
 ``Tocsin-Due-At`` and the schedule's own headers (over the channel's ``headers``; values go out
 as UTF-8), and the Standard Webhooks headers: ``webhook-id`` (the delivery id: the same on a
@@ -45,6 +48,7 @@ from tocsin.channels.addresses import (
     client_host,
     literal_address,
 )
+from tocsin.channels.bodies import body_format, check_body, render
 from tocsin.channels.http import request_timeout, shared_session, status_line, transport_error
 from tocsin.channels.limits import SendLimits, current_limits
 from tocsin.channels.options import check_seconds, server_url
@@ -54,9 +58,10 @@ from tocsin.channels.signing import bad_header, retry_after_ms, secret_error, si
 from tocsin.clock import Clock, SystemClock
 from tocsin.domain import ChannelSpec, Envelope, Outcome, Result
 from tocsin.domain.headers import EXPANDER_HEADERS, stored_headers
+from tocsin.domain.terms import WebhookMethod
 from tocsin.errors import ValidationError
 
-__all__ = ["WebhookChannel", "WebhookConfig", "outcome_of"]
+__all__ = ["WebhookChannel", "WebhookConfig", "joined_url", "outcome_of"]
 
 RETRIED_STATUSES = frozenset({408, 429})
 """Statuses below 500 that are retried."""
@@ -64,6 +69,24 @@ PAUSING_STATUSES = frozenset({429, 503})
 """Statuses whose ``Retry-After`` is honoured."""
 _DRAIN = 64 * 1024
 """Bytes of a response body read (and dropped) so its connection can be re-used."""
+
+
+def joined_url(base: str, path: str) -> str | None:
+    """``base`` with a schedule's ``path`` (a path and query: ``/orders/42?x=1`` or ``?x=1``)
+    appended: its path after the base's, its query after the base's. None when the result
+    would not keep the base's scheme and host (so the destination policy that admitted the
+    base holds)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if not path.startswith(("/", "?")) or path.startswith("//"):
+        return None
+    b, p = urlsplit(base), urlsplit(path)
+    if p.scheme or p.netloc or p.fragment:
+        return None
+    joined = urlunsplit((b.scheme, b.netloc, b.path.rstrip("/") + p.path if p.path else b.path,
+                         "&".join(q for q in (b.query, p.query) if q), ""))
+    back = urlsplit(joined)
+    return joined if (back.scheme, back.netloc) == (b.scheme, b.netloc) else None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -81,6 +104,10 @@ class WebhookConfig:
     """Sent with every request; a schedule's own headers win."""
     concurrency: int = 64
     """Requests in flight to this destination at once."""
+    method: str = "POST"
+    """The HTTP method (POST, PUT, PATCH, DELETE); a schedule's ``method`` wins."""
+    body: str = "envelope"
+    """The body's format (:class:`~tocsin.domain.terms.BodyFormat`); a schedule's wins."""
 
     @property
     def secrets(self) -> list[str]:
@@ -103,6 +130,10 @@ class WebhookConfig:
         if not 1 <= self.concurrency <= 1024:
             raise ValidationError("config.concurrency", "must be between 1 and 1024")
         check_seconds(self.timeout, "config.timeout")
+        if self.method not in WebhookMethod.__members__.values():
+            raise ValidationError("config.method",
+                                  f"must be one of {', '.join(WebhookMethod)}")
+        check_body(self.body)
 
     def admit(self, policy: DestinationPolicy) -> None:
         """Refuse a destination the policy forbids (stored as given otherwise)."""
@@ -158,16 +189,24 @@ class WebhookChannel(LoopChannel):
                     return Result(env.delivery_id, Outcome.REJECTED,
                                   f"invalid request: header {name!r} {why}")
                 headers[name.lower()] = (name, value)
-        body = env.to_json_bytes()
-        for name, value in (*env.transport_headers().items(),
-                            ("Content-Type", "application/json"),
+        terms = env.terms
+        url = self.config.url if terms is None or terms.path is None else joined_url(
+            self.config.url, terms.path)
+        if url is None:
+            return Result(env.delivery_id, Outcome.REJECTED,
+                          "invalid request: the schedule's path would leave the channel's "
+                          "origin")
+        method = str(terms.method if terms and terms.method else self.config.method)
+        out = render(env, body_format(env, self.config.body))
+        body = out.body
+        for name, value in (*out.headers.items(), ("Content-Type", out.content_type),
                             *signature_headers(self._secrets, env.delivery_id, now_ms // 1000,
                                                body)):
             headers[name.lower()] = (name, value)
         try:
-            async with session.post(self.config.url, data=body, allow_redirects=False,
-                                    headers=dict(headers.values()),
-                                    timeout=self._timeout) as response:
+            async with session.request(method, url, data=body, allow_redirects=False,
+                                       headers=dict(headers.values()),
+                                       timeout=self._timeout) as response:
                 await response.content.read(_DRAIN)
                 status, after = response.status, response.headers.get("Retry-After")
         except ValueError as exc:

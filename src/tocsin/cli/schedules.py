@@ -16,7 +16,8 @@ __all__ = ["LIST_COLUMNS", "cancel", "get", "list_schedules", "register", "resch
 FLAGS = {"payload": "--payload", "payload_text": "--text", "delay": "--delay", "due_at": "--at",
          "key": "--key", "ordering_key": "--ordering-key", "policy": "--policy",
          "headers": "--header", "channel": "CHANNEL", "expires_at": "--expires-at",
-         "max_lateness": "--max-lateness", "retry": "--retry"}
+         "max_lateness": "--max-lateness", "retry": "--retry", "body": "--body",
+         "method": "--method", "path": "--path"}
 """The flag that gives each field of a schedule, for errors about it."""
 DELAY_HELP = "When, from now: seconds (90), 90s, 5m, 2h, 1d, or ISO 8601 (PT5M)."
 LIST_COLUMNS = ("id", "status", "channel", "due_at", "attempts")
@@ -43,6 +44,13 @@ def schedule(
     retry: Annotated[str | None, typer.Option(
         help='Retry policy as JSON: {"max_attempts": 3, "base": 2, "cap": 60, '
              '"multiplier": 2, "jitter": 0.5, "max_retry_duration": 3600}.')] = None,
+    body_format: Annotated[str | None, typer.Option(
+        "--body", help="envelope, raw, cloudevents_binary or cloudevents_structured "
+                       "(default: the channel's).")] = None,
+    method: Annotated[str | None, typer.Option(
+        help="A webhook's method: POST, PUT, PATCH or DELETE.")] = None,
+    path: Annotated[str | None, typer.Option(
+        help="A path and query after the webhook's URL: /orders/42?x=1.")] = None,
     api: ApiOpt = None,
 ) -> None:
     """Schedule one message: --payload or --text, and --delay or --at."""
@@ -65,6 +73,8 @@ def schedule(
     if at is not None:
         body["due_at"] = at
     body.update(terms_options(expires_at, max_lateness, retry))
+    body.update({k: v for k, v in (("body", body_format), ("method", method), ("path", path))
+                 if v is not None})
     with answering(FLAGS):
         emit(client_for(api).schedule(channel, **body))
 

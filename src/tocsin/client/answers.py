@@ -61,6 +61,10 @@ class ScheduleInfo(TypedDict):
     """Seconds."""
     retry: dict[str, Any] | None
     """Its own retry policy's overrides (durations in seconds)."""
+    body: str | None
+    """Its body's format (None: the channel's)."""
+    method: str | None
+    path: str | None
     retry_policy: NotRequired[dict[str, Any]]
     """The policy its failures follow: its own over its channel's over the dispatcher's
     (``GET /v1/schedules/{id}``)."""

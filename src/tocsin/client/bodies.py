@@ -74,9 +74,9 @@ def span(value: Span) -> float | str:
     return value.total_seconds() if isinstance(value, timedelta) else value
 
 
-def _given(body: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    body.update({name: value for name, value in fields.items() if value is not None})
-    return body
+def _given(target: dict[str, Any], /, **fields: Any) -> dict[str, Any]:
+    target.update({name: value for name, value in fields.items() if value is not None})
+    return target
 
 
 def _timing(due_at: datetime | str | None, delay: Span | None) -> dict[str, Any]:
@@ -95,18 +95,20 @@ def schedule_body(channel: str, payload: Any = UNSET, *, payload_text: str | Non
                   ordering_key: str | None = None, uniqueness_key: str | None = None,
                   key_mode: Literal["idempotent", "task"] | None = None,
                   policy: str | None = None, expires_at: datetime | str | None = None,
-                  max_lateness: Span | None = None,
-                  retry: Retry | None = None) -> dict[str, Any]:
+                  max_lateness: Span | None = None, retry: Retry | None = None,
+                  body: str | None = None, method: str | None = None,
+                  path: str | None = None) -> dict[str, Any]:
     """The JSON body of one schedule."""
-    body = {"channel": channel, **_payload(payload)}
-    _given(body, payload_text=payload_text, payload_base64=payload_base64)
-    body.update(_timing(due_at, delay))
+    out = {"channel": channel, **_payload(payload)}
+    _given(out, payload_text=payload_text, payload_base64=payload_base64)
+    out.update(_timing(due_at, delay))
     if headers:
-        body["headers"] = dict(headers)
-    _given(body, expires_at=None if expires_at is None else instant(expires_at, "expires_at"),
+        out["headers"] = dict(headers)
+    _given(out, expires_at=None if expires_at is None else instant(expires_at, "expires_at"),
            max_lateness=None if max_lateness is None else span(max_lateness),
-           retry=None if retry is None else retry_value(retry))
-    return _given(body, key=key, tenant=tenant, ordering_key=ordering_key,
+           retry=None if retry is None else retry_value(retry), body=body, method=method,
+           path=path)
+    return _given(out, key=key, tenant=tenant, ordering_key=ordering_key,
                   uniqueness_key=uniqueness_key, key_mode=key_mode, policy=policy)
 
 

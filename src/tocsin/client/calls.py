@@ -102,17 +102,23 @@ def schedule(channel: str, payload: Any = UNSET, *, payload_text: str | None = N
              ordering_key: str | None = None, uniqueness_key: str | None = None,
              key_mode: Literal["idempotent", "task"] | None = None,
              policy: str | None = None, expires_at: datetime | str | None = None,
-             max_lateness: Span | None = None, retry: Retry | None = None) -> Call[Created]:
+             max_lateness: Span | None = None, retry: Retry | None = None,
+             body: str | None = None, method: str | None = None,
+             path: str | None = None) -> Call[Created]:
     """Schedule one message: one of ``payload`` (any JSON value), ``payload_text`` or
     ``payload_base64``; one of ``due_at`` (aware datetime or RFC 3339) or ``delay``
     (seconds, timedelta or ISO 8601 like ``PT5M``). ``expires_at``, ``max_lateness``: not
-    sent from then on (it becomes EXPIRED); ``retry``: its retry policy's overrides."""
-    body = schedule_body(channel, payload, payload_text=payload_text,
-                         payload_base64=payload_base64, due_at=due_at, delay=delay,
-                         headers=headers, key=key, tenant=tenant, ordering_key=ordering_key,
-                         uniqueness_key=uniqueness_key, key_mode=key_mode, policy=policy,
-                         expires_at=expires_at, max_lateness=max_lateness, retry=retry)
-    return Call("POST", "/v1/schedules", json=body)
+    sent from then on (it becomes EXPIRED); ``retry``: its retry policy's overrides;
+    ``body``: ``envelope``, ``raw``, ``cloudevents_binary`` or ``cloudevents_structured``;
+    ``method`` and ``path``: a webhook's method and a path and query after its URL."""
+    request = schedule_body(channel, payload, payload_text=payload_text,
+                            payload_base64=payload_base64, due_at=due_at, delay=delay,
+                            headers=headers, key=key, tenant=tenant,
+                            ordering_key=ordering_key, uniqueness_key=uniqueness_key,
+                            key_mode=key_mode, policy=policy, expires_at=expires_at,
+                            max_lateness=max_lateness, retry=retry, body=body,
+                            method=method, path=path)
+    return Call("POST", "/v1/schedules", json=request)
 
 
 def schedule_many(items: Iterable[Mapping[str, Any]]) -> Call[list[Created]]:

@@ -67,6 +67,7 @@ def envelope_of(row: ClaimedRow) -> Envelope:
         payload_kind=_KINDS[row.payload_kind],
         headers=json.loads(row.headers) if row.headers != "{}" else NO_HEADERS,
         due_ms=row.due_ms, key=row.key, ordering_key=row.ordering_key,
+        terms=None if row.terms is None else terms_of(row.terms),
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from tocsin.clock import iso_ms
 from tocsin.domain.headers import stored_headers
 from tocsin.domain.schedule import PayloadKind, Status, payload_value
+from tocsin.domain.terms import Terms
 
 __all__ = ["LATENESS_BOUNDS_MS", "Ack", "Delivery", "Envelope", "Outcome", "Result"]
 
@@ -56,6 +57,8 @@ class Envelope(NamedTuple):
     headers: Mapping[str, str] = NO_HEADERS
     key: str | None = None
     ordering_key: str | None = None
+    terms: Terms | None = None
+    """The schedule's delivery terms (its body's format, a webhook's method and path)."""
 
     def transport_headers(self) -> dict[str, str]:
         """The schedule's headers and Tocsin's own, for transports that carry headers beside

@@ -9,6 +9,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from tocsin.domain import TENANT_NAME, MisfirePolicy, NewSchedule
 from tocsin.domain.headers import headers_problem
+from tocsin.domain.terms import BodyFormat, WebhookMethod
 from tocsin.errors import ValidationError
 from tocsin.validation.parsing import canonical_digest, check_message_size, due_of, payload_of
 from tocsin.validation.terms import TERMS_FIELDS, RetryIn, terms_from
@@ -96,6 +97,17 @@ class ScheduleIn(BaseModel):
     retry: RetryIn | None = Field(
         None, description="This schedule's retry policy (over its channel's and the "
                           "dispatcher's).")
+    body: BodyFormat | None = Field(
+        None, description="The delivery's body: envelope (Tocsin's JSON envelope), raw (the "
+                          "payload alone), cloudevents_binary or cloudevents_structured. "
+                          "Default: the channel's (webhook, Kafka, RabbitMQ, file).")
+    method: WebhookMethod | None = Field(
+        None, description="A webhook's HTTP method (POST, PUT, PATCH, DELETE). Default: the "
+                          "channel's.")
+    path: str | None = Field(
+        None, max_length=2048,
+        description="A path and query appended to the webhook channel's URL (starts with / "
+                    "or ?; the origin stays the channel's).")
 
     def to_domain(self, *, tenant: str, now_ms: int, max_payload: int, grace_ms: int,
                   key_retention_ms: int = 7 * 86_400_000) -> NewSchedule:
@@ -116,7 +128,8 @@ class ScheduleIn(BaseModel):
                 raise ValidationError("uniqueness_key", "give key or uniqueness_key, not both")
             key, task = f"task:{self.ordering_key or ''}:{due_ms}:{self.uniqueness_key}", True
         terms = terms_from(expires_at=self.expires_at, max_lateness=self.max_lateness,
-                           retry=self.retry, due_ms=due_ms)
+                           retry=self.retry, due_ms=due_ms, body=self.body,
+                           method=self.method, path=self.path)
         # The request's digest tells a true repeat of a key from a reuse: only keys need it.
         # Terms not given are left out, so a request digests as it did before they existed.
         digest = (canonical_digest(

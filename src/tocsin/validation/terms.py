@@ -1,4 +1,5 @@
-"""A schedule's delivery terms at the edge: ``expires_at``, ``max_lateness`` and ``retry``, as
+"""A schedule's delivery terms at the edge: ``expires_at``, ``max_lateness``, ``retry``,
+``body``, ``method`` and ``path``, as
 the API, the import and the commands topic take them for a schedule (and a recurring one), and
 as a channel's ``config`` gives their defaults (``max_lateness``, ``retry``)."""
 
@@ -11,13 +12,13 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from tocsin.domain.channel import retry_terms_of
 from tocsin.domain.retry import RetryTerms
-from tocsin.domain.terms import Terms
+from tocsin.domain.terms import BodyFormat, Terms, WebhookMethod
 from tocsin.errors import ValidationError
 from tocsin.validation.parsing import parse_duration, parse_instant
 
 __all__ = ["TERMS_FIELDS", "RetryIn", "check_channel_terms", "retry_terms", "terms_from"]
 
-TERMS_FIELDS = ("expires_at", "max_lateness", "retry")
+TERMS_FIELDS = ("expires_at", "max_lateness", "retry", "body", "method", "path")
 """The request fields that make a schedule's :class:`~tocsin.domain.terms.Terms`."""
 _MAX_ATTEMPTS = 1000
 _MAX_MULTIPLIER = 10.0
@@ -75,19 +76,41 @@ def retry_terms(given: RetryIn, field: str = "retry") -> RetryTerms:
                       max_duration_ms=longest)
 
 
+MAX_PATH = 2048
+"""The longest ``path`` a schedule may append to its webhook's URL."""
+
+
+def check_path(path: str) -> str:
+    """A schedule's ``path``: a path and query appended to its webhook channel's URL, so it
+    starts with ``/`` or ``?`` (never ``//``: that would name another host), and holds no
+    fragment, backslash, space or control character."""
+    if not path.startswith(("/", "?")) or path.startswith("//"):
+        raise ValidationError("path", "must start with '/' or '?' (not '//'): it is appended "
+                                      "to the channel's URL, whose origin it keeps")
+    if len(path) > MAX_PATH:
+        raise ValidationError("path", f"is longer than {MAX_PATH} characters")
+    if any(c in path for c in "#\\") or any(ord(c) <= 32 or ord(c) == 127 for c in path):
+        raise ValidationError("path", "holds a '#', a backslash, a space or a control "
+                                      "character")
+    return path
+
+
 def terms_from(*, expires_at: str | None, max_lateness: float | str | None,
-               retry: RetryIn | None, due_ms: int | None) -> Terms | None:
+               retry: RetryIn | None, due_ms: int | None, body: BodyFormat | None = None,
+               method: WebhookMethod | None = None, path: str | None = None) -> Terms | None:
     """The terms these fields ask (None: none), or ValidationError naming the field.
     ``due_ms``: the schedule's due time (None for a recurring schedule), which its
     ``expires_at`` must come after."""
-    if expires_at is None and max_lateness is None and retry is None:
+    if (expires_at is None and max_lateness is None and retry is None and body is None
+            and method is None and path is None):
         return None
     expires = None if expires_at is None else parse_instant(expires_at, "expires_at")
     if expires is not None and due_ms is not None and expires <= due_ms:
         raise ValidationError("expires_at", "must be after the due time")
     lateness = None if max_lateness is None else _positive_ms(max_lateness, "max_lateness")
     terms = Terms(expires_ms=expires, max_lateness_ms=lateness,
-                  retry=None if retry is None else retry_terms(retry))
+                  retry=None if retry is None else retry_terms(retry), body=body,
+                  method=method, path=None if path is None else check_path(path))
     return None if terms.empty else terms
 
 
