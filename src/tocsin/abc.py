@@ -609,9 +609,10 @@ class OperationsStore(ABC):
     def redrive_where(self, *, now_ms: int, tenant: str | None = None,
                       channel: str | None = None, due_from_ms: int | None = None,
                       due_to_ms: int | None = None, limit: int = 10_000,
-                      chunk: int = 500) -> int:
-        """:meth:`redrive` up to ``limit`` DEAD schedules matching the filters (due in
-        ``[due_from_ms, due_to_ms)``), ``chunk`` per transaction; returns how many."""
+                      chunk: int = 500, status: Status = Status.DEAD) -> int:
+        """:meth:`redrive` up to ``limit`` schedules of ``status`` (DEAD or EXPIRED) matching
+        the filters (due in ``[due_from_ms, due_to_ms)``), ``chunk`` per transaction;
+        returns how many."""
 
     @abstractmethod
     def pause_channel(self, name: str, *, tenant: str, now_ms: int) -> PausedChannel:

@@ -126,3 +126,10 @@ def test_a_recurring_schedule_takes_terms_for_its_firings(api: httpx.Client) -> 
     bad = api.post("/v1/recurring", json={"channel": "out", "payload": 1, "cron": "* * * * *",
                                           "retry": {"jitter": -1}})
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "retry.jitter"
+
+
+def test_bulk_re_drive_takes_a_status(api: httpx.Client) -> None:
+    done = api.post("/v1/schedules/redrive", json={"status": "EXPIRED", "channel": "out"})
+    assert done.status_code == 200 and done.json() == {"redriven": 0}
+    bad = api.post("/v1/schedules/redrive", json={"status": "PENDING"})
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "status"

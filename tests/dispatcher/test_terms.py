@@ -157,3 +157,18 @@ def test_a_recurring_schedules_firings_carry_its_terms_and_expire_when_late(rig:
     rig.local.run_until_idle()
     statuses = sorted((s.due_ms, rig.get(s.id).status) for s in made)
     assert statuses == [(T0 + MIN, Status.EXPIRED), (T0 + 2 * MIN, Status.DELIVERED)]
+
+
+def test_expired_schedules_are_re_driven_by_predicate_apart_from_dead_ones(rig: Rig) -> None:
+    rig.channel("out", max_lateness=1)
+    rig.channel("refuses", fail="reject")
+    expired = rig.schedule("out", n=2)
+    [dead] = rig.schedule("refuses")
+    rig.at(T0 + 5 * S)
+    rig.local.run_until_idle()
+    assert [rig.get(i).status for i in (*expired, dead)] == [Status.EXPIRED] * 2 + [Status.DEAD]
+    now = rig.clock.now_ms()
+    assert rig.store.redrive_where(now_ms=now, status=Status.EXPIRED) == 2
+    assert rig.get(dead).status is Status.DEAD
+    rig.local.run_until_idle()
+    assert sorted(rig.got("out")) == sorted(expired)

@@ -3,7 +3,7 @@ resume a channel. Tenant-scoped like every ``/v1`` route."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -12,6 +12,7 @@ from tocsin.abc import PausedChannel
 from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
 from tocsin.api.views import iso, schedule_out
+from tocsin.domain import Status
 from tocsin.stores.sql.operations import MAX_REDRIVE
 from tocsin.validation.parsing import parse_instant
 
@@ -32,6 +33,8 @@ class RedriveIn(BaseModel):
     due_to: str | None = Field(None, description="RFC 3339; due strictly before it.")
     limit: int = Field(10_000, ge=1, le=MAX_REDRIVE,
                        description="The most schedules this call sends again.")
+    status: Literal["DEAD", "EXPIRED"] = Field(
+        "DEAD", description="Re-drive the dead schedules (default) or the expired ones.")
 
 
 def paused_out(p: PausedChannel) -> dict[str, Any]:
@@ -39,7 +42,8 @@ def paused_out(p: PausedChannel) -> dict[str, Any]:
     return {"tenant": p.tenant, "name": p.name, "paused": True, "paused_at": iso(p.paused_ms)}
 
 
-@router.post("/v1/schedules/redrive", summary="Re-drive DEAD schedules matching a predicate "
+@router.post("/v1/schedules/redrive", summary="Re-drive DEAD (or EXPIRED) schedules matching "
+             "a predicate "
              "(bounded by limit; each as a new attempt chain)")
 def redrive_where(body: RedriveIn, request: Request) -> dict[str, Any]:
     deps = Deps.of(request)
@@ -48,7 +52,7 @@ def redrive_where(body: RedriveIn, request: Request) -> dict[str, Any]:
         now_ms=deps.clock.now_ms(), tenant=tenant, channel=body.channel,
         due_from_ms=parse_instant(body.due_from, "due_from") if body.due_from else None,
         due_to_ms=parse_instant(body.due_to, "due_to") if body.due_to else None,
-        limit=body.limit)
+        limit=body.limit, status=Status(body.status))
     return {"redriven": count}
 
 

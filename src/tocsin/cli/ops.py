@@ -41,9 +41,13 @@ def redrive(
     due_from: Annotated[str | None, typer.Option(help="RFC 3339; due at or after.")] = None,
     due_to: Annotated[str | None, typer.Option(help="RFC 3339; due before.")] = None,
     limit: Annotated[int, typer.Option(help="The most to send again.")] = 10_000,
+    expired: Annotated[bool, typer.Option(
+        "--expired", help="With --dead: the EXPIRED schedules instead of the DEAD ones.")
+    ] = False,
     api: ApiOpt = None,
 ) -> None:
-    """Send dead schedules again (a new attempt chain; their attempt log is kept)."""
+    """Send dead (or expired) schedules again (a new attempt chain; their attempt log is
+    kept)."""
     if (schedule_id is None) == (not dead):
         typer.echo("error: give a schedule id, or --dead with filters", err=True)
         raise typer.Exit(2)
@@ -51,7 +55,8 @@ def redrive(
         call(lambda: client_for(api).redrive(schedule_id))
     else:
         call(lambda: {"redriven": client_for(api).redrive_dead(
-            channel=channel, tenant=tenant, due_from=due_from, due_to=due_to, limit=limit)})
+            channel=channel, tenant=tenant, due_from=due_from, due_to=due_to, limit=limit,
+            status="EXPIRED" if expired else "DEAD")})
 
 
 @keys_app.command("halted")

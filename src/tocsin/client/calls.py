@@ -199,9 +199,11 @@ def redrive(schedule_id: str) -> Call[ScheduleInfo]:
 
 def redrive_dead(*, channel: str | None = None, tenant: str | None = None,
                  due_from: datetime | str | None = None, due_to: datetime | str | None = None,
-                 limit: int = 10_000) -> Call[int]:
-    """Send again up to ``limit`` DEAD schedules matching the filters; how many were."""
-    body: dict[str, Any] = {"limit": limit}
+                 limit: int = 10_000,
+                 status: Literal["DEAD", "EXPIRED"] = "DEAD") -> Call[int]:
+    """Send again up to ``limit`` DEAD (or ``status="EXPIRED"``) schedules matching the
+    filters; how many were."""
+    body: dict[str, Any] = {"limit": limit, "status": status}
     for name, value in (("channel", channel), ("tenant", tenant)):
         if value is not None:
             body[name] = value

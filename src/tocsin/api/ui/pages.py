@@ -237,9 +237,10 @@ def dead(request: Request) -> Response:
         principal_from_cookie(request)
     except AuthenticationError:
         return RedirectResponse("/ui/login", status_code=303)
-    rows = Deps.of(request).store.list_schedules(status=Status.DEAD, limit=500,
-                                                 tenant=scope(request))
-    return _page(request, "dead.html", "Dead letters", "/ui/dead", rows=rows)
+    store = Deps.of(request).store
+    rows = store.list_schedules(status=Status.DEAD, limit=500, tenant=scope(request))
+    expired = store.list_schedules(status=Status.EXPIRED, limit=500, tenant=scope(request))
+    return _page(request, "dead.html", "Dead letters", "/ui/dead", rows=rows, expired=expired)
 
 
 @pages.get("/channels")
@@ -336,8 +337,10 @@ async def redrive_where(request: Request) -> Response:
     count = deps.store.redrive_where(
         now_ms=deps.clock.now_ms(), channel=channel, tenant=tenant,
         due_from_ms=parse_instant(due_from, "due_from") if due_from else None,
-        due_to_ms=parse_instant(due_to, "due_to") if due_to else None, limit=limit)
-    return _done(f"{count} dead schedules re-driven.")
+        due_to_ms=parse_instant(due_to, "due_to") if due_to else None, limit=limit,
+        status=Status.EXPIRED if body.get("status") == "EXPIRED" else Status.DEAD)
+    return _done(f"{count} {'expired' if body.get('status') == 'EXPIRED' else 'dead'} "
+                 "schedules re-driven.")
 
 
 @actions.post("/channels/pause")

@@ -71,11 +71,13 @@ class SqlOperations(SqlBase, OperationsStore):
     def redrive_where(self, *, now_ms: int, tenant: str | None = None,
                       channel: str | None = None, due_from_ms: int | None = None,
                       due_to_ms: int | None = None, limit: int = 10_000,
-                      chunk: int = 500) -> int:
+                      chunk: int = 500, status: Status = Status.DEAD) -> int:
         if not 1 <= limit <= MAX_REDRIVE:
             raise ValidationError("limit", f"must be between 1 and {MAX_REDRIVE}")
+        if status not in (Status.DEAD, Status.EXPIRED):
+            raise ValidationError("status", "must be DEAD or EXPIRED")
         d = self._dialect
-        where, args = list_filters("?", status=Status.DEAD, channel=channel,
+        where, args = list_filters("?", status=status, channel=channel,
                                    due_from_ms=due_from_ms, due_to_ms=due_to_ms,
                                    after_id=None, tenant=tenant)
         sql = d.q(_REDRIVE.format(
