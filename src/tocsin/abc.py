@@ -203,6 +203,7 @@ class ScheduleStore(ABC):
         tenant: str | None = None,
         key: str | None = None,
         order: ScheduleOrder = ScheduleOrder.ID,
+        labels: Sequence[tuple[str, str]] = (),
     ) -> list[Schedule]:
         """Schedules matching the filters, the first ``limit`` in ``order``; in id order,
         after ``after_id`` (the cursor; other orders take no cursor); ``key``: the schedule
@@ -609,10 +610,11 @@ class OperationsStore(ABC):
     def redrive_where(self, *, now_ms: int, tenant: str | None = None,
                       channel: str | None = None, due_from_ms: int | None = None,
                       due_to_ms: int | None = None, limit: int = 10_000,
-                      chunk: int = 500, status: Status = Status.DEAD) -> int:
+                      chunk: int = 500, status: Status = Status.DEAD,
+                      labels: Sequence[tuple[str, str]] = ()) -> int:
         """:meth:`redrive` up to ``limit`` schedules of ``status`` (DEAD or EXPIRED) matching
-        the filters (due in ``[due_from_ms, due_to_ms)``), ``chunk`` per transaction;
-        returns how many."""
+        the filters (due in ``[due_from_ms, due_to_ms)``, carrying every one of ``labels``),
+        ``chunk`` per transaction; returns how many."""
 
     @abstractmethod
     def pause_channel(self, name: str, *, tenant: str, now_ms: int) -> PausedChannel:

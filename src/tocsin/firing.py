@@ -53,7 +53,8 @@ def _messages(rule: Recurring, firings: Sequence[int], *, kind: str,
             headers={**base, "Tocsin-Firing-At": iso_ms(firing_ms),
                      "Tocsin-Firing-Index": str(index)},
             due_ms=now_ms + rule.offset_ms(index), tenant=rule.tenant, policy=rule.policy,
-            recurring_id=rule.id, firing_ms=firing_ms, terms=rule.terms)
+            recurring_id=rule.id, firing_ms=firing_ms, terms=rule.terms,
+            labels=rule.labels)
         for firing_ms in firings for index in range(rule.count)]
 
 

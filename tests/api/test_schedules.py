@@ -146,7 +146,7 @@ def test_get_reports_every_field(api: httpx.Client) -> None:
         "policy": None, "recurring_id": None, "expires_at": None, "max_lateness": None,
         "retry": None, "body": None, "method": None, "path": None,
         "retry_policy": {"max_attempts": 8, "base": 1.0, "cap": 300.0, "multiplier": 2.0,
-                         "jitter": 0.5, "max_retry_duration": None}}
+                         "jitter": 0.5, "max_retry_duration": None}, "labels": {}}
     assert got["created_at"].endswith("Z")
 
 

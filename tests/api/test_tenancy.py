@@ -103,6 +103,9 @@ ROUTES: dict[tuple[str, str], Callable[[Tenants], Call]] = {
     ("DELETE", "/v1/recurring/{recurring_id}"): _recurring,
     ("POST", "/v1/recurring/{recurring_id}/pause"): lambda t: _recurring(t, "/pause"),
     ("POST", "/v1/recurring/{recurring_id}/resume"): lambda t: _recurring(t, "/resume"),
+    ("POST", "/v1/recurring/{recurring_id}/trigger"): lambda t: _recurring(t, "/trigger"),
+    ("POST", "/v1/recurring/{recurring_id}/backfill"): lambda t: _recurring(
+        t, "/backfill", body={"from": "2020-01-01T00:00:00Z", "to": "2020-01-02T00:00:00Z"}),
     ("GET", "/v1/recurring/{recurring_id}/next"): lambda t: _recurring(t, "/next"),
     ("GET", "/v1/recurring/{recurring_id}/firings"): lambda t: _recurring(t, "/firings"),
     ("POST", "/v1/policies"): lambda t: Call(

@@ -15,6 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
 from tocsin.domain import MAX_BULK, BulkResult, Selection
+from tocsin.domain.labels import parse_selector
 from tocsin.errors import ValidationError
 from tocsin.validation.models import TenantName
 from tocsin.validation.parsing import due_of, parse_duration, parse_instant
@@ -40,6 +41,9 @@ class SelectionIn(BaseModel):
                                      description="Firings of this recurring schedule.")
     due_from: str | None = Field(None, description="RFC 3339; due at or after it.")
     due_to: str | None = Field(None, description="RFC 3339; due strictly before it.")
+    label: str | None = Field(None, max_length=1024,
+                              description="A label selector: k=v[,k2=v2...], every pair must "
+                                          "match.")
     limit: int = Field(10_000, ge=1, le=MAX_BULK,
                        description="The most schedules this call looks at; `more` says "
                                    "whether to call again.")
@@ -53,7 +57,8 @@ class SelectionIn(BaseModel):
             tenant=tenant, channel=self.channel, key_prefix=self.key_prefix,
             ordering_key=self.ordering_key, recurring_id=self.recurring_id,
             due_from_ms=parse_instant(self.due_from, "due_from") if self.due_from else None,
-            due_to_ms=parse_instant(self.due_to, "due_to") if self.due_to else None)
+            due_to_ms=parse_instant(self.due_to, "due_to") if self.due_to else None,
+            labels=parse_selector(self.label))
 
 
 class RescheduleWhereIn(SelectionIn):

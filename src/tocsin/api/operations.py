@@ -13,6 +13,7 @@ from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
 from tocsin.api.views import iso, schedule_out
 from tocsin.domain import Status
+from tocsin.domain.labels import parse_selector
 from tocsin.stores.sql.operations import MAX_REDRIVE
 from tocsin.validation.parsing import parse_instant
 
@@ -35,6 +36,9 @@ class RedriveIn(BaseModel):
                        description="The most schedules this call sends again.")
     status: Literal["DEAD", "EXPIRED"] = Field(
         "DEAD", description="Re-drive the dead schedules (default) or the expired ones.")
+    label: str | None = Field(None, max_length=1024,
+                              description="A label selector: k=v[,k2=v2...], every pair must "
+                                          "match.")
 
 
 def paused_out(p: PausedChannel) -> dict[str, Any]:
@@ -52,7 +56,7 @@ def redrive_where(body: RedriveIn, request: Request) -> dict[str, Any]:
         now_ms=deps.clock.now_ms(), tenant=tenant, channel=body.channel,
         due_from_ms=parse_instant(body.due_from, "due_from") if body.due_from else None,
         due_to_ms=parse_instant(body.due_to, "due_to") if body.due_to else None,
-        limit=body.limit, status=Status(body.status))
+        limit=body.limit, status=Status(body.status), labels=parse_selector(body.label))
     return {"redriven": count}
 
 

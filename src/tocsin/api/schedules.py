@@ -16,6 +16,7 @@ from tocsin.api.views import delivery_out, schedule_out
 from tocsin.dispatcher.terms import retry_policy
 from tocsin.domain import ChannelSpec, RetryPolicy, Schedule, Status
 from tocsin.domain.defaults import ms
+from tocsin.domain.labels import parse_selector
 from tocsin.errors import NotFoundError
 from tocsin.validation.batch import read_schedules
 from tocsin.validation.models import ScheduleBatchIn, ScheduleChange, ScheduleIn
@@ -87,6 +88,8 @@ def list_(
     due_from: str | None = Query(None, description="RFC 3339; due at or after it."),
     due_to: str | None = Query(None, description="RFC 3339; due strictly before it."),
     key: str | None = Query(None, description="The idempotency key it was created with."),
+    label: str | None = Query(None, max_length=1024, description="A label selector: "
+                              "k=v[,k2=v2...], every pair must match."),
     cursor: str | None = Query(None, description="The previous page's next_cursor."),
     limit: int = Query(100, ge=1, le=1000),
 ) -> dict[str, Any]:
@@ -95,7 +98,8 @@ def list_(
         status=status, channel=channel, key=key,
         due_from_ms=parse_instant(due_from, "due_from") if due_from else None,
         due_to_ms=parse_instant(due_to, "due_to") if due_to else None,
-        after_id=cursor, limit=limit + 1, tenant=scope(request))
+        after_id=cursor, limit=limit + 1, tenant=scope(request),
+        labels=parse_selector(label))
     page = found[:limit]
     return {"items": [schedule_out(s) for s in page],
             "next_cursor": page[-1].id if len(found) > limit else None}

@@ -55,6 +55,7 @@ def schedule_out(s: Schedule, *, full: bool = True) -> dict[str, Any]:
                 "policy": s.policy,
                 "recurring_id": s.recurring_id,
                 **terms_out(s.terms),
+                "labels": s.labels,
                 **payload_value(s.payload_kind, s.payload),
             }
         )
@@ -123,6 +124,7 @@ def recurring_out(r: Recurring, *, now_ms: int) -> dict[str, Any]:
         "headers": r.headers,
         "count": r.count, "stagger": seconds(r.stagger_ms), "misfire": r.misfire.value,
         "misfire_grace": seconds(r.misfire_grace_ms), "policy": r.policy, "paused": r.paused,
+        "labels": r.labels,
         "state": _state(r, following), "failed_reason": r.failed_reason,
         "failed_at": iso(r.failed_ms),
         "revision": r.revision, "next_firing_at": iso(following[0]) if following else None,

@@ -37,6 +37,8 @@ DueTo = Annotated[str | None, typer.Option(help="RFC 3339: due before it.")]
 DueAt = Annotated[str | None, typer.Option("--at", help="New due time (RFC 3339).")]
 Shift = Annotated[str | None, typer.Option(help="Move each by this much (3600, PT1H, -PT5M).")]
 Limit = Annotated[int, typer.Option(help="The most schedules this call looks at.")]
+Label = Annotated[str | None, typer.Option(help="A label selector: k=v[,k2=v2], every pair "
+                                                "must match.")]
 
 
 @dataclass(frozen=True)
@@ -48,19 +50,22 @@ class _Filters:
     recurring_id: str | None
     due_from: str | None
     due_to: str | None
+    label: str | None = None
 
     def given(self) -> dict[str, Any]:
         return {k: v for k, v in vars(self).items() if v is not None}
 
     def selection(self) -> Any:
         from tocsin.domain import Selection
+        from tocsin.domain.labels import parse_selector
         from tocsin.validation.parsing import parse_instant
 
         return Selection(tenant=self.tenant, channel=self.channel, key_prefix=self.key_prefix,
                          ordering_key=self.ordering_key, recurring_id=self.recurring_id,
                          due_from_ms=parse_instant(self.due_from, "due_from")
                          if self.due_from else None,
-                         due_to_ms=parse_instant(self.due_to, "due_to") if self.due_to else None)
+                         due_to_ms=parse_instant(self.due_to, "due_to") if self.due_to else None,
+                         labels=parse_selector(self.label))
 
 
 def _spark_job(op: str, filters: _Filters, store: str | None, master: str | None,
@@ -87,13 +92,13 @@ def _spark_job(op: str, filters: _Filters, store: str | None, master: str | None
 @bulk_app.command("cancel")
 def bulk_cancel(channel: Channel = None, tenant: Tenant = None, key_prefix: KeyPrefix = None,
                 ordering_key: OrderingKey = None, recurring_id: RecurringId = None,
-                due_from: DueFrom = None, due_to: DueTo = None,
+                due_from: DueFrom = None, due_to: DueTo = None, label: Label = None,
                 partitions: Annotated[int | None, typer.Option(
                     min=1, help="Spark partitions (bucket ranges).")] = None,
                 store: StoreOpt = None, spark_master: MasterOpt = None) -> None:
     """Cancel every waiting schedule matching the filters (a Spark job on the store)."""
     _spark_job("cancel", _Filters(channel, tenant, key_prefix, ordering_key, recurring_id,
-                                  due_from, due_to), store, spark_master, partitions)
+                                  due_from, due_to, label), store, spark_master, partitions)
 
 
 @bulk_app.command("reschedule")
@@ -101,22 +106,25 @@ def bulk_reschedule(channel: Channel = None, tenant: Tenant = None,
                     key_prefix: KeyPrefix = None, ordering_key: OrderingKey = None,
                     recurring_id: RecurringId = None, due_from: DueFrom = None,
                     due_to: DueTo = None, at: DueAt = None, shift: Shift = None,
+                    label: Label = None,
                     partitions: Annotated[int | None, typer.Option(
                         min=1, help="Spark partitions (bucket ranges).")] = None,
                     store: StoreOpt = None, spark_master: MasterOpt = None) -> None:
     """Move every waiting schedule matching the filters to --at, or by --shift."""
     _spark_job("reschedule", _Filters(channel, tenant, key_prefix, ordering_key, recurring_id,
-                                      due_from, due_to), store, spark_master, partitions,
+                                      due_from, due_to, label), store, spark_master,
+               partitions,
                at=at, shift=shift)
 
 
 def cancel_where(channel: Channel = None, tenant: Tenant = None, key_prefix: KeyPrefix = None,
                  ordering_key: OrderingKey = None, recurring_id: RecurringId = None,
-                 due_from: DueFrom = None, due_to: DueTo = None, limit: Limit = 10_000,
+                 due_from: DueFrom = None, due_to: DueTo = None, label: Label = None,
+                 limit: Limit = 10_000,
                  api: ApiOpt = None) -> None:
     """Cancel up to --limit waiting schedules matching the filters, through the API."""
     filters = _Filters(channel, tenant, key_prefix, ordering_key, recurring_id, due_from,
-                       due_to)
+                       due_to, label)
     call(client_for(api).cancel_where, limit=limit, **filters.given())
 
 
@@ -124,10 +132,10 @@ def reschedule_where(channel: Channel = None, tenant: Tenant = None,
                      key_prefix: KeyPrefix = None, ordering_key: OrderingKey = None,
                      recurring_id: RecurringId = None, due_from: DueFrom = None,
                      due_to: DueTo = None, at: DueAt = None, shift: Shift = None,
-                     limit: Limit = 10_000, api: ApiOpt = None) -> None:
+                     label: Label = None, limit: Limit = 10_000, api: ApiOpt = None) -> None:
     """Move up to --limit waiting schedules matching the filters to --at or by --shift."""
     filters = _Filters(channel, tenant, key_prefix, ordering_key, recurring_id, due_from,
-                       due_to)
+                       due_to, label)
     call(client_for(api).reschedule_where, limit=limit, due_at=at,
               shift=None if shift is None else span(shift), **filters.given())
 

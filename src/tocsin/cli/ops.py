@@ -40,6 +40,7 @@ def redrive(
     tenant: TenantOpt = None,
     due_from: Annotated[str | None, typer.Option(help="RFC 3339; due at or after.")] = None,
     due_to: Annotated[str | None, typer.Option(help="RFC 3339; due before.")] = None,
+    label: Annotated[str | None, typer.Option(help="A label selector: k=v[,k2=v2].")] = None,
     limit: Annotated[int, typer.Option(help="The most to send again.")] = 10_000,
     expired: Annotated[bool, typer.Option(
         "--expired", help="With --dead: the EXPIRED schedules instead of the DEAD ones.")
@@ -56,7 +57,7 @@ def redrive(
     else:
         call(lambda: {"redriven": client_for(api).redrive_dead(
             channel=channel, tenant=tenant, due_from=due_from, due_to=due_to, limit=limit,
-            status="EXPIRED" if expired else "DEAD")})
+            status="EXPIRED" if expired else "DEAD", label=label)})
 
 
 @keys_app.command("halted")

@@ -128,6 +128,7 @@ def list_schedules(
     status: Annotated[str | None, typer.Option(help="PENDING, DELIVERED, CANCELLED, DEAD…")] = None,
     channel: Annotated[str | None, typer.Option()] = None,
     key: Annotated[str | None, typer.Option(help="The idempotency key it was created by.")] = None,
+    label: Annotated[str | None, typer.Option(help="A label selector: k=v[,k2=v2].")] = None,
     limit: Annotated[int, typer.Option(help="The most to list.")] = 50,
     wide: Annotated[bool, typer.Option("--wide", help="Every field in the table, not only "
                                                       f"{', '.join(LIST_COLUMNS)}.")] = False,
@@ -137,7 +138,8 @@ def list_schedules(
     from itertools import islice
 
     with answering():
-        found = list(islice(client_for(api).list_schedules(status=status, channel=channel, key=key),
+        found = list(islice(client_for(api).list_schedules(status=status, channel=channel, key=key,
+                                                        label=label),
                             limit))
     if json_wanted() or wide:
         emit(found)

@@ -145,12 +145,13 @@ class Client:
 
     def list_schedules(self, *, status: str | None = None, channel: str | None = None,
              due_from: datetime | str | None = None, due_to: datetime | str | None = None,
-             key: str | None = None, page_size: int = 100) -> Iterator[ScheduleInfo]:
+             key: str | None = None, page_size: int = 100,
+             label: str | None = None) -> Iterator[ScheduleInfo]:
         """Every schedule matching the filters (``key``: the one created with that idempotency
-        key), in id order, fetched a page at a time."""
+        key; ``label``: a label selector), in id order, fetched a page at a time."""
         call: Call[calls.Page] | None = calls.list_page(
             status=status, channel=channel, due_from=due_from, due_to=due_to, key=key,
-            page_size=page_size)
+            page_size=page_size, label=label)
         while call is not None:
             page = self._send(call)
             yield from page["items"]
@@ -227,12 +228,13 @@ class AsyncClient:
     async def list_schedules(self, *, status: str | None = None, channel: str | None = None,
                    due_from: datetime | str | None = None, due_to: datetime | str | None = None,
                    key: str | None = None,
-                   page_size: int = 100) -> AsyncIterator[ScheduleInfo]:
+                   page_size: int = 100,
+                   label: str | None = None) -> AsyncIterator[ScheduleInfo]:
         """Every schedule matching the filters (``key``: the one created with that idempotency
-        key), in id order, fetched a page at a time."""
+        key; ``label``: a label selector), in id order, fetched a page at a time."""
         call: Call[calls.Page] | None = calls.list_page(
             status=status, channel=channel, due_from=due_from, due_to=due_to, key=key,
-            page_size=page_size)
+            page_size=page_size, label=label)
         while call is not None:
             page = await self._send(call)
             for item in page["items"]:

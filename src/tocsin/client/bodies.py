@@ -97,13 +97,16 @@ def schedule_body(channel: str, payload: Any = UNSET, *, payload_text: str | Non
                   policy: str | None = None, expires_at: datetime | str | None = None,
                   max_lateness: Span | None = None, retry: Retry | None = None,
                   body: str | None = None, method: str | None = None,
-                  path: str | None = None) -> dict[str, Any]:
+                  path: str | None = None,
+                  labels: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The JSON body of one schedule."""
     out = {"channel": channel, **_payload(payload)}
     _given(out, payload_text=payload_text, payload_base64=payload_base64)
     out.update(_timing(due_at, delay))
     if headers:
         out["headers"] = dict(headers)
+    if labels:
+        out["labels"] = dict(labels)
     _given(out, expires_at=None if expires_at is None else instant(expires_at, "expires_at"),
            max_lateness=None if max_lateness is None else span(max_lateness),
            retry=None if retry is None else retry_value(retry), body=body, method=method,
@@ -152,6 +155,8 @@ class RecurringFields(TypedDict, total=False):
     """A firing's message is not sent this late or later (it expires)."""
     retry: Retry | None
     """Each firing's retry policy."""
+    labels: Mapping[str, str] | None
+    """Key=value pairs its firings carry."""
 
 
 def recurring_body(*, cron: str | None = None, channel: str | None = None,
@@ -167,7 +172,7 @@ def recurring_body(*, cron: str | None = None, channel: str | None = None,
             value = span(value)  # type: ignore[arg-type]
         elif name in ("start", "end", "anchor"):
             value = instant(value, name)  # type: ignore[arg-type]
-        elif name == "headers":
+        elif name in ("headers", "labels"):
             value = dict(value)  # type: ignore[call-overload]
         body[name] = value
     return body

@@ -40,10 +40,11 @@ class ChannelFigures(TypedDict):
 def _selection(*, channel: str | None, tenant: str | None, key_prefix: str | None,
                ordering_key: str | None, recurring_id: str | None,
                due_from: datetime | str | None, due_to: datetime | str | None,
-               limit: int) -> dict[str, Any]:
+               limit: int, label: str | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"limit": limit}
     for name, value in (("channel", channel), ("tenant", tenant), ("key_prefix", key_prefix),
-                        ("ordering_key", ordering_key), ("recurring_id", recurring_id)):
+                        ("ordering_key", ordering_key), ("recurring_id", recurring_id),
+                        ("label", label)):
         if value is not None:
             body[name] = value
     for name, when in (("due_from", due_from), ("due_to", due_to)):
@@ -56,11 +57,13 @@ def cancel_where(*, channel: str | None = None, tenant: str | None = None,
                  key_prefix: str | None = None, ordering_key: str | None = None,
                  recurring_id: str | None = None, due_from: datetime | str | None = None,
                  due_to: datetime | str | None = None,
-                 limit: int = 10_000) -> Call[BulkAnswer]:
-    """Cancel up to ``limit`` waiting schedules matching every filter given."""
+                 limit: int = 10_000, label: str | None = None) -> Call[BulkAnswer]:
+    """Cancel up to ``limit`` waiting schedules matching every filter given (``label``: a
+    label selector, ``k=v[,k2=v2]``)."""
     return Call("POST", "/v1/schedules/cancel", json=_selection(
         channel=channel, tenant=tenant, key_prefix=key_prefix, ordering_key=ordering_key,
-        recurring_id=recurring_id, due_from=due_from, due_to=due_to, limit=limit))
+        recurring_id=recurring_id, due_from=due_from, due_to=due_to, limit=limit,
+        label=label))
 
 
 def reschedule_where(*, channel: str | None = None, tenant: str | None = None,
@@ -68,12 +71,12 @@ def reschedule_where(*, channel: str | None = None, tenant: str | None = None,
                      recurring_id: str | None = None, due_from: datetime | str | None = None,
                      due_to: datetime | str | None = None, due_at: datetime | str | None = None,
                      delay: Span | None = None, shift: Span | None = None,
-                     limit: int = 10_000) -> Call[BulkAnswer]:
+                     limit: int = 10_000, label: str | None = None) -> Call[BulkAnswer]:
     """Move up to ``limit`` waiting schedules matching the filters to ``due_at`` (or ``delay``
     from now), or each by ``shift`` (a negative one moves them earlier)."""
     body = _selection(channel=channel, tenant=tenant, key_prefix=key_prefix,
                       ordering_key=ordering_key, recurring_id=recurring_id, due_from=due_from,
-                      due_to=due_to, limit=limit)
+                      due_to=due_to, limit=limit, label=label)
     if due_at is not None:
         body["due_at"] = instant(due_at, "due_at")
     if delay is not None:

@@ -104,20 +104,22 @@ def schedule(channel: str, payload: Any = UNSET, *, payload_text: str | None = N
              policy: str | None = None, expires_at: datetime | str | None = None,
              max_lateness: Span | None = None, retry: Retry | None = None,
              body: str | None = None, method: str | None = None,
-             path: str | None = None) -> Call[Created]:
+             path: str | None = None,
+             labels: Mapping[str, str] | None = None) -> Call[Created]:
     """Schedule one message: one of ``payload`` (any JSON value), ``payload_text`` or
     ``payload_base64``; one of ``due_at`` (aware datetime or RFC 3339) or ``delay``
     (seconds, timedelta or ISO 8601 like ``PT5M``). ``expires_at``, ``max_lateness``: not
     sent from then on (it becomes EXPIRED); ``retry``: its retry policy's overrides;
     ``body``: ``envelope``, ``raw``, ``cloudevents_binary`` or ``cloudevents_structured``;
-    ``method`` and ``path``: a webhook's method and a path and query after its URL."""
+    ``method`` and ``path``: a webhook's method and a path and query after its URL;
+    ``labels``: key=value pairs to find it by."""
     request = schedule_body(channel, payload, payload_text=payload_text,
                             payload_base64=payload_base64, due_at=due_at, delay=delay,
                             headers=headers, key=key, tenant=tenant,
                             ordering_key=ordering_key, uniqueness_key=uniqueness_key,
                             key_mode=key_mode, policy=policy, expires_at=expires_at,
                             max_lateness=max_lateness, retry=retry, body=body,
-                            method=method, path=path)
+                            method=method, path=path, labels=labels)
     return Call("POST", "/v1/schedules", json=request)
 
 
@@ -136,11 +138,12 @@ def get(schedule_id: str) -> Call[ScheduleInfo]:
 def list_page(*, status: str | None = None, channel: str | None = None,
               due_from: datetime | str | None = None, due_to: datetime | str | None = None,
               page_size: int = 100, cursor: str | None = None,
-              key: str | None = None) -> Call[Page]:
-    """One page of the schedules matching the filters, in id order."""
+              key: str | None = None, label: str | None = None) -> Call[Page]:
+    """One page of the schedules matching the filters (``label``: a label selector,
+    ``k=v[,k2=v2]``), in id order."""
     params: dict[str, Any] = {"limit": page_size}
     for name, value in (("status", status), ("channel", channel), ("cursor", cursor),
-                        ("key", key)):
+                        ("key", key), ("label", label)):
         if value is not None:
             params[name] = value
     for name, when in (("due_from", due_from), ("due_to", due_to)):
@@ -200,11 +203,12 @@ def redrive(schedule_id: str) -> Call[ScheduleInfo]:
 def redrive_dead(*, channel: str | None = None, tenant: str | None = None,
                  due_from: datetime | str | None = None, due_to: datetime | str | None = None,
                  limit: int = 10_000,
-                 status: Literal["DEAD", "EXPIRED"] = "DEAD") -> Call[int]:
+                 status: Literal["DEAD", "EXPIRED"] = "DEAD",
+                 label: str | None = None) -> Call[int]:
     """Send again up to ``limit`` DEAD (or ``status="EXPIRED"``) schedules matching the
-    filters; how many were."""
+    filters (``label``: a label selector); how many were."""
     body: dict[str, Any] = {"limit": limit, "status": status}
-    for name, value in (("channel", channel), ("tenant", tenant)):
+    for name, value in (("channel", channel), ("tenant", tenant), ("label", label)):
         if value is not None:
             body[name] = value
     for name, when in (("due_from", due_from), ("due_to", due_to)):

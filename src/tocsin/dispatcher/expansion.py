@@ -76,6 +76,7 @@ def messages_of(recurring: Recurring, expansion: Expansion) -> list[NewSchedule]
                      "Tocsin-Firing-Index": str(f.index)},
             due_ms=f.due_ms, tenant=recurring.tenant, policy=recurring.policy,
             recurring_id=recurring.id, firing_ms=f.firing_ms, terms=recurring.terms,
+            labels=recurring.labels,
         )
         for f in expansion.firings
     ]

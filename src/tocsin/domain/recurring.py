@@ -89,6 +89,8 @@ class Recurring:
     """Messages per firing (at least 1)."""
     stagger_ms: int = 0
     """The ``count`` messages are spread evenly over this window; 0 sends all at the firing."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Its labels, which its firings carry (:mod:`tocsin.domain.labels`)."""
     jitter_ms: int = 0
     """Each firing's messages are due up to this much later than the firing, by an amount
     drawn from the firing's id (:func:`jitter_of`): every expansion of one firing agrees."""

@@ -102,6 +102,8 @@ class NewSchedule:
     """That firing's instant."""
     terms: Terms | None = None
     """Its delivery terms (expiry, retry policy); None: its channel's."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Bounded ``key=value`` pairs to find it by (:mod:`tocsin.domain.labels`)."""
 
     def fingerprint(self) -> str:
         """A digest of the request, to tell a true repeat from a key reused."""
@@ -116,6 +118,8 @@ class NewSchedule:
         if (terms := terms_json(self.terms)) is not None:
             digest.update(terms.encode())
             digest.update(b"\0")
+        if self.labels:  # absent for none: digests from before labels stay the same
+            digest.update(json.dumps(self.labels, sort_keys=True).encode() + b"\0")
         digest.update(self.payload)
         return digest.hexdigest()
 
@@ -146,6 +150,8 @@ class Schedule:
     last_error: str | None = None
     terms: Terms | None = None
     """Its delivery terms as given (None: its channel's)."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Its labels (:mod:`tocsin.domain.labels`)."""
 
     @property
     def lateness_ms(self) -> int | None:

@@ -33,12 +33,15 @@ class Selection:
     """Due strictly before it."""
     buckets: tuple[int, int] | None = None
     """Only buckets ``lo..hi`` (inclusive): a Spark partition's share of the job."""
+    labels: tuple[tuple[str, str], ...] = ()
+    """A label selector's pairs: schedules carrying every one (:mod:`tocsin.domain.labels`)."""
 
     def __post_init__(self) -> None:
-        if all(v is None for v in (self.channel, self.key_prefix, self.ordering_key,
-                                   self.recurring_id, self.due_from_ms, self.due_to_ms)):
+        if not self.labels and all(v is None for v in (
+                self.channel, self.key_prefix, self.ordering_key, self.recurring_id,
+                self.due_from_ms, self.due_to_ms)):
             raise ValidationError("selection", "give at least one of channel, key_prefix, "
-                                  "ordering_key, recurring_id, due_from, due_to")
+                                  "ordering_key, recurring_id, due_from, due_to, label")
         if self.key_prefix == "":
             raise ValidationError("key_prefix", "must not be empty")
         if (self.due_from_ms is not None and self.due_to_ms is not None
@@ -50,7 +53,7 @@ class Selection:
         return Selection(tenant=self.tenant, channel=self.channel, key_prefix=self.key_prefix,
                          ordering_key=self.ordering_key, recurring_id=self.recurring_id,
                          due_from_ms=self.due_from_ms, due_to_ms=self.due_to_ms,
-                         buckets=(lo, hi))
+                         buckets=(lo, hi), labels=self.labels)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

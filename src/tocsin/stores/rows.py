@@ -19,6 +19,7 @@ from tocsin.domain import (
     Schedule,
     Status,
 )
+from tocsin.domain.labels import labels_json, labels_of_json
 from tocsin.domain.schedule import PayloadKind
 from tocsin.domain.terms import terms_json, terms_of
 from tocsin.errors import ConflictError, StoreError
@@ -47,6 +48,7 @@ __all__ = [
     "insert_values",
     "item_of",
     "key_decision",
+    "labels_where",
     "list_filters",
     "migrations",
     "pending_of",
@@ -61,7 +63,7 @@ __all__ = [
 SCHEDULE_COLUMNS = (
     "id, tenant, channel, payload, payload_kind, headers, due_ms, next_ms, bucket, status, "
     "attempts, claim_epoch, claimed_ms, created_ms, delivered_ms, last_error, key, ordering_key, "
-    "policy, recurring_id, terms"
+    "policy, recurring_id, terms, labels"
 )
 FINISHED = ("(status = 'DELIVERED' OR status = 'CANCELLED' OR status = 'DEAD' "
             "OR status = 'EXPIRED')")
@@ -91,7 +93,7 @@ DELIVERY_COLUMNS = (
 INSERT_COLUMNS = (
     "id, tenant, channel, payload, payload_kind, headers, due_ms, next_ms, bucket, status, "
     "attempts, created_ms, key, fingerprint, ordering_key, policy, recurring_id, firing_ms, "
-    "terms"
+    "terms, labels"
 )
 INSERT_ARITY = INSERT_COLUMNS.count(",") + 1
 
@@ -124,20 +126,22 @@ def insert_values(item: NewSchedule, *, buckets: int, now_ms: int,
         _PENDING, 0, now_ms, item.key,
         item.fingerprint() if item.key is not None else None, item.ordering_key, item.policy,
         item.recurring_id, item.firing_ms, terms_json(item.terms),
+        labels_json(item.labels) if item.labels else None,
     )
 
 
 def pending_values(*, tenant: str, channel: str, payload: bytes, payload_kind: str,
                    headers: str, due_ms: int, key: str | None, fingerprint: str | None,
                    ordering_key: str | None, policy: str | None,
-                   terms: str | None = None) -> tuple[Any, ...]:
+                   terms: str | None = None, labels: str | None = None) -> tuple[Any, ...]:
     """The INSERT values of a new PENDING schedule, as :func:`insert_values` writes them,
     but its id, bucket and creation time (None), which :func:`with_id` fills in as it is
     written; ``headers`` and ``terms`` as JSON text (:func:`headers_json`,
     :func:`~tocsin.domain.terms.terms_json`). An import builds these
     straight from its columns, without a :class:`NewSchedule` each (2.5 us a row)."""
     return (None, tenant, channel, seal_payload(payload), payload_kind, headers, due_ms, due_ms,
-            None, _PENDING, 0, None, key, fingerprint, ordering_key, policy, None, None, terms)
+            None, _PENDING, 0, None, key, fingerprint, ordering_key, policy, None, None, terms,
+            labels)
 
 
 def pending_of(item: NewSchedule) -> tuple[Any, ...]:
@@ -147,7 +151,8 @@ def pending_of(item: NewSchedule) -> tuple[Any, ...]:
         payload_kind=_KIND_TEXT[item.payload_kind], headers=headers_json(item.headers),
         due_ms=item.due_ms, key=item.key,
         fingerprint=item.fingerprint() if item.key is not None else None,
-        ordering_key=item.ordering_key, policy=item.policy, terms=terms_json(item.terms))
+        ordering_key=item.ordering_key, policy=item.policy, terms=terms_json(item.terms),
+        labels=labels_json(item.labels) if item.labels else None)
 
 
 def with_id(pending: Sequence[Any], schedule_id: str, *, buckets: int,
@@ -166,7 +171,8 @@ def item_of(pending: Sequence[Any], *, key_retention_ms: int) -> NewSchedule:
         payload_kind=PayloadKind(pending[4]),
         headers=json.loads(pending[5]), due_ms=pending[6], tenant=pending[1], key=pending[12],
         ordering_key=pending[14], key_retention_ms=key_retention_ms,
-        request_digest=pending[13], policy=pending[15], terms=terms_of(pending[18]))
+        request_digest=pending[13], policy=pending[15], terms=terms_of(pending[18]),
+        labels=labels_of_json(pending[19]))
 
 
 def headers_json(headers: dict[str, str]) -> str:
@@ -182,7 +188,7 @@ def schedule_from_values(v: Sequence[Any], item: NewSchedule) -> Schedule:
         payload_kind=item.payload_kind, headers=item.headers, due_ms=item.due_ms,
         next_ms=item.due_ms, bucket=v[8], status=Status.PENDING, attempts=0, created_ms=v[11],
         key=item.key, ordering_key=item.ordering_key, policy=item.policy,
-        recurring_id=item.recurring_id, terms=item.terms,
+        recurring_id=item.recurring_id, terms=item.terms, labels=item.labels,
     )
 
 
@@ -219,8 +225,10 @@ def list_filters(
     after_id: str | None,
     tenant: str | None = None,
     key: str | None = None,
+    labels: Sequence[tuple[str, str]] = (),
 ) -> tuple[str, list[Any]]:
-    """The WHERE clause (``mark`` is the driver's placeholder) and arguments of ``list``."""
+    """The WHERE clause (``mark`` is the driver's placeholder) and arguments of ``list``;
+    ``labels``: a selector's pairs, every one of which must match."""
     where, args = ["1 = 1"], []
     for clause, value in (("tenant = ?", tenant), ("status = ?", status.value if status else None),
                           ("channel = ?", channel), ("due_ms >= ?", due_from_ms),
@@ -228,7 +236,28 @@ def list_filters(
         if value is not None:
             where.append(clause.replace("?", mark))
             args.append(value)
-    return " AND ".join(where), args
+    label_where, label_args = labels_where(labels, tenant=tenant)
+    where += [c.replace("?", mark) for c in label_where]
+    return " AND ".join(where), [*args, *label_args]
+
+
+def labels_where(labels: Sequence[tuple[str, str]], *,
+                 tenant: str | None) -> tuple[list[str], list[Any]]:
+    """The clauses (``?`` placeholders) and arguments matching schedules that carry every one
+    of ``labels``: each reads the ids of its pair from ``schedule_labels``' index (by tenant,
+    key and value, when the tenant is known)."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    for key, value in labels:
+        if tenant is None:
+            clauses.append("id IN (SELECT schedule_id FROM schedule_labels "
+                           "WHERE key = ? AND value = ?)")
+            args += [key, value]
+        else:
+            clauses.append("id IN (SELECT schedule_id FROM schedule_labels "
+                           "WHERE tenant = ? AND key = ? AND value = ?)")
+            args += [tenant, key, value]
+    return clauses, args
 
 
 def migrations(dialect: str) -> list[tuple[int, str]]:
@@ -261,7 +290,7 @@ def schedule_from_row(row: Sequence[Any]) -> Schedule:
         next_ms=row[7], bucket=row[8], status=Status(row[9]), attempts=row[10],
         claim_epoch=row[11], claimed_ms=row[12], created_ms=row[13], delivered_ms=row[14],
         last_error=row[15], key=row[16], ordering_key=row[17], policy=row[18],
-        recurring_id=row[19], terms=terms_of(row[20]),
+        recurring_id=row[19], terms=terms_of(row[20]), labels=labels_of_json(row[21]),
     )
 
 

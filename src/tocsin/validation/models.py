@@ -9,6 +9,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from tocsin.domain import TENANT_NAME, MisfirePolicy, NewSchedule
 from tocsin.domain.headers import headers_problem
+from tocsin.domain.labels import check_labels
 from tocsin.domain.terms import BodyFormat, WebhookMethod
 from tocsin.errors import ValidationError
 from tocsin.validation.parsing import canonical_digest, check_message_size, due_of, payload_of
@@ -108,6 +109,9 @@ class ScheduleIn(BaseModel):
         None, max_length=2048,
         description="A path and query appended to the webhook channel's URL (starts with / "
                     "or ?; the origin stays the channel's).")
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Up to 16 key=value pairs to find it by (keys and "
+                                          "values of letters, digits, '.', '_', '-', '/').")
 
     def to_domain(self, *, tenant: str, now_ms: int, max_payload: int, grace_ms: int,
                   key_retention_ms: int = 7 * 86_400_000) -> NewSchedule:
@@ -119,6 +123,7 @@ class ScheduleIn(BaseModel):
                                              "payload_base64 (got none)")
         kind, data = payload
         check_message_size(data, self.headers, limit=max_payload)
+        check_labels(self.labels)
         due_ms = due_of(self.due_at, self.delay, now_ms=now_ms, grace_ms=grace_ms)
         if due_ms is None:
             raise ValidationError("due_at", "give exactly one of due_at or delay")
@@ -131,16 +136,18 @@ class ScheduleIn(BaseModel):
                            retry=self.retry, due_ms=due_ms, body=self.body,
                            method=self.method, path=self.path)
         # The request's digest tells a true repeat of a key from a reuse: only keys need it.
-        # Terms not given are left out, so a request digests as it did before they existed.
+        # Terms and labels not given are left out, so a request digests as it did before
+        # they existed.
         digest = (canonical_digest(
             {k: v for k, v in self.model_dump(mode="json").items()
-             if k not in TERMS_FIELDS or v is not None} | {"tenant": tenant})
+             if (k not in TERMS_FIELDS or v is not None) and (k != "labels" or v)}
+            | {"tenant": tenant})
                   if key is not None else None)
         return NewSchedule(
             channel=self.channel, payload=data, payload_kind=kind, headers=self.headers,
             due_ms=due_ms, tenant=tenant, key=key, ordering_key=self.ordering_key,
             overwrite_pending=task, key_retention_ms=key_retention_ms, request_digest=digest,
-            policy=self.policy, terms=terms,
+            policy=self.policy, terms=terms, labels=dict(self.labels),
         )
 
 
@@ -212,6 +219,8 @@ class RecurringChange(BaseModel):
                           "the channel's max_lateness.")
     retry: RetryIn | None = Field(None, description="Each firing's retry policy (over its "
                                                     "channel's and the dispatcher's).")
+    labels: dict[str, str] | None = Field(
+        None, description="Up to 16 key=value pairs to find it by; its firings carry them.")
 
 
 class RecurringIn(RecurringChange):

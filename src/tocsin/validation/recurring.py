@@ -12,6 +12,7 @@ from typing import Any
 from tocsin.config import Settings
 from tocsin.domain import CronTrigger, IntervalTrigger, MisfirePolicy, Recurring
 from tocsin.domain.cron import iana_zone
+from tocsin.domain.labels import check_labels
 from tocsin.domain.terms import Terms
 from tocsin.errors import ValidationError
 from tocsin.validation.models import RecurringChange, RecurringIn
@@ -59,6 +60,9 @@ def changed_rule(current: Recurring, body: RecurringChange, *, settings: Setting
     payload = payload_of(body, max_payload=settings.max_payload_bytes)
     if payload is not None:
         changes["payload_kind"], changes["payload"] = payload
+    if body.labels is not None:
+        check_labels(body.labels)
+        changes["labels"] = dict(body.labels)
     for name in ("channel", "headers", "count", "paused"):
         if name in given and getattr(body, name) is not None:
             changes[name] = getattr(body, name)

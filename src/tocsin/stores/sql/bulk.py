@@ -69,7 +69,8 @@ _KEY_AT, _ORDERING_AT, _PAYLOAD_AT = (_INSERT_NAMES.index(name)
 """The positions of ``key``, ``ordering_key`` and ``payload`` in INSERT values."""
 _BY_KEY = itemgetter(_KEY_AT)
 _MAYBE_NULL = frozenset(_INSERT_NAMES.index(name) for name in (
-    "key", "fingerprint", "ordering_key", "policy", "recurring_id", "firing_ms", "terms"))
+    "key", "fingerprint", "ordering_key", "policy", "recurring_id", "firing_ms", "terms",
+    "labels"))
 """The INSERT values that may be None."""
 
 

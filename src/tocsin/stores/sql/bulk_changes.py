@@ -17,6 +17,7 @@ from typing import Any
 from tocsin.abc import BulkChangeStore
 from tocsin.domain import BulkResult, Selection
 from tocsin.errors import ValidationError
+from tocsin.stores.rows import labels_where
 from tocsin.stores.sql.base import SqlBase
 
 __all__ = ["SqlBulkChanges", "selection_where"]
@@ -46,7 +47,8 @@ def selection_where(selection: Selection) -> tuple[str, list[Any]]:
     if selection.buckets is not None:
         where.append("bucket BETWEEN ? AND ?")
         args += list(selection.buckets)
-    return " AND ".join(where), args
+    label_where, label_args = labels_where(selection.labels, tenant=selection.tenant)
+    return " AND ".join([*where, *label_where]), [*args, *label_args]
 
 
 class SqlBulkChanges(SqlBase, BulkChangeStore):

@@ -3,6 +3,7 @@ schedules as a new attempt chain, pause and resume channels."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from tocsin.abc import OperationsStore, PausedChannel
@@ -71,7 +72,8 @@ class SqlOperations(SqlBase, OperationsStore):
     def redrive_where(self, *, now_ms: int, tenant: str | None = None,
                       channel: str | None = None, due_from_ms: int | None = None,
                       due_to_ms: int | None = None, limit: int = 10_000,
-                      chunk: int = 500, status: Status = Status.DEAD) -> int:
+                      chunk: int = 500, status: Status = Status.DEAD,
+                      labels: Sequence[tuple[str, str]] = ()) -> int:
         if not 1 <= limit <= MAX_REDRIVE:
             raise ValidationError("limit", f"must be between 1 and {MAX_REDRIVE}")
         if status not in (Status.DEAD, Status.EXPIRED):
@@ -79,7 +81,7 @@ class SqlOperations(SqlBase, OperationsStore):
         d = self._dialect
         where, args = list_filters("?", status=status, channel=channel,
                                    due_from_ms=due_from_ms, due_to_ms=due_to_ms,
-                                   after_id=None, tenant=tenant)
+                                   after_id=None, tenant=tenant, labels=labels)
         sql = d.q(_REDRIVE.format(
             where=f"id IN (SELECT id FROM schedules WHERE {where} ORDER BY id LIMIT ?)",
             columns="id, tenant"))

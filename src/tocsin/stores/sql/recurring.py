@@ -18,6 +18,7 @@ from tocsin.domain import (
     Status,
 )
 from tocsin.domain.cron import iana_zone
+from tocsin.domain.labels import labels_json, labels_of_json
 from tocsin.domain.terms import terms_json, terms_of
 from tocsin.errors import NotFoundError, ValidationError
 from tocsin.ids import bucket_of
@@ -31,13 +32,13 @@ RECURRING_COLUMNS = (
     "id, tenant, cron, timezone, start_ms, end_ms, channel, payload, payload_kind, headers, "
     "per_firing, stagger_ms, misfire, misfire_grace_ms, policy, paused, revision, "
     "expanded_until_ms, next_expand_ms, created_ms, updated_ms, failed_reason, failed_ms, "
-    "every_ms, anchor_ms, jitter_ms, terms"
+    "every_ms, anchor_ms, jitter_ms, terms, labels"
 )
 _RECURRING_SET = (
     "cron = ?, timezone = ?, start_ms = ?, end_ms = ?, channel = ?, payload = ?, "
     "payload_kind = ?, headers = ?, per_firing = ?, stagger_ms = ?, misfire = ?, "
     "misfire_grace_ms = ?, policy = ?, paused = ?, every_ms = ?, anchor_ms = ?, jitter_ms = ?, "
-    "terms = ?"
+    "terms = ?, labels = ?"
 )
 _INSERT_IGNORE = (f"INSERT INTO schedules ({INSERT_COLUMNS}) VALUES "
                   f"({', '.join('?' * INSERT_ARITY)}) ON CONFLICT DO NOTHING")
@@ -59,7 +60,7 @@ def recurring_from_row(row: Sequence[Any]) -> Recurring:
         paused=bool(row[15]), revision=row[16], expanded_until_ms=row[17],
         next_expand_ms=row[18], created_ms=row[19], updated_ms=row[20],
         failed_reason=row[21], failed_ms=row[22], jitter_ms=row[25],
-        terms=terms_of(row[26]),
+        terms=terms_of(row[26]), labels=labels_of_json(row[27]),
     )
 
 
@@ -71,7 +72,7 @@ def _rule_values(r: Recurring) -> tuple[Any, ...]:
             r.channel, seal_payload(r.payload), r.payload_kind.value,
             json.dumps(r.headers, separators=(",", ":")), r.count, r.stagger_ms, r.misfire.value,
             r.misfire_grace_ms, r.policy, int(r.paused), every, anchor, r.jitter_ms,
-            terms_json(r.terms))
+            terms_json(r.terms), labels_json(r.labels))
 
 
 def check_policy(conn: Any, q: Any, tenant: str, name: str | None) -> None:
@@ -93,7 +94,7 @@ class SqlRecurring(SqlBase, RecurringStore):
             check_policy(conn, d.q, recurring.tenant, recurring.policy)
             return tuple(conn.execute(d.q(
                 f"INSERT INTO recurring ({RECURRING_COLUMNS}, bucket) VALUES "
-                f"(?, ?, {', '.join('?' * 14)}, 0, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?) "
+                f"(?, ?, {', '.join('?' * 14)}, 0, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?) "
                 f"RETURNING {RECURRING_COLUMNS}"),
                 (recurring.id, recurring.tenant, *rule[:14], now_ms, now_ms, now_ms, now_ms,
                  *rule[14:], bucket_of(recurring.id, buckets))).fetchone())

@@ -151,12 +151,13 @@ class SqlSchedules(SqlBase, ScheduleStore):
         tenant: str | None = None,
         key: str | None = None,
         order: ScheduleOrder = ScheduleOrder.ID,
+        labels: Sequence[tuple[str, str]] = (),
     ) -> list[Schedule]:
         if after_id is not None and order is not ScheduleOrder.ID:
             raise ValidationError("after_id", "pages go on after an id only in id order")
         where, args = list_filters("?", status=status, channel=channel, due_from_ms=due_from_ms,
                                    due_to_ms=due_to_ms, after_id=after_id, tenant=tenant,
-                                   key=key)
+                                   key=key, labels=labels)
         rows = self._rows(f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE {where} "
                           f"ORDER BY {_ORDER_BY[order]} LIMIT ?", (*args, limit))
         return [schedule_from_row(r) for r in rows]
