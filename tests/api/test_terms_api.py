@@ -133,3 +133,11 @@ def test_bulk_re_drive_takes_a_status(api: httpx.Client) -> None:
     assert done.status_code == 200 and done.json() == {"redriven": 0}
     bad = api.post("/v1/schedules/redrive", json={"status": "PENDING"})
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "status"
+
+
+def test_an_events_channel_must_exist_in_the_tenant(api: httpx.Client) -> None:
+    bad = api.post("/v1/channels", json={"name": "told", "kind": "recording",
+                                         "config": {"events": "nowhere"}})
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "config.events"
+    assert api.post("/v1/channels", json={"name": "told", "kind": "recording",
+                                          "config": {"events": "out"}}).status_code == 201

@@ -40,6 +40,7 @@ def put(body: ChannelIn, request: Request) -> dict[str, Any]:
     spec = ChannelSpec(name=body.name, kind=kind, config=config, tenant=tenant)
     deps = Deps.of(request)
     _check_dead_letter(spec, deps.store)
+    _check_events(spec, deps.store)
     with deps.quotas.holding(tenant):
         deps.quotas.admit_channel(deps.store, spec)
         stored = deps.store.put_channel(spec)
@@ -65,6 +66,21 @@ def _check_dead_letter(spec: ChannelSpec, store: Store) -> None:
                 from None
         seen.append(target)
         target = found.config.get("dead_letter")
+
+
+def _check_events(spec: ChannelSpec, store: Store) -> None:
+    """An ``events`` channel is another channel of the same tenant that exists (its own
+    outcomes make no events, so no chain can loop)."""
+    target = spec.events
+    if target is None:
+        return
+    if target == spec.name:
+        raise ValidationError("config.events", "must name another channel")
+    try:
+        store.get_channel(target, tenant=spec.tenant)
+    except NotFoundError:
+        raise ValidationError("config.events", f"no channel {target!r} in tenant "
+                                               f"{spec.tenant!r}: register it first") from None
 
 
 @router.get("", summary="Every registered channel")

@@ -40,7 +40,7 @@ def _accepts(tp: Any, value: Any) -> bool:
 
 
 COMMON = {"dead_letter": str, "max_attempts": int, "on_dead": str, "max_lateness": float,
-          "retry": dict}
+          "retry": dict, "events": str, "events_attempts": bool}
 """Settings every kind accepts (see :class:`~tocsin.domain.ChannelSpec`)."""
 
 

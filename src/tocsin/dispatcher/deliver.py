@@ -102,7 +102,9 @@ def _verdict(env: Envelope, result: Result, spec: ChannelSpec | None, retry: Ret
                ended_ms=ended_ms, due_ms=env.due_ms, status=status, next_ms=next_ms,
                dead_letter=spec.dead_letter if spec and dead else None,
                halt=bool(spec and spec.halts_on_dead and dead and env.ordering_key),
-               tenant=env.tenant, channel=env.channel)
+               tenant=env.tenant, channel=env.channel,
+               events=spec.events if spec else None,
+               every_attempt=bool(spec and spec.events_attempts))
 
 
 def verdicts(rows: Sequence[ClaimedRow], envelopes: Sequence[Envelope], results: list[Result],

@@ -126,6 +126,17 @@ class ChannelSpec:
         return int(value) if value is not None else None
 
     @property
+    def events(self) -> str | None:
+        """The channel (of the same tenant) that gets this channel's outcome events."""
+        value = self.config.get("events")
+        return str(value) if value else None
+
+    @property
+    def events_attempts(self) -> bool:
+        """Whether every attempt (not only the final outcome) makes an event."""
+        return bool(self.config.get("events_attempts", False))
+
+    @property
     def max_lateness_ms(self) -> int | None:
         """This channel's default ``max_lateness`` (config, seconds): a schedule that would go
         out this long or more after its due time expires instead (None: never)."""

@@ -154,3 +154,7 @@ class Ack(NamedTuple):
     tenant: str = ""
     """The schedule's tenant and channel: the labels of the delivery counters."""
     channel: str = ""
+    events: str | None = None
+    """The channel (of the same tenant) that gets an outcome event when the status is final
+    (and, with ``every_attempt``, after a retried attempt too)."""
+    every_attempt: bool = False

@@ -35,6 +35,7 @@ from tocsin.stores.sql.fair import (
 )
 from tocsin.stores.sql.metrics import FENCED, add_counts, delivery_counts
 from tocsin.stores.sql.operations import NOT_PAUSED
+from tocsin.stores.sql.outcomes import acknowledged_outcomes, record_outcomes
 from tocsin.stores.sql.owners import (
     epoch_run,
     free_slot,
@@ -468,9 +469,10 @@ class SqlDispatch(SqlBase, DispatchStore):
         retries = [(a.next_ms, a.error, a.started_ms, a.schedule_id, epoch) for a in acks
                    if a.status is Status.PENDING]
         dead = [a for a in acks if a.status is Status.DEAD or a.status is Status.EXPIRED]
+        told = [a for a in acks if a.events]  # their channels' outcome events (outcomes.py)
 
         urgent = len(acks) <= URGENT_ACK_ROWS
-        if not retries and not dead:
+        if not retries and not dead and not told:
             done = self._acknowledge_delivered(
                 delivered, delivery_values(acks, epoch), delivery_counts(acks, LATENESS_BOUNDS_MS),
                 epoch=epoch, now_ms=now_ms, urgent=urgent)
@@ -484,7 +486,7 @@ class SqlDispatch(SqlBase, DispatchStore):
                 # (SQLite's dispatcher writes never wait for the disk either). Waiting for the
                 # flush held each lane's next chunk 2-4 ms (an fdatasync here) behind it.
                 conn.execute(d.unflushed)
-            applied = 0
+            applied, final_ids = 0, set()
             if delivered:
                 applied += self._mark_delivered(conn, delivered, epoch=epoch, now_ms=now_ms)
             if retries:
@@ -495,6 +497,7 @@ class SqlDispatch(SqlBase, DispatchStore):
                 if row is None:
                     continue
                 applied += 1
+                final_ids.add(ack.schedule_id)
                 if ack.halt and row[4]:
                     conn.execute(d.q("INSERT INTO halted_keys VALUES (?, ?, ?, ?, ?) "
                                      "ON CONFLICT DO NOTHING"),
@@ -502,6 +505,10 @@ class SqlDispatch(SqlBase, DispatchStore):
                 if ack.dead_letter:  # a channel of the dead schedule's own tenant
                     item = dead_letter_item(ack, row, now_ms=now_ms)
                     conn.execute(d.q(INSERT), insert_values(item, buckets=buckets, now_ms=now_ms))
+            if told:
+                record_outcomes(conn, d, acknowledged_outcomes(
+                    conn, d, told, final_ids=final_ids, epoch=epoch, now_ms=now_ms),
+                    buckets=buckets, now_ms=now_ms)
             self._log_deliveries(conn, delivery_values(acks, epoch))
             if retries or dead:
                 return_tokens(conn, d, [a.delivery_id for a in acks

@@ -24,6 +24,7 @@ from tocsin.stores.rows import (
     schedule_from_values,
 )
 from tocsin.stores.sql.base import SqlBase, tenant_is
+from tocsin.stores.sql.outcomes import Outcome, events_of, record_outcomes
 
 __all__ = ["CANCEL", "INSERT", "SqlSchedules", "cancel_args", "reschedule_args",
            "reschedule_sql", "too_late"]
@@ -163,9 +164,18 @@ class SqlSchedules(SqlBase, ScheduleStore):
         return [schedule_from_row(r) for r in rows]
 
     def cancel(self, schedule_id: str, *, now_ms: int, tenant: str | None = None) -> Schedule:
-        row = self._tenant_work(lambda conn: conn.execute(
-            self._dialect.q(CANCEL), cancel_args(schedule_id, now_ms=now_ms, tenant=tenant),
-        ).fetchone(), tenants=frozenset())
+        d, buckets = self._dialect, self.buckets
+
+        def work(conn: Any) -> Any:
+            row = conn.execute(d.q(CANCEL), cancel_args(schedule_id, now_ms=now_ms,
+                                                         tenant=tenant)).fetchone()
+            if row is not None and (events := events_of(conn, d, row[1], row[2])):
+                record_outcomes(conn, d, [Outcome(
+                    row[0], row[1], row[2], events, "CANCELLED", int(row[10]), None, now_ms,
+                    int(row[6]))], buckets=buckets, now_ms=now_ms)
+            return row
+
+        row = self._tenant_work(work, tenants=frozenset())
         if row is not None:
             return schedule_from_row(row)
         raise too_late(schedule_id, self.get(schedule_id, tenant=tenant).status, "cancel")
