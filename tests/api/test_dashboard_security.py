@@ -226,12 +226,20 @@ def _resume_key(t: Tenants) -> Action:
             lambda: sorted(k.ordering_key for k in t.store.halted_keys(tenant=A)))
 
 
+def _act_on_rule(t: Tenants) -> Action:
+    """A rule of A's paused by its id (the form names no tenant: B's scope cannot find it)."""
+    rid = t.recurring()
+    return ("/ui/recurring/act", {"action": "pause", "id": rid},
+            lambda: t.store.get_recurring(rid).paused)
+
+
 UI_ACTIONS: dict[str, Callable[[Tenants], Action]] = {
     "/ui/schedules/{schedule_id}/redrive": _redrive,
     "/ui/dead/redrive": _redrive_where,
     "/ui/channels/pause": _pause,
     "/ui/channels/resume": _resume,
     "/ui/keys/resume": _resume_key,
+    "/ui/recurring/act": _act_on_rule,
 }
 """Every action of the dashboard but sign-in and sign-out."""
 
@@ -270,7 +278,8 @@ _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | s
                      lambda inner: st.lists(inner, max_size=3)
                      | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=6)
 _FORM = st.dictionaries(st.sampled_from(["tenant", "name", "ordering_key", "channel", "limit",
-                                         "due_from", "due_to", "key"]), _JSON, max_size=4)
+                                         "due_from", "due_to", "key", "action", "id",
+                                         "label"]), _JSON, max_size=4)
 
 
 def test_generated_forms_never_answer_5xx(tenants: Tenants) -> None:

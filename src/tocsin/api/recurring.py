@@ -13,14 +13,15 @@ from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps, registered
 from tocsin.api.views import recurring_out
 from tocsin.clock import from_ms, iso_ms
+from tocsin.domain import Recurring
 from tocsin.errors import ValidationError
-from tocsin.firing import backfill, backfill_firings, trigger_now
+from tocsin.firing import Fired, backfill, backfill_firings, trigger_now
 from tocsin.ids import new_schedule_id
 from tocsin.validation.models import BackfillIn, RecurringChange, RecurringIn
 from tocsin.validation.parsing import parse_instant
 from tocsin.validation.recurring import changed_rule, new_rule
 
-__all__ = ["router"]
+__all__ = ["RULE_ACTIONS", "act_on_rule", "fire_now", "router", "set_paused"]
 
 router = APIRouter(prefix="/v1/recurring", tags=["recurring"])
 
@@ -80,17 +81,47 @@ def patch(recurring_id: str, body: RecurringChange, request: Request) -> dict[st
     return recurring_out(updated, now_ms=now)
 
 
+RULE_ACTIONS = ("pause", "resume", "trigger", "cancel")
+"""What :func:`act_on_rule` does to a rule (the dashboard's buttons): ``cancel`` deletes it,
+cancelling its firings still ahead."""
+
+
+def set_paused(deps: Deps, current: Recurring, paused: bool) -> Recurring:
+    """``current`` paused or resumed (a resume counts against the rule caps again)."""
+    if current.paused == paused:
+        return current
+    changed = dataclasses.replace(current, paused=paused)
+    with deps.quotas.holding(current.tenant):
+        if not paused:  # a pause always passes; a resume counts again
+            deps.quotas.admit_rule(deps.store, changed)
+        return deps.store.update_recurring(changed, now_ms=deps.clock.now_ms())
+
+
+def fire_now(deps: Deps, rule: Recurring) -> Fired:
+    """Trigger ``rule`` now, its messages counted against the tenant's caps."""
+    now = deps.clock.now_ms()
+    if deps.quotas.active:
+        deps.quotas.admit(deps.store, Counter({rule.tenant: rule.count}), now_ms=now)
+    return trigger_now(deps.store, rule, now_ms=now)
+
+
+def act_on_rule(deps: Deps, rule: Recurring, action: str) -> None:
+    """Do one of :data:`RULE_ACTIONS` to ``rule``; :class:`ValidationError` on ``action``
+    for any other."""
+    if action in ("pause", "resume"):
+        set_paused(deps, rule, action == "pause")
+    elif action == "trigger":
+        fire_now(deps, rule)
+    elif action == "cancel":
+        deps.store.delete_recurring(rule.id, now_ms=deps.clock.now_ms(), tenant=rule.tenant)
+    else:
+        raise ValidationError("action", f"must be one of {', '.join(RULE_ACTIONS)}")
+
+
 def _set_paused(recurring_id: str, request: Request, paused: bool) -> dict[str, Any]:
     deps = Deps.of(request)
-    now = deps.clock.now_ms()
     current = deps.store.get_recurring(recurring_id, tenant=scope(request))
-    if current.paused != paused:
-        changed = dataclasses.replace(current, paused=paused)
-        with deps.quotas.holding(current.tenant):
-            if not paused:  # a pause always passes; a resume counts again
-                deps.quotas.admit_rule(deps.store, changed)
-            current = deps.store.update_recurring(changed, now_ms=now)
-    return recurring_out(current, now_ms=now)
+    return recurring_out(set_paused(deps, current, paused), now_ms=deps.clock.now_ms())
 
 
 @router.post("/{recurring_id}/pause", summary="Pause: firings are skipped until resumed")
@@ -108,10 +139,8 @@ def resume(recurring_id: str, request: Request) -> dict[str, Any]:
 def trigger(recurring_id: str, request: Request) -> dict[str, Any]:
     deps = Deps.of(request)
     rule = deps.store.get_recurring(recurring_id, tenant=scope(request))
-    now = deps.clock.now_ms()
-    if deps.quotas.active:
-        deps.quotas.admit(deps.store, Counter({rule.tenant: rule.count}), now_ms=now)
-    fired = trigger_now(deps.store, rule, now_ms=now)
+    fired = fire_now(deps, rule)
+    now = fired.firing_ms or 0
     return {"id": rule.id, "firing_at": iso_ms(now), "firing_id": f"{rule.id}.trigger:{now}",
             "messages": fired.messages}
 

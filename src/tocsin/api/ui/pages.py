@@ -343,6 +343,48 @@ async def redrive_where(request: Request) -> Response:
                  "schedules re-driven.")
 
 
+_RULES_MAX = 10_000
+"""The most recurring schedules one dashboard action by selector acts on."""
+
+
+@actions.post("/recurring/act")
+async def act_on_rules(request: Request) -> Response:
+    """Pause, resume, trigger or cancel one recurring schedule (``id``) or every one in the
+    caller's scope whose labels match a selector (``label``)."""
+    from tocsin.api.recurring import RULE_ACTIONS, act_on_rule
+    from tocsin.domain.labels import parse_selector
+
+    deps, body = Deps.of(request), await _body(request)
+    action = _text(body, "action", required=True)
+    if action not in RULE_ACTIONS:
+        raise ValidationError("action", f"must be one of {', '.join(RULE_ACTIONS)}")
+    rule_id, selector = _text(body, "id"), _text(body, "label")
+    if (rule_id is None) == (selector is None):
+        raise ValidationError("id", "give a recurring schedule's id, or a label selector")
+    if rule_id is not None:
+        rules = [deps.store.get_recurring(rule_id, tenant=scope(request))]
+    else:
+        pairs = parse_selector(selector)
+        rules = [r for r in _rules_in_scope(deps, scope(request))
+                 if all(r.labels.get(k) == v for k, v in pairs)]
+    for rule in rules:
+        act_on_rule(deps, rule, str(action))
+    return _done(f"{action}: {len(rules)} recurring schedule{'s' * (len(rules) != 1)}.")
+
+
+def _rules_in_scope(deps: Deps, tenant: str | None) -> list[Any]:
+    """Every recurring schedule of ``tenant`` (None: every tenant's), at most
+    :data:`_RULES_MAX`."""
+    found: list[Any] = []
+    while len(found) < _RULES_MAX:
+        page = deps.store.list_recurring(tenant=tenant, limit=1000,
+                                         after_id=found[-1].id if found else None)
+        found += page
+        if len(page) < 1000:
+            break
+    return found
+
+
 @actions.post("/channels/pause")
 async def pause_channel(request: Request) -> Response:
     deps, body = Deps.of(request), await _body(request)
