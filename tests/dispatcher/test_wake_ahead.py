@@ -52,11 +52,10 @@ def test_the_warm_up_batch_is_one_task_over_every_bucket(rig: Rig) -> None:
     rig.clock.advance(1)
     rig.schedule(T0 + 1)
     later = core.next_offset(warm)
-    # then the partitions, as configured; on a store with one writer, one task over every
-    # bucket while windows follow (only the first task would hold one)
+    # then one task over every bucket while windows follow (only the first task would hold
+    # one), and the partitions, as configured, without windows
     spans = core.parts(warm, later)
-    if rig.store.one_writer:
-        assert [(s.lo, s.hi) for s in spans] == [(0, rig.store.buckets - 1)]
-        core.options = replace(core.options, hand_over_ms=0)
-        spans = core.parts(warm, later)
+    assert [(s.lo, s.hi) for s in spans] == [(0, rig.store.buckets - 1)]
+    core.options = replace(core.options, hand_over_ms=0)
+    spans = core.parts(warm, later)
     assert len(spans) == 4

@@ -198,19 +198,18 @@ class DispatchCore:
         batch's rows reach its windows only through Spark, from the reader's task to the
         writer's, and a schedule due at the batch's start went out 190-340 ms late.
 
-        On a store with one writer (:attr:`~tocsin.abc.DispatchStore.one_writer`) a batch with
-        windows is one task over every bucket, whatever the partitions: only the first task
-        holds a window there (:meth:`window_span`), and the others only claimed what had
-        waited a second in their ranges, one more process at the writer. Each task is a
-        Python worker's turn and the JVM's; in a 200 000-row burst the JVM used 0.63-0.91 s
-        with one task a batch, 1.01-1.27 s with four."""
+        A batch with windows is one task over every bucket, whatever the store and the
+        partitions: one window holds them all (:meth:`window_span`), and other tasks would only
+        claim what had waited a second in their ranges. Each task is a Python worker's turn
+        and the JVM's; in a 200 000-row burst on SQLite the JVM used 0.63-0.91 s with one task
+        a batch, 1.01-1.27 s with four."""
         if start == end:
             return []
         if end.get("warm"):
             return [self._every_bucket(end["epoch"], end["until"])]
         windows = self.options.hand_over_ms > 0
         until = end["until"] - (READER_LAG_MS if windows else 0)
-        if windows and self.store.one_writer:
+        if windows:
             return [self._every_bucket(end["epoch"], until)]
         return [self.span(p, epoch=end["epoch"], until_ms=until)
                 for p in range(len(bucket_ranges(self.store.buckets, self.options.partitions)))]
@@ -231,13 +230,15 @@ class DispatchCore:
         return BucketSpan(epoch, lo, hi, until_ms, limit)
 
     def window_span(self, partition: int) -> BucketSpan | None:
-        """The buckets task ``partition``'s hand-over window holds: its own range, or, on a
-        store with one writer (:attr:`~tocsin.abc.DispatchStore.one_writer`), every bucket for
-        the first task and none for the others. On SQLite, windows in four worker processes
-        only queued for the writer, and each re-read the pages the others had just changed:
-        a 100 000-row drain by four processes went at 9 900/s and 76 us of CPU a row, by one
-        at 17 100/s and 56 us."""
-        if not self.store.one_writer or self.options.partitions == 1:
+        """The buckets task ``partition``'s hand-over window holds: every bucket for the first
+        task, none for the others (a window claims only in the buckets its run owns).
+        On SQLite, windows in four worker processes only queued for the writer, and each
+        re-read the pages the others had just changed: a 100 000-row drain by four processes
+        went at 9 900/s and 76 us of CPU a row, by one at 17 100/s and 56 us. On PostgreSQL,
+        four windows polling and claiming side by side made webhooks due at 200/s late by
+        p99 984 ms, one window by 102 ms (``bench/run lateness``, same machine, minutes
+        apart)."""
+        if self.options.partitions == 1:
             return self.span(partition)
         return self._every_bucket() if partition == 0 else None
 
