@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from functools import partial
 from typing import Any
@@ -10,14 +11,16 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic.json_schema import models_json_schema
 from starlette.concurrency import run_in_threadpool
 
+from tocsin import tracing
 from tocsin.api.auth import scope, tenant_for
 from tocsin.api.deps import Deps
 from tocsin.api.views import delivery_out, schedule_out
 from tocsin.dispatcher.terms import retry_policy
-from tocsin.domain import ChannelSpec, RetryPolicy, Schedule, Status
+from tocsin.domain import ChannelSpec, NewSchedule, RetryPolicy, Schedule, Status
 from tocsin.domain.defaults import ms
 from tocsin.domain.labels import parse_selector
 from tocsin.errors import NotFoundError
+from tocsin.tracing import trace_headers
 from tocsin.validation.batch import read_schedules
 from tocsin.validation.models import ScheduleBatchIn, ScheduleChange, ScheduleIn
 from tocsin.validation.parsing import check_message_size, parse_instant
@@ -50,14 +53,32 @@ async def create(request: Request, response: Response) -> dict[str, Any]:
         read_schedules, await request.body(), settings=deps.settings, now_ms=deps.clock.now_ms(),
         known=partial(registered, deps.store), tenant_of=partial(tenant_for, request)))
     now = deps.clock.now_ms()
-    if deps.quotas.active:
-        await run_in_threadpool(deps.quotas.admit, deps.store,
-                                Counter(s.tenant for s in items), now_ms=now)
-    results = await run_in_threadpool(deps.store.create, items, now_ms=now)
+    context = trace_headers(request.headers)
+    with tracing.span("tocsin.create", parent=context,
+                      attributes={"tocsin.schedules": len(items)}):
+        items = _traced(items, context)
+        if deps.quotas.active:
+            await run_in_threadpool(deps.quotas.admit, deps.store,
+                                    Counter(s.tenant for s in items), now_ms=now)
+        results = await run_in_threadpool(deps.store.create, items, now_ms=now)
     if not any(created for _, created in results):
         response.status_code = 200
     answers = [schedule_out(s, full=False) | {"created": created} for s, created in results]
     return {"schedules": answers} if batch else answers[0]
+
+
+def _traced(items: list[NewSchedule], given: dict[str, str]) -> list[NewSchedule]:
+    """``items``, each carrying the request's W3C trace context (``traceparent``,
+    ``tracestate``) in its headers to its deliveries, unless it gives its own; with tracing
+    on and no context given, the create span's."""
+    context = dict(given)
+    if not context:
+        tracing.inject(context)
+    if not context:
+        return items
+    return [item if any(k.lower() == "traceparent" for k in item.headers)
+            else dataclasses.replace(item, headers={**item.headers, **context})
+            for item in items]
 
 
 @router.get("/{schedule_id}", summary="A schedule: status, attempts, last error, lateness")

@@ -33,6 +33,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
+from tocsin import tracing
 from tocsin.client import bulk, calls
 from tocsin.client.answers import (
     ApiKeyInfo,
@@ -140,7 +141,10 @@ class Client:
         self._http.close()
 
     def _send(self, call: Call[T]) -> T:
-        r = self._http.request(call.method, call.path, params=call.params, json=call.json)
+        headers: dict[str, str] = {}
+        tracing.inject(headers)  # the caller's trace context, when tracing is on
+        r = self._http.request(call.method, call.path, params=call.params, json=call.json,
+                               headers=headers)
         return call.value(r.status_code, r.content, r.json, r.text)
 
     def list_schedules(self, *, status: str | None = None, channel: str | None = None,
@@ -222,7 +226,10 @@ class AsyncClient:
         await self._http.aclose()
 
     async def _send(self, call: Call[T]) -> T:
-        r = await self._http.request(call.method, call.path, params=call.params, json=call.json)
+        headers: dict[str, str] = {}
+        tracing.inject(headers)  # the caller's trace context, when tracing is on
+        r = await self._http.request(call.method, call.path, params=call.params,
+                                     json=call.json, headers=headers)
         return call.value(r.status_code, r.content, r.json, r.text)
 
     async def list_schedules(self, *, status: str | None = None, channel: str | None = None,

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import NamedTuple, TypeVar
 
+from tocsin import tracing
 from tocsin.abc import ChannelHold, ClaimedRow, Store
 from tocsin.clock import Clock
 from tocsin.dispatcher.beat import DISPATCHER, SOURCE, batch_counts, beat_info
@@ -244,10 +245,12 @@ class DispatchCore:
 
     def claim(self, span: BucketSpan) -> list[ClaimedRow]:
         """Claim one range's due rows for its epoch (a replay returns the same rows)."""
-        return retrying(lambda: self.store.claim(
-            epoch=span.epoch, bucket_lo=span.lo, bucket_hi=span.hi, until_ms=span.until_ms,
-            now_ms=self.clock.now_ms(), lease_ms=self.options.lease_ms, limit=span.limit),
-            what="claim", clock=self.clock)
+        with tracing.span("tocsin.claim", attributes={"tocsin.epoch": span.epoch}):
+            return retrying(lambda: self.store.claim(
+                epoch=span.epoch, bucket_lo=span.lo, bucket_hi=span.hi,
+                until_ms=span.until_ms, now_ms=self.clock.now_ms(),
+                lease_ms=self.options.lease_ms, limit=span.limit),
+                what="claim", clock=self.clock)
 
     def deliver(self, rows: Sequence[ClaimedRow]) -> Tally:
         """Hand claimed rows to the delivery engine, which sends them, judges each answer and
@@ -271,9 +274,11 @@ class DispatchCore:
         a newer epoch)."""
         tally = Tally()
         for epoch, acks in by_epoch.items():
-            applied = retrying(lambda e=epoch, a=acks: self.store.acknowledge(  # type: ignore[misc]
-                epoch=e, acks=a, now_ms=self.clock.now_ms()), what="acknowledge",
-                clock=self.clock)
+            with tracing.span("tocsin.acknowledge", attributes={
+                    "tocsin.epoch": epoch, "tocsin.rows": len(acks)}):
+                applied = retrying(lambda e=epoch, a=acks: self.store.acknowledge(  # type: ignore[misc]
+                    epoch=e, acks=a, now_ms=self.clock.now_ms()), what="acknowledge",
+                    clock=self.clock)
             tally.fenced += len(acks) - applied
         return tally
 
@@ -310,8 +315,10 @@ class DispatchCore:
     def pull(self, *, epoch: int, tenant: str, channel: str, now_ms: int,
              limit: int) -> list[ClaimedRow]:
         """Claim one destination's next due rows (its backlog) for ``epoch``."""
-        return self.store.pull(epoch=epoch, tenant=tenant, channel=channel, now_ms=now_ms,
-                               limit=limit)
+        with tracing.span("tocsin.claim", attributes={"tocsin.epoch": epoch,
+                                                     "tocsin.channel": channel}):
+            return self.store.pull(epoch=epoch, tenant=tenant, channel=channel,
+                                   now_ms=now_ms, limit=limit)
 
     def next_pull_ms(self, *, tenant: str, channel: str, until_ms: int) -> int | None:
         """When the destination's next row falls due, up to ``until_ms`` (None: none)."""

@@ -13,8 +13,11 @@ import random
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from typing import Any
 
+from tocsin import tracing
 from tocsin.abc import Channel, ClaimedRow
 from tocsin.dispatcher.channel_cache import ChannelCache
 from tocsin.dispatcher.terms import deadline_ms, expiry_reason, retry_policy
@@ -134,6 +137,15 @@ def verdicts(rows: Sequence[ClaimedRow], envelopes: Sequence[Envelope], results:
     return by_epoch, tally
 
 
+def _send_span(name: str, envelopes: Sequence[Envelope]) -> AbstractContextManager[Any]:
+    """A ``tocsin.send`` span linked to each schedule's trace context (nothing when off)."""
+    if not tracing.active():
+        return nullcontext()
+    return tracing.span("tocsin.send", links=(
+        tracing.trace_headers(e.headers) for e in envelopes),
+        attributes={"tocsin.channel": name, "tocsin.rows": len(envelopes)})
+
+
 async def send_async(channel: Channel, name: str,
                      envelopes: Sequence[Envelope]) -> list[Result]:
     """Await ``channel``'s :meth:`~tocsin.abc.Channel.send_async`: one result each, never
@@ -141,7 +153,8 @@ async def send_async(channel: Channel, name: str,
     if not envelopes:
         return []
     try:
-        return await channel.send_async(envelopes)
+        with _send_span(name, envelopes):
+            return await channel.send_async(envelopes)
     except Exception as exc:  # a broken transport must not lose the batch: retry it
         return [Result(delivery_id=e.delivery_id, outcome=Outcome.RETRY,
                        error=f"channel {name!r} failed: {exc!r}"[:1000]) for e in envelopes]
@@ -157,7 +170,8 @@ def send(channels: ChannelCache, spec: ChannelSpec | None, name: str,
         return [Result(delivery_id=e.delivery_id, outcome=Outcome.REJECTED,
                        error=f"channel {name!r} is not registered") for e in envelopes]
     try:
-        return channels.channel(spec).send(envelopes)
+        with _send_span(name, envelopes):
+            return channels.channel(spec).send(envelopes)
     except Exception as exc:  # a broken transport must not lose the batch: retry it
         return [Result(delivery_id=e.delivery_id, outcome=Outcome.RETRY,
                        error=f"channel {name!r} failed: {exc!r}"[:1000]) for e in envelopes]
