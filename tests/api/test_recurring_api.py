@@ -149,10 +149,12 @@ def test_policies_and_release(api: httpx.Client, api_store: Store) -> None:
 
 def test_tenants(api: httpx.Client) -> None:
     assert api.get("/v1/tenants/acme").json() == {"name": "acme", "durability": "strict",
-                                                  "weight": 1, "configured": False}
+                                                  "weight": 1, "events": None,
+                                                  "configured": False}
     r = api.put("/v1/tenants/acme", json={"durability": "relaxed"})
     assert r.status_code == 200 and r.json()["durability"] == "relaxed"
-    assert {"name": "acme", "durability": "relaxed", "weight": 1, "configured": True} in \
+    assert {"name": "acme", "durability": "relaxed", "weight": 1, "events": None,
+            "configured": True} in \
         api.get("/v1/tenants").json()["items"]
     r = api.put("/v1/tenants/acme", json={"durability": "relaxed", "weight": 3})
     assert r.status_code == 200 and api.get("/v1/tenants/acme").json()["weight"] == 3

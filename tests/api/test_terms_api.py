@@ -141,3 +141,11 @@ def test_an_events_channel_must_exist_in_the_tenant(api: httpx.Client) -> None:
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "config.events"
     assert api.post("/v1/channels", json={"name": "told", "kind": "recording",
                                           "config": {"events": "out"}}).status_code == 201
+
+
+def test_a_tenants_events_channel_must_exist(api: httpx.Client) -> None:
+    bad = api.put("/v1/tenants/default", json={"events": "nowhere"})
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "events"
+    ok = api.put("/v1/tenants/default", json={"events": "out"})
+    assert ok.status_code == 200 and ok.json()["events"] == "out"
+    assert api.put("/v1/tenants/default", json={}).json()["events"] is None

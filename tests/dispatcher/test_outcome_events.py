@@ -76,3 +76,18 @@ def test_every_attempt_when_asked_and_none_without_an_events_channel(rig: Rig) -
     assert [(d["status"], d["attempt"]) for d in seen] == [("PENDING", 1), ("DELIVERED", 2)]
     assert {d["schedule_id"] for d in seen} == {sid} and other not in {d["schedule_id"]
                                                                         for d in seen}
+
+
+def test_a_tenants_events_channel_serves_its_channels_that_name_none(rig: Rig) -> None:
+    from tocsin.domain import Tenant
+
+    rig.channel("ev")
+    rig.channel("mine")
+    rig.store.put_tenant(Tenant("default", events="ev"), now_ms=T0)
+    [sent] = rig.schedule("mine")
+    [cancelled] = rig.schedule("mine", in_ms=60_000)
+    rig.store.cancel(cancelled, now_ms=T0)
+    rig.local.run_until_idle()
+    events = _events(rig)
+    assert {s: e.get_data()["status"] for s, e in events.items()} == {
+        sent: "DELIVERED", cancelled: "CANCELLED"}  # and none for the events themselves

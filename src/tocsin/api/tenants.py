@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tocsin.api.auth import principal, require_admin, scope
 from tocsin.api.deps import Deps
 from tocsin.domain import Durability, Tenant
-from tocsin.errors import NotFoundError
+from tocsin.errors import NotFoundError, ValidationError
 from tocsin.validation.models import TENANT_PATTERN
 
 __all__ = ["router"]
@@ -35,18 +35,28 @@ class TenantIn(BaseModel):
         description="The tenant's share of delivery while other tenants have work due: each of "
                     "its destinations may have this many times the room of a weight-1 tenant's "
                     "queued in a dispatcher before its further schedules wait.")
+    events: str | None = Field(
+        None, min_length=1, max_length=128,
+        description="A channel of the tenant that gets the outcome events (CloudEvents) of "
+                    "every channel of the tenant that names no events channel of its own.")
 
 
 def tenant_out(t: Tenant) -> dict[str, Any]:
     return {"name": t.name, "durability": t.durability.value, "weight": t.weight,
-            "configured": t.configured}
+            "events": t.events, "configured": t.configured}
 
 
 @router.put("/{name}", summary="Configure a tenant")
 def put(body: TenantIn, request: Request, name: str = _NAME) -> dict[str, Any]:
     require_admin(request)
     deps = Deps.of(request)
-    tenant = Tenant(name, Durability(body.durability), weight=body.weight)
+    if body.events is not None:
+        try:
+            deps.store.get_channel(body.events, tenant=name)
+        except NotFoundError:
+            raise ValidationError("events", f"no channel {body.events!r} in tenant {name!r}: "
+                                            "register it first") from None
+    tenant = Tenant(name, Durability(body.durability), weight=body.weight, events=body.events)
     return tenant_out(deps.store.put_tenant(tenant, now_ms=deps.clock.now_ms()))
 
 

@@ -79,14 +79,17 @@ def keys_resume(
 def tenant(
     name: str,
     durability: Annotated[str | None, typer.Option(help="strict or relaxed.")] = None,
+    events: Annotated[str | None, typer.Option(
+        help="A channel of the tenant that gets its outcome events.")] = None,
     api: ApiOpt = None,
 ) -> None:
-    """Show a tenant's settings, or set its durability."""
+    """Show a tenant's settings, or set its durability and events channel."""
     client = client_for(api)
-    if durability is None:
+    if durability is None and events is None:
         call(client.get_tenant, name)
     else:
-        call(client.set_tenant, name, durability=durability)
+        call(client.set_tenant, name, durability=durability or "strict",
+             events=events)
 
 
 def register(app: typer.Typer) -> None:

@@ -223,6 +223,9 @@ class TenantInfo(TypedDict):
 
     name: str
     durability: str
+    weight: int
+    events: str | None
+    """The channel that gets the outcome events of its channels that name none."""
     configured: bool
 
 

@@ -366,9 +366,14 @@ def delete_policy(name: str) -> Call[None]:
     return Call("DELETE", _path("/v1/policies", name))
 
 
-def set_tenant(name: str, *, durability: Literal["strict", "relaxed"]) -> Call[TenantInfo]:
-    """Configure a tenant: ``durability`` of its creates (strict is the default)."""
-    return Call("PUT", _path("/v1/tenants", name), json={"durability": durability})
+def set_tenant(name: str, *, durability: Literal["strict", "relaxed"] = "strict",
+               events: str | None = None) -> Call[TenantInfo]:
+    """Configure a tenant: ``durability`` of its creates (strict is the default), its
+    ``events`` channel (outcome events of its channels that name none)."""
+    body: dict[str, Any] = {"durability": durability}
+    if events is not None:
+        body["events"] = events
+    return Call("PUT", _path("/v1/tenants", name), json=body)
 
 
 def get_tenant(name: str) -> Call[TenantInfo]:

@@ -39,6 +39,7 @@ from tocsin.dispatcher.knobs import (
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.preflight import UndeliverableHolds
 from tocsin.dispatcher.runs import RUN_BEAT_MS, RUN_STALE_MS
+from tocsin.dispatcher.terms import with_tenant_events
 from tocsin.dispatcher.workers import SteppedWorkers, Workers
 from tocsin.domain import Ack, ChannelSpec, HoldReason
 from tocsin.errors import NotFoundError, StoreError
@@ -62,11 +63,13 @@ def bucket_ranges(buckets: int, parts: int) -> list[tuple[int, int]]:
 
 
 def channel_spec(store: Store, name: str, tenant: str) -> ChannelSpec | None:
-    """``tenant``'s registered channel ``name``, or None (for :class:`ChannelCache`)."""
+    """``tenant``'s registered channel ``name``, or None (for :class:`ChannelCache`); a
+    channel that names no ``events`` channel takes its tenant's."""
     try:
-        return store.get_channel(name, tenant=tenant)
+        spec = store.get_channel(name, tenant=tenant)
     except NotFoundError:
         return None
+    return with_tenant_events(spec, store)
 
 
 class BucketSpan(NamedTuple):

@@ -8,7 +8,9 @@ when it judges a failed attempt.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 from tocsin.abc import ClaimedRow
 from tocsin.clock import iso_ms
@@ -60,6 +62,17 @@ def split_expired(rows: Sequence[ClaimedRow], envelopes: list[Envelope],
         else:
             live.append(env)
     return live, expired
+
+
+def with_tenant_events(spec: ChannelSpec, store: Any) -> ChannelSpec:
+    """``spec`` with its tenant's events channel when it names none of its own (and is not
+    that channel)."""
+    if spec.events is not None:
+        return spec
+    events = store.get_tenant(spec.tenant).events
+    if not events or events == spec.name:
+        return spec
+    return dataclasses.replace(spec, config={**spec.config, "events": events})
 
 
 def retry_policy(base: RetryPolicy, spec: ChannelSpec | None,

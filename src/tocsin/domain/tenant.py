@@ -57,3 +57,6 @@ class Tenant(NamedTuple):
     """The tenant's share of the dispatcher's room while other tenants have work due: each of
     its destinations' lanes holds ``weight`` times the room of a tenant of weight 1 before its
     further schedules wait (equal shares by default)."""
+    events: str | None = None
+    """The channel (of this tenant) that gets the outcome events of every channel of the
+    tenant that names no ``events`` channel of its own."""

@@ -84,14 +84,17 @@ def record_outcomes(conn: Any, d: Dialect, outcomes: Sequence[Outcome], *, bucke
 
 
 def events_of(conn: Any, d: Dialect, tenant: str, channel: str) -> str | None:
-    """The events channel ``tenant``'s ``channel`` names, if any."""
+    """The events channel ``tenant``'s ``channel`` names, else its tenant's, if any."""
     row = conn.execute(d.q("SELECT config FROM channels WHERE tenant = ? AND name = ?"),
                        (tenant, channel)).fetchone()
     if row is None:
         return None
     config = row[0] if isinstance(row[0], dict) else json.loads(row[0])
     value = config.get("events")
-    return str(value) if value else None
+    if value:
+        return str(value)
+    found = conn.execute(d.q("SELECT events FROM tenants WHERE name = ?"), (tenant,)).fetchone()
+    return str(found[0]) if found and found[0] and found[0] != channel else None
 
 
 def acknowledged_outcomes(conn: Any, d: Dialect, acks: Sequence[Any], *, final_ids: set[str],

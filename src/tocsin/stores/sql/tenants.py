@@ -16,22 +16,25 @@ class SqlTenants(SqlBase, TenantStore):
     """The :class:`~tocsin.abc.TenantStore` role over a backend's ``_work``."""
 
     def put_tenant(self, tenant: Tenant, *, now_ms: int) -> Tenant:
-        self._changed("INSERT INTO tenants (name, durability, updated_ms, weight) "
-                      "VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE "
+        self._changed("INSERT INTO tenants (name, durability, updated_ms, weight, events) "
+                      "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE "
                       "SET durability = excluded.durability, updated_ms = excluded.updated_ms, "
-                      "weight = excluded.weight",
-                      (tenant.name, tenant.durability.value, now_ms, tenant.weight))
+                      "weight = excluded.weight, events = excluded.events",
+                      (tenant.name, tenant.durability.value, now_ms, tenant.weight,
+                       tenant.events))
         return tenant._replace(configured=True)
 
     def get_tenant(self, name: str) -> Tenant:
-        rows = self._rows("SELECT name, durability, weight FROM tenants WHERE name = ?", (name,))
+        rows = self._rows("SELECT name, durability, weight, events FROM tenants WHERE name = ?",
+                          (name,))
         if not rows:
             return Tenant(name, configured=False)
-        return Tenant(rows[0][0], Durability(rows[0][1]), weight=int(rows[0][2]))
+        return Tenant(rows[0][0], Durability(rows[0][1]), weight=int(rows[0][2]),
+                      events=rows[0][3])
 
     def list_tenants(self) -> list[Tenant]:
-        return [Tenant(n, Durability(v), weight=int(w)) for n, v, w in self._rows(
-            "SELECT name, durability, weight FROM tenants ORDER BY name")]
+        return [Tenant(n, Durability(v), weight=int(w), events=e) for n, v, w, e in self._rows(
+            "SELECT name, durability, weight, events FROM tenants ORDER BY name")]
 
 
 def all_relaxed(conn: Any, d: Dialect, tenants: frozenset[str]) -> bool:
