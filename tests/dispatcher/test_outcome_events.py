@@ -91,3 +91,16 @@ def test_a_tenants_events_channel_serves_its_channels_that_name_none(rig: Rig) -
     events = _events(rig)
     assert {s: e.get_data()["status"] for s, e in events.items()} == {
         sent: "DELIVERED", cancelled: "CANCELLED"}  # and none for the events themselves
+
+
+def test_a_bulk_cancel_publishes_each_cancelled_schedules_event(rig: Rig) -> None:
+    from tocsin.domain import Selection
+
+    rig.channel("ev")
+    rig.channel("out", events="ev")
+    ids = rig.schedule("out", in_ms=60_000, n=3)
+    done = rig.store.cancel_where(Selection(channel="out"), now_ms=T0, chunk=2)
+    assert done.changed == 3
+    rig.local.run_until_idle()
+    assert {s: e.get_data()["status"] for s, e in _events(rig).items()} == dict.fromkeys(
+        ids, "CANCELLED")

@@ -19,11 +19,14 @@ from tocsin.domain import BulkResult, Selection
 from tocsin.errors import ValidationError
 from tocsin.stores.rows import labels_where
 from tocsin.stores.sql.base import SqlBase
+from tocsin.stores.sql.outcomes import Outcome, events_of, record_outcomes
 
 __all__ = ["SqlBulkChanges", "selection_where"]
 
 _CANCEL = ("UPDATE schedules SET status = 'CANCELLED', next_ms = ? "
-           "WHERE status = 'PENDING' AND id IN ({ids})")
+           "WHERE status = 'PENDING' AND id IN ({ids}) "
+           "RETURNING id, tenant, channel, attempts, due_ms")
+"""A chunk's cancel, returning what each cancelled schedule's outcome event needs."""
 _RESCHEDULE = ("UPDATE schedules SET due_ms = coalesce(CAST(? AS BIGINT), due_ms + ?), "
                "next_ms = coalesce(CAST(? AS BIGINT), due_ms + ?) "
                "WHERE status = 'PENDING' AND id IN ({ids})")
@@ -56,7 +59,21 @@ class SqlBulkChanges(SqlBase, BulkChangeStore):
 
     def cancel_where(self, selection: Selection, *, now_ms: int, limit: int | None = 10_000,
                      chunk: int = 500) -> BulkResult:
-        return self._change_where(selection, _CANCEL, (now_ms,), limit=limit, chunk=chunk)
+        d, buckets = self._dialect, self.buckets
+
+        def told(conn: Any, rows: list[Any]) -> None:  # outcome events (outcomes.py)
+            events: dict[tuple[str, str], str | None] = {}
+            found = []
+            for sid, tenant, channel, attempts, due_ms in rows:
+                if (tenant, channel) not in events:
+                    events[(tenant, channel)] = events_of(conn, d, tenant, channel)
+                if (target := events[(tenant, channel)]) is not None:
+                    found.append(Outcome(sid, tenant, channel, target, "CANCELLED",
+                                         int(attempts), None, now_ms, int(due_ms)))
+            record_outcomes(conn, d, found, buckets=buckets, now_ms=now_ms)
+
+        return self._change_where(selection, _CANCEL, (now_ms,), limit=limit, chunk=chunk,
+                                  returned=told)
 
     def reschedule_where(self, selection: Selection, *, now_ms: int, due_ms: int | None = None,
                          shift_ms: int | None = None, limit: int | None = 10_000,
@@ -68,7 +85,8 @@ class SqlBulkChanges(SqlBase, BulkChangeStore):
                                   limit=limit, chunk=chunk)
 
     def _change_where(self, selection: Selection, update: str, values: tuple[Any, ...], *,
-                      limit: int | None, chunk: int) -> BulkResult:
+                      limit: int | None, chunk: int,
+                      returned: Callable[[Any, list[Any]], None] | None = None) -> BulkResult:
         if limit is not None and limit < 1:
             raise ValidationError("limit", "must be at least 1")
         if chunk < 1:
@@ -80,7 +98,8 @@ class SqlBulkChanges(SqlBase, BulkChangeStore):
         while limit is None or total.matched < limit:
             take = chunk if limit is None else min(chunk, limit - total.matched)
             ids, changed = self._tenant_work(
-                _chunk(pick, (*args, after, take), update, values, q), tenants=frozenset())
+                _chunk(pick, (*args, after, take), update, values, q, returned),
+                tenants=frozenset())
             total += BulkResult(matched=len(ids), changed=changed, too_late=len(ids) - changed,
                                 more=False)
             if len(ids) < take:
@@ -91,14 +110,20 @@ class SqlBulkChanges(SqlBase, BulkChangeStore):
 
 
 def _chunk(pick: str, pick_args: tuple[Any, ...], update: str, values: tuple[Any, ...],
-           q: Callable[[str], str]) -> Callable[[Any], tuple[list[str], int]]:
-    """One chunk's transaction: the next ids, and how many of them the change took."""
+           q: Callable[[str], str], returned: Callable[[Any, list[Any]], None] | None = None,
+           ) -> Callable[[Any], tuple[list[str], int]]:
+    """One chunk's transaction: the next ids, and how many of them the change took (an
+    update with RETURNING hands its rows to ``returned`` in the same transaction)."""
 
     def work(conn: Any) -> tuple[list[str], int]:
         ids = [str(r[0]) for r in conn.execute(pick, pick_args).fetchall()]
         if not ids:
             return ids, 0
         sql = q(update.format(ids=", ".join("?" * len(ids))))
-        return ids, int(conn.execute(sql, (*values, *ids)).rowcount)
+        if returned is None:
+            return ids, int(conn.execute(sql, (*values, *ids)).rowcount)
+        rows = conn.execute(sql, (*values, *ids)).fetchall()
+        returned(conn, rows)
+        return ids, len(rows)
 
     return work
