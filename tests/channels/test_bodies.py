@@ -23,6 +23,7 @@ from tests.channels.envelopes import envelopes
 from tests.dispatcher.conftest import backend_url, rig_over
 from tests.dispatcher.test_core import Rig
 from tests.support.rabbitmq import RabbitMQ
+from tests.support.servers import NatsServer
 from tocsin.channels import build_channel
 from tocsin.channels.webhook import joined_url
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Outcome, Status
@@ -168,3 +169,22 @@ def test_the_file_channel_writes_raw_lines_and_structured_events(tmp_path: Path)
         headers={"content-type": "application/cloudevents+json"}, body=first), JSONFormat())
     assert event.get_id() == batch[0].delivery_id
     assert second == batch[1].payload
+
+
+def test_nats_raw_and_binary_cloudevents(nats_server: NatsServer) -> None:
+    from tests.channels.test_nats import make_stream, read_stream
+
+    make_stream(nats_server, "CE", "ce.out")
+    spec = ChannelSpec(name="n", kind=ChannelKind.NATS, config={
+        "servers": nats_server.url, "subject": "ce.out", "body": "cloudevents_binary"})
+    channel = build_channel(spec)
+    batch = envelopes(2)
+    batch[1] = batch[1]._replace(terms=Terms(body=BodyFormat.RAW))
+    assert {r.outcome for r in channel.send(batch)} == {Outcome.DELIVERED}
+    channel.close()
+    first, second = read_stream(nats_server, "CE")
+    event = http.from_binary(http.HTTPMessage(headers=dict(first.headers), body=first.data),
+                             JSONFormat())
+    assert event.get_id() == batch[0].delivery_id and event.get_data() == {"n": 0}
+    assert second.data == batch[1].payload
+    assert second.headers["Tocsin-Delivery-Id"] == batch[1].delivery_id

@@ -35,11 +35,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tocsin.channels import client_library
+from tocsin.channels.bodies import body_format, check_body, render
 from tocsin.channels.limits import SendLimits, current_limits
 from tocsin.channels.options import check_seconds, server_url
 from tocsin.channels.policy import DestinationPolicy, current_policy
 from tocsin.channels.shared import LoopChannel, on_close
 from tocsin.domain import ChannelKind, ChannelSpec, Envelope, Outcome, Result
+from tocsin.domain.terms import BodyFormat
 from tocsin.errors import ValidationError
 
 __all__ = ["NatsChannel", "NatsConfig"]
@@ -68,6 +70,9 @@ class NatsConfig:
     """Authentication token (write-only)."""
     timeout: float = 10.0
     """Seconds one send may take; capped by the operator's send limits."""
+    body: str = "envelope"
+    """The body's format (:class:`~tocsin.domain.terms.BodyFormat`; CloudEvents binary mode
+    as ``ce-*`` headers, as NATS's binding has them); a schedule's wins."""
 
     @property
     def urls(self) -> list[str]:
@@ -78,6 +83,7 @@ class NatsConfig:
         """Reject what cannot work."""
         if not 1 <= len(self.urls) <= 16:
             raise ValidationError("config.servers", "takes 1 to 16 server URLs")
+        check_body(self.body)
         for url in self.urls:
             parts = server_url(url, ("nats", "tls"), what="a nats:// or tls:// URL",
                                field="config.servers", named=True)
@@ -152,9 +158,13 @@ class NatsChannel(LoopChannel):
                        slots: asyncio.Semaphore) -> Result:
         errors = self._nats.errors
         async with slots:
-            headers = {**env.transport_headers(), MSG_ID: env.delivery_id}
+            fmt = body_format(env, self.config.body)
+            out = render(env, fmt)
+            headers = {**out.headers, MSG_ID: env.delivery_id}
+            if fmt is not BodyFormat.ENVELOPE:  # the envelope's messages are as they were
+                headers["Content-Type"] = out.content_type
             try:
-                await js.publish(self.config.subject, env.to_json_bytes(),
+                await js.publish(self.config.subject, out.body,
                                  timeout=max(deadline - time.monotonic(), 0.001),
                                  stream=self.config.stream, headers=headers)
             except errors.MaxPayloadError as exc:
