@@ -61,8 +61,8 @@ def _is_id(column: str) -> bool:
 
 def _table(rows: list[dict[str, Any]]) -> Any:
     """``rows`` as a table that fits the terminal: ids are never cut (so they can be copied),
-    nor short values (a status, a time); longer text is shortened with "…" when the row is
-    too wide."""
+    nor short values (a status, a time), nor a column's name; longer text is shortened with
+    "…" when the row is too wide."""
     from rich.table import Table
 
     columns = list(dict.fromkeys(k for row in rows for k in row))
@@ -71,7 +71,7 @@ def _table(rows: list[dict[str, Any]]) -> Any:
         widest = max(len(column), *(len(_cell(row.get(column))) for row in rows))
         keep = _is_id(column) or widest <= _SHORT_CELL
         table.add_column(plain(column), no_wrap=keep, overflow="ellipsis",
-                         min_width=widest if keep else None)
+                         min_width=widest if keep else len(column))
     for row in rows:
         table.add_row(*(_cell(row.get(c)) for c in columns))
     return table
