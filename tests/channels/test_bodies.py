@@ -66,7 +66,8 @@ def test_a_raw_body_goes_as_given_with_its_method_and_path_and_its_signature_ver
         now_ms=now)
     sid = made.id
     rig.local.run_until_idle()
-    assert rig.get(sid).status is Status.DELIVERED
+    done = rig.get(sid)
+    assert done.status is Status.DELIVERED, (done.attempts, done.last_error)
     [got] = receiver.received(None)
     assert (got.method, got.path, got.body) == ("PUT", "/hooks/orders/42?notify=1", slack)
     assert got.headers["content-type"] == "application/json"

@@ -275,6 +275,56 @@ def test_a_frozen_run_holding_its_locks_is_cut_off_and_fenced(
         frozen.close()
 
 
+def test_a_frozen_runs_own_store_sessions_are_named_for_it_and_cut_off(
+        open_backend: OpenStore, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The frozen run above, as a dispatcher is: its store's pooled session (named through
+    PGAPPNAME, as ``tocsin dispatcher`` sets it) stopped in the middle of a claim. Its pool
+    had named every session ``tocsin``, so the fence found none to end and waited for the
+    frozen process's locks for as long as it stayed frozen."""
+    if not store_url.startswith("postgres"):
+        pytest.skip("SQLite has one writer and no sessions to end")
+    import threading
+
+    from tocsin.stores.postgres import run_session_name
+
+    store = open_backend()
+    join(store, "frozen")
+    join(store, "alive")
+    look(store)
+    spread(store, 40)
+    monkeypatch.setenv("PGAPPNAME", run_session_name("frozen"))
+    frozen_store = open_backend()
+    monkeypatch.delenv("PGAPPNAME")
+    holding, thawed = threading.Event(), threading.Event()
+    ended: list[BaseException] = []
+
+    def freeze(conn: object) -> None:
+        conn.execute("SELECT * FROM bucket_owners WHERE run = 'frozen' FOR SHARE")  # type: ignore[attr-defined]
+        conn.execute("UPDATE schedules SET claimed_ms = 1 WHERE status = 'PENDING'")  # type: ignore[attr-defined]
+        holding.set()
+        thawed.wait(30)
+        conn.execute("SELECT 1")  # type: ignore[attr-defined]
+
+    def frozen_claim() -> None:
+        try:
+            frozen_store._run(freeze)  # type: ignore[attr-defined]
+        except BaseException as exc:  # noqa: BLE001 - what ended it is the point
+            ended.append(exc)
+
+    thread = threading.Thread(target=frozen_claim)
+    thread.start()
+    try:
+        assert holding.wait(10)
+        store.beat_run("alive", now_ms=NOW + STALE + 1)
+        membership = store.share_buckets(now_ms=NOW + STALE + 1, stale_ms=STALE, me="alive")
+        assert membership.fenced == ["frozen"]
+        assert owned(store, "alive") == set(range(BUCKETS))
+    finally:
+        thawed.set()
+        thread.join(30)
+    assert ended, "the frozen run's transaction went on after its fence"  # its session ended
+
+
 def _dead(conn: object) -> bool:
     import psycopg
 

@@ -255,7 +255,10 @@ class PostgresStore(SqlStore):
             given = conninfo_to_dict(self.url)
         except Exception as exc:
             raise StoreError(f"{self._where}: bad PostgreSQL URL: {_reason(exc)}") from exc
-        defaults = {"connect_timeout": 10, "application_name": "tocsin"}
+        # PGAPPNAME (a dispatcher run's name, :func:`run_session_name`) names the pool's
+        # sessions too: a keyword would override it, and a fence could not find them to end
+        defaults = {"connect_timeout": 10,
+                    "application_name": os.environ.get("PGAPPNAME") or "tocsin"}
         options = jit_off(str(given.get("options") or ""))
         pool: ConnectionPool[Any] = ConnectionPool(
             self.url, open=False, name=f"tocsin-{os.getpid()}",
