@@ -203,8 +203,8 @@ class Settings(BaseSettings):
     )
     channel_build_seconds: float = Field(
         2.0, gt=0, le=600, description="Bulkheads: how long a destination's sends wait for its "
-        "channel to be built (DNS included) before they answer RETRY; the build goes on "
-        "beside, and no other destination waits for it."
+        "channel to be built (DNS included) before they go back unsent (no attempt "
+        "spent); the build goes on beside, and no other destination waits for it."
     )
     lane_seconds: float = Field(
         0.25, gt=0, description="Bulkheads: a destination's lane in a dispatcher process "

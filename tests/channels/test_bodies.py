@@ -36,14 +36,6 @@ __all__ = ["backend_url"]  # the fixture, over both stores
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
-@pytest.fixture(autouse=True)
-def _patient_builds(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests are about bodies, not how fast a channel opens: on a busy CI machine a first
-    build passed the 2 s deadline and the send was retried, not delivered (the deadline is
-    tested in tests/dispatcher/test_channel_cache.py)."""
-    monkeypatch.setenv("TOCSIN_CHANNEL_BUILD_SECONDS", "30")
-
-
 @pytest.fixture
 def rig(backend_url: str) -> Iterator[Rig]:
     with rig_over(backend_url, Rig) as rig:

@@ -19,15 +19,6 @@ ORDERED = {"sqs_fifo", "redis_streams", "nats", "example_lines"}
 """Transports that keep the order of what one producer sends (a standard SQS queue does not)."""
 
 
-@pytest.fixture(autouse=True)
-def _patient_builds(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests are about what arrives, not how fast a channel opens: the first SQS client
-    of a process (boto3's import, the queue's URL from the server) took over the 2 s build
-    deadline on a busy CI machine, and its sends were retried rather than delivered (the
-    deadline itself is tested in tests/dispatcher/test_channel_cache.py)."""
-    monkeypatch.setenv("TOCSIN_CHANNEL_BUILD_SECONDS", "30")
-
-
 @pytest.fixture(params=KINDS)
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
     """Each kind's harness over the run's server."""

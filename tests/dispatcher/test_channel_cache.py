@@ -19,10 +19,12 @@ from tocsin.channels import build_channel
 from tocsin.clock import ManualClock
 from tocsin.dispatcher.channel_cache import ChannelBuildTimeout, ChannelCache
 from tocsin.dispatcher.core import DispatchCore, channel_spec
+from tocsin.dispatcher.local import LocalDispatcher
 from tocsin.dispatcher.options import DispatchOptions
-from tocsin.domain import ChannelKind, ChannelSpec, Outcome
+from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Outcome, Status
 from tocsin.stores import open_store
 from tocsin.testing.receiver import Receiver
+from tocsin.testing.recording import RecordingChannel, Recordings
 
 SLOW_S = 3.0
 """How long a slow build blocks."""
@@ -182,3 +184,49 @@ def test_channel_async_gives_up_at_the_deadline_without_cancelling_the_build(
     assert isinstance(timed_out, ChannelBuildTimeout)
     assert built.spec.name == "slow" and builds.started == ["slow"]
     cache.close()
+
+
+class SlowRecordings(Recordings):
+    """Recording channels whose builds wait for :attr:`release` (or :data:`SLOW_S`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.builds = 0
+
+    def build(self, spec: ChannelSpec) -> RecordingChannel:
+        self.builds += 1
+        self.release.wait(SLOW_S)
+        return super().build(spec)
+
+
+def test_a_send_that_outlasts_its_channels_build_goes_back_unsent_and_spends_no_attempt(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No attempt was made, so none is spent: the chunk goes back PENDING (it had been
+    answered RETRY, a first build on a busy machine costing a schedule an attempt and its
+    back-off), and once the channel is built it is delivered on its first attempt."""
+    monkeypatch.setenv("TOCSIN_CHANNEL_BUILD_SECONDS", "0.2")
+    store = open_store(f"sqlite:///{tmp_path / 't.db'}", buckets=4)
+    store.put_channel(_spec("slow"))
+    clock = ManualClock(1_700_000_000_000)
+    recordings = SlowRecordings()
+    local = LocalDispatcher(store, clock=clock, recordings=recordings)
+    try:
+        [(made, _)] = store.create([NewSchedule(channel="slow", payload=b"{}",
+                                                due_ms=clock.now_ms())], now_ms=clock.now_ms())
+        for _ in range(3):  # each claims it, waits out the deadline and hands it back
+            local.step()
+        waiting = store.get(made.id)
+        assert (waiting.status, waiting.attempts, waiting.last_error) == (
+            Status.PENDING, 0, None)
+        assert recordings.recorded("slow") == []
+        recordings.release.set()
+        local.run_until_idle()
+        done = store.get(made.id)
+        assert (done.status, done.attempts) == (Status.DELIVERED, 1)
+        assert [e.schedule_id for e in recordings.recorded("slow")] == [made.id]
+        assert [e.attempt for e in recordings.recorded("slow")] == [1]
+        assert recordings.builds == 1  # one build, waited for by every send
+    finally:
+        local.close()
+        store.close()

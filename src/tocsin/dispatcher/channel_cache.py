@@ -4,8 +4,9 @@ one open channel per spec; a changed spec closes the old channel and opens a new
 Builds are off the send path. A channel is built on a small pool of its own
 (:data:`BUILD_THREADS`), one build per destination at a time, and a send waits for its own
 destination's build only, for at most the build deadline (``channel_build_seconds``): past
-it the send fails with :class:`ChannelBuildTimeout` (the delivery answers RETRY) while the
-build goes on, and the destination's next send finds the channel once it is done. Looking up a
+it the send gives up with :class:`ChannelBuildTimeout` while the build goes on (the engine
+hands its rows back unsent: no attempt was made, so none is spent), and the destination's
+next send finds the channel once it is done. Looking up a
 built channel takes no lock at all, so a Kafka or RabbitMQ build waiting seconds for DNS holds
 no other destination's send (it had held every lane's, behind one lock). A start's warm-up
 (:meth:`ChannelCache.warm`) builds every channel at once on the same pool and waits one

@@ -19,7 +19,6 @@ from typing import Any
 
 from tocsin import tracing
 from tocsin.abc import Channel, ClaimedRow
-from tocsin.dispatcher.channel_cache import ChannelCache
 from tocsin.dispatcher.terms import deadline_ms, expiry_reason, retry_policy
 from tocsin.domain import Ack, ChannelSpec, Envelope, Outcome, Result, RetryPolicy, Status
 from tocsin.domain.delivery import LATENESS_BOUNDS_MS, NO_HEADERS
@@ -160,18 +159,21 @@ async def send_async(channel: Channel, name: str,
                        error=f"channel {name!r} failed: {exc!r}"[:1000]) for e in envelopes]
 
 
-def send(channels: ChannelCache, spec: ChannelSpec | None, name: str,
+def send(channel: Channel | Exception | None, spec: ChannelSpec | None, name: str,
          envelopes: Sequence[Envelope]) -> list[Result]:
-    """Hand ``envelopes`` to the live channel of ``spec``: one result each, never raising
-    (an unregistered channel rejects, a transport that raises is RETRY)."""
+    """Hand ``envelopes`` to ``channel``, the live channel of ``spec`` (or why it could not be
+    built): one result each, never raising (an unregistered channel rejects, a channel that
+    could not be built or a transport that raises is RETRY)."""
     if not envelopes:
         return []
-    if spec is None:
+    if spec is None or channel is None:
         return [Result(delivery_id=e.delivery_id, outcome=Outcome.REJECTED,
                        error=f"channel {name!r} is not registered") for e in envelopes]
     try:
+        if isinstance(channel, Exception):
+            raise channel
         with _send_span(name, envelopes):
-            return channels.channel(spec).send(envelopes)
+            return channel.send(envelopes)
     except Exception as exc:  # a broken transport must not lose the batch: retry it
         return [Result(delivery_id=e.delivery_id, outcome=Outcome.RETRY,
                        error=f"channel {name!r} failed: {exc!r}"[:1000]) for e in envelopes]

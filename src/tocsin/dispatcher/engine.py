@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from tocsin.abc import Channel, ChannelHold, ClaimedRow
 from tocsin.dispatcher.breaker import Breaker, BreakerState
-from tocsin.dispatcher.channel_cache import ChannelCache
+from tocsin.dispatcher.channel_cache import ChannelBuildTimeout
 from tocsin.dispatcher.deliver import Tally, envelope_of, send, send_async, verdicts
 from tocsin.dispatcher.destination import (
     Destination,
@@ -499,8 +499,19 @@ class Engine:
             envelopes = [envelope_of(r) for r in rows]
             started = self.clock.now_ms()
             live, expired = split_expired(rows, envelopes, spec, started)  # never sent
-            channel = _live_async(core.channels, spec)
-            if channel is not None:
+            try:
+                channel: Channel | Exception | None = (
+                    core.channels.channel(spec) if spec is not None and live else None)
+            except ChannelBuildTimeout as exc:
+                # still opening: no attempt was made, so none is spent. The chunk goes back
+                # PENDING and the next claim finds the channel built (or its build's error).
+                log.info("destination %s/%s: %s; %d rows handed back unsent",
+                         tenant, name, exc, len(rows))
+                self._post(_Sent(key, flight, rows, None, Tally(), [], started))
+                return
+            except Exception as exc:  # a build that failed: an attempt each, RETRY
+                channel = exc
+            if isinstance(channel, Channel) and channel.is_async:
                 from tocsin.channels.shared import shared_loop
 
                 future = asyncio.run_coroutine_threadsafe(
@@ -513,7 +524,7 @@ class Engine:
                     answered(_results(future, name, live))
                 return
             self._judged(key, flight, rows, envelopes, spec, started, expired,
-                         send(core.channels, spec, name, live))
+                         send(channel, spec, name, live))
         except Exception:  # nothing was judged: the rows go back PENDING
             log.exception("destination %s/%s: a chunk failed", tenant, name)
             self._post(_Sent(key, flight, rows, None, Tally(), [], self.clock.now_ms()))
@@ -624,18 +635,6 @@ class Engine:
         if self._pull_epoch is None or now - self._pull_epoch[1] > PULL_EPOCH_MS:
             self._pull_epoch = (self.core.next_epoch(now), now)
         return self._pull_epoch[0]
-
-
-def _live_async(channels: ChannelCache, spec: ChannelSpec | None) -> Channel | None:
-    """``spec``'s live channel when its client is asynchronous (else None: sent blocking, by
-    :func:`~tocsin.dispatcher.deliver.send`, which also answers a build that fails)."""
-    if spec is None:
-        return None
-    try:
-        channel = channels.channel(spec)
-    except Exception:  # reported per envelope by send()
-        return None
-    return channel if channel.is_async else None
 
 
 def _results(future: concurrent.futures.Future[list[Result]], name: str,
