@@ -4,6 +4,7 @@ registration's ``config`` against it and names the bad field."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from typing import Any, TypeVar, Union, get_args, get_origin
@@ -44,6 +45,13 @@ COMMON = {"dead_letter": str, "max_attempts": int, "on_dead": str, "max_lateness
 """Settings every kind accepts (see :class:`~tocsin.domain.ChannelSpec`)."""
 
 
+@functools.cache
+def _shape(cls: type) -> tuple[dict[str, Any], tuple[dataclasses.Field[Any], ...]]:
+    """A config dataclass's type hints and fields (resolving the hints took a millisecond,
+    most of a webhook channel's build)."""
+    return typing.get_type_hints(cls), dataclasses.fields(cls)
+
+
 def parse_config(cls: type[T], config: dict[str, Any]) -> T:
     """``cls(**config)`` after checking names and types; ValidationError names ``config.<x>``.
     The :data:`COMMON` settings are checked here and not passed to ``cls``."""
@@ -64,14 +72,14 @@ def parse_config(cls: type[T], config: dict[str, Any]) -> T:
                     f"config.{name}",
                     f"must be a {'positive ' if tp is int else ''}{tp.__name__}, not {value!r}",
                 )
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    hints, fields = _shape(cls)
+    names = {f.name for f in fields}
     for name in config:
         if name not in names:
             raise ValidationError(
                 f"config.{name}", f"unknown setting; known: {sorted(names | set(COMMON))}"
             )
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for f in fields:
         if f.name not in config:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise ValidationError(f"config.{f.name}", "is required")

@@ -91,6 +91,6 @@ def _number(value: Any) -> int:
 
 def current_limits() -> SendLimits:
     """This process's limits, from its settings as they are now (read when a channel is built)."""
-    from tocsin.config import current_settings
+    from tocsin.config import from_current_settings
 
-    return SendLimits.from_settings(current_settings())
+    return from_current_settings(SendLimits.from_settings)

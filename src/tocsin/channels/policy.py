@@ -152,6 +152,6 @@ def _allow_list(entries: Iterable[str], setting: str) -> tuple[tuple[IPNetwork, 
 def current_policy() -> DestinationPolicy:
     """This process's policy, from its settings as they are now (read when a channel is
     built or registered, which is rare)."""
-    from tocsin.config import current_settings
+    from tocsin.config import from_current_settings
 
-    return DestinationPolicy.from_settings(current_settings())
+    return from_current_settings(DestinationPolicy.from_settings)
