@@ -64,6 +64,10 @@ class Sampler:
     def __init__(self, root: int) -> None:
         self.root = root
         self.peak_threads = self.peak_threads_all = self.peak_rss_mb = 0
+        self.threads_at_peak: dict[str, int] = {}
+        """The Python processes' threads when their sum peaked, by kind of process."""
+        self.rss_mb_at_peak: dict[str, int] = {}
+        """Resident memory by kind of process when the sum peaked (JVM included)."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -79,6 +83,8 @@ class Sampler:
         while not self._stop.wait(0.5):
             procs = tree_sample(self.root)
             python = every = rss = 0
+            by_kind: dict[str, int] = {}
+            rss_by_kind: dict[str, int] = {}
             for pid, proc in procs.items():
                 try:
                     status = Path(f"/proc/{pid}/status").read_text()
@@ -87,11 +93,15 @@ class Sampler:
                 threads = int(status.split("Threads:", 1)[1].split()[0])
                 every += threads
                 rss += proc.rss_kb
+                rss_by_kind[proc.kind] = rss_by_kind.get(proc.kind, 0) + proc.rss_kb // 1024
                 if proc.kind != "jvm":
                     python += threads
-            self.peak_threads = max(self.peak_threads, python)
+                    by_kind[proc.kind] = by_kind.get(proc.kind, 0) + threads
+            if python > self.peak_threads:
+                self.peak_threads, self.threads_at_peak = python, by_kind
             self.peak_threads_all = max(self.peak_threads_all, every)
-            self.peak_rss_mb = max(self.peak_rss_mb, rss // 1024)
+            if rss // 1024 > self.peak_rss_mb:
+                self.peak_rss_mb, self.rss_mb_at_peak = rss // 1024, rss_by_kind
 
 
 def phase(up: TocsinUp, store: Any, receiver: Receiver, name: str,
@@ -119,6 +129,7 @@ def phase(up: TocsinUp, store: Any, receiver: Receiver, name: str,
     out = {"sent": n, "received": len(lateness), "lateness": lateness_summary(lateness),
            "setup_slack_ms": slack, "threads_peak": sampler.peak_threads,
            "threads_peak_all": sampler.peak_threads_all, "rss_mb_peak": sampler.peak_rss_mb,
+           "threads_at_peak": sampler.threads_at_peak, "rss_mb_at_peak": sampler.rss_mb_at_peak,
            **got.extra}
     print(f"[destinations] {name}: {json.dumps(out)}", flush=True)
     return out
