@@ -247,19 +247,26 @@ def test_a_dead_process_is_fenced_at_once_where_its_lock_shows_it(
     assert owned(watcher, "alive") == set(range(BUCKETS))
 
 
-def test_a_frozen_run_holding_its_locks_is_cut_off_and_fenced(
-        open_backend: OpenStore, store_url: str) -> None:
+def _frozen_and_alive(open_backend: OpenStore, store_url: str) -> Store:
+    """A PostgreSQL store (SQLite: the test is skipped) whose runs ``frozen`` and ``alive``
+    share the buckets, with 40 schedules due."""
     if not store_url.startswith("postgres"):
         pytest.skip("SQLite has one writer and no sessions to end")
-    import psycopg
-
-    from tocsin.stores.postgres import run_session_name
-
     store = open_backend()
     join(store, "frozen")
     join(store, "alive")
     look(store)
     spread(store, 40)
+    return store
+
+
+def test_a_frozen_run_holding_its_locks_is_cut_off_and_fenced(
+        open_backend: OpenStore, store_url: str) -> None:
+    import psycopg
+
+    from tocsin.stores.postgres import run_session_name
+
+    store = _frozen_and_alive(open_backend, store_url)
     # frozen in the middle of a claim: its transaction holds a share lock on its owners' rows
     # and the rows it was claiming, and will never end by itself
     frozen = psycopg.connect(store_url, application_name=run_session_name("frozen"))
@@ -281,17 +288,11 @@ def test_a_frozen_runs_own_store_sessions_are_named_for_it_and_cut_off(
     PGAPPNAME, as ``tocsin dispatcher`` sets it) stopped in the middle of a claim. Its pool
     had named every session ``tocsin``, so the fence found none to end and waited for the
     frozen process's locks for as long as it stayed frozen."""
-    if not store_url.startswith("postgres"):
-        pytest.skip("SQLite has one writer and no sessions to end")
     import threading
 
     from tocsin.stores.postgres import run_session_name
 
-    store = open_backend()
-    join(store, "frozen")
-    join(store, "alive")
-    look(store)
-    spread(store, 40)
+    store = _frozen_and_alive(open_backend, store_url)
     monkeypatch.setenv("PGAPPNAME", run_session_name("frozen"))
     frozen_store = open_backend()
     monkeypatch.delenv("PGAPPNAME")
@@ -308,7 +309,7 @@ def test_a_frozen_runs_own_store_sessions_are_named_for_it_and_cut_off(
     def frozen_claim() -> None:
         try:
             frozen_store._run(freeze)  # type: ignore[attr-defined]
-        except BaseException as exc:  # noqa: BLE001 - what ended it is the point
+        except BaseException as exc:  # what ended it is the point
             ended.append(exc)
 
     thread = threading.Thread(target=frozen_claim)

@@ -46,7 +46,7 @@ COMMON = {"dead_letter": str, "max_attempts": int, "on_dead": str, "max_lateness
 
 
 @functools.cache
-def _shape(cls: type) -> tuple[dict[str, Any], tuple[dataclasses.Field[Any], ...]]:
+def _shape(cls: Any) -> tuple[dict[str, Any], tuple[dataclasses.Field[Any], ...]]:
     """A config dataclass's type hints and fields (resolving the hints took a millisecond,
     most of a webhook channel's build)."""
     return typing.get_type_hints(cls), dataclasses.fields(cls)
