@@ -191,8 +191,9 @@ def kept(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, int | float) and not isinstance(value, bool) and \
                 doc.get(key) is None:
             doc[key] = value
-            kept_from[key] = was.get(key) or {"run_at": old.get("run_at"),
-                                              "command": old.get("command")}
+            kept_from[key] = was.get(key) or {
+                "run_at": old.get("run_at"), "command": old.get("command"),
+                "commit": (old.get("code") or {}).get("commit") or old.get("commit")}
     summary = dict(old.get("summary") or {})
     summary.update(doc.get("summary") or {})
     doc["summary"] = summary

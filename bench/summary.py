@@ -49,7 +49,10 @@ class Row:
     store: str
     load: str
     source: str
-    """The results file's name (``dispatch-sqlite.json``): its date and commit are the row's."""
+    """The results file's name (``dispatch-sqlite.json``): its date and commit are the row's,
+    unless the figure was kept from an older run (``kept_from`` of ``key``)."""
+    key: str | None = None
+    """The figure's key in the results file, when an ``--update`` run may have kept it."""
 
 
 def num(value: Any, unit: str = "") -> str:
@@ -79,6 +82,15 @@ def stamp(doc: Doc) -> tuple[str, str]:
     code = doc.get("code")
     commit = doc.get("commit") or (code.get("commit") if isinstance(code, dict) else None)
     return str(when)[:10], str(commit or "?")
+
+
+def row_stamp(doc: Doc, row: Row) -> tuple[str, str]:
+    """The date and commit of ``row``'s figure: its file's, or, for a figure an ``--update``
+    run kept from an older run, that run's (``kept_from``)."""
+    kept = (doc.get("kept_from") or {}).get(row.key) if row.key else None
+    if not isinstance(kept, dict):
+        return stamp(doc)
+    return str(kept.get("run_at") or "?")[:10], str(kept.get("commit") or "?")
 
 
 def _dig(doc: Doc, *path: str) -> Any:
@@ -194,27 +206,29 @@ def channels(name: str, doc: Doc) -> Iterator[Row]:
     store = _store_name(str(doc.get("store", "sqlite")))
     celery, aps = summary.get("celery") or {}, summary.get("apscheduler") or {}
     yield Row(area="channels", figure="webhook drain", store=store, load="all due at once",
-              value=num(doc.get("webhook_drain_per_s"), "/s"),
+              value=num(doc.get("webhook_drain_per_s"), "/s"), key="webhook_drain_per_s",
               peer=f"Celery {num(celery.get('drain_per_s'), '/s')} "
                    f"({ratio(doc.get('webhook_vs_celery'))}); APScheduler "
                    f"{num(aps.get('drain_per_s'), '/s')}", source=name)
     for kind in ("file", "kafka", "rabbitmq"):
         yield Row(area="channels", figure=f"{kind} drain", store=store, load="all due at once",
-                  value=num(doc.get(f"{kind}_drain_per_s"), "/s"), peer="—", source=name)
+                  value=num(doc.get(f"{kind}_drain_per_s"), "/s"), peer="—", source=name,
+                  key=f"{kind}_drain_per_s")
     for kind in ("sqs", "redis_streams", "nats"):  # beside the file channel of their own run
         if doc.get(f"{kind}_drain_per_s") is None:
             continue
         yield Row(area="channels", figure=f"{kind} drain", store=store, load="all due at once",
                   value=num(doc.get(f"{kind}_drain_per_s"), "/s"),
                   peer=f"file {num(doc.get('file_drain_per_s'), '/s')} "
-                       f"({ratio(doc.get(f'{kind}_vs_file'))})", source=name)
+                       f"({ratio(doc.get(f'{kind}_vs_file'))})", source=name,
+                  key=f"{kind}_drain_per_s")
     yield Row(area="channels", figure="webhook p99 at half capacity", store=store,
               load=f"{num(_dig(summary, 'tocsin-webhook', 'half_rate_per_s'))}/s",
-              value=num(doc.get("webhook_p99_ms_at_half"), " ms"),
+              value=num(doc.get("webhook_p99_ms_at_half"), " ms"), key="webhook_p99_ms_at_half",
               peer=f"Celery {num(celery.get('half_p99_ms'), ' ms')}", source=name)
     yield Row(area="channels", figure="light load p99", store=store,
               load=f"a trickle, {num(pending)} pending",
-              value=num(doc.get("light_p99_ms_10m_pending"), " ms"),
+              value=num(doc.get("light_p99_ms_10m_pending"), " ms"), key="light_p99_ms_10m_pending",
               peer=f"none pending {num(doc.get('light_p99_ms'), ' ms')}", source=name)
 
 
@@ -351,8 +365,8 @@ def table(results: dict[str, Doc]) -> str:
         if doc is None:
             missing.append(f"`{command}`")
             continue
-        date, commit = stamp(doc)
         for row in read(name, doc):
+            date, commit = row_stamp(doc, row)
             cells = (f"[{row.area}](../bench/results/{name})", row.figure,
                      f"**{row.value}**", row.peer, row.store, row.load, date, f"`{commit}`")
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
@@ -360,7 +374,8 @@ def table(results: dict[str, Doc]) -> str:
     lines.append("Each area links to the results file its row comes from. A ratio is Tocsin's "
                  "figure over the peer's, both measured in the same run (for lateness, memory "
                  "and time, lower is better). The commit is the one the run measured, or for "
-                 "runs that did not record it, the one that recorded the file.")
+                 "runs that did not record it, the one that recorded the file; a figure an "
+                 "`--update` run kept from an older run shows that run's date and commit.")
     if missing:
         lines.append(f"Not measured yet: {', '.join(missing)}.")
     lines += ["", END]
@@ -390,6 +405,20 @@ def _git(*args: str) -> str:
         return ""
 
 
+def _stamp_kept(doc: Doc, path: Path) -> bool:
+    """Give each figure kept from an older run that names no commit the commit that recorded
+    that run: the first to change ``path`` after it ran. Whether any was given one."""
+    given = False
+    for entry in (doc.get("kept_from") or {}).values():
+        if isinstance(entry, dict) and not entry.get("commit") and entry.get("run_at"):
+            first = _git("log", "--reverse", f"--since={entry['run_at']}", "--format=%h",
+                         "--", str(path)).split("\n")[0]
+            if first:
+                entry["commit"] = first
+                given = True
+    return given
+
+
 def stamp_files(folder: Path = RESULTS) -> list[str]:
     """Write ``date`` and ``commit`` into each results file of :data:`SOURCES` that names
     neither: those of the last commit that changed the file, or (a file not committed as it
@@ -401,7 +430,8 @@ def stamp_files(folder: Path = RESULTS) -> list[str]:
             continue
         doc = json.loads(path.read_text())
         date, commit = stamp(doc)
-        if date != "?" and commit != "?":
+        kept = _stamp_kept(doc, path)
+        if date != "?" and commit != "?" and not kept:
             continue
         changed = bool(_git("status", "--porcelain", "--", str(path)))
         logged = "" if changed else _git("log", "-1", "--format=%h %cI", "--", str(path))

@@ -91,3 +91,20 @@ def test_stamps_read_a_runs_own_date_and_commit() -> None:
     assert summary.stamp({"date": "2026-11-25T00:13:06+00:00", "commit": "74f53b8"}) == (
         "2026-11-25", "74f53b8")
     assert summary.stamp({}) == ("?", "?")
+
+
+def test_a_figure_kept_from_an_older_run_shows_that_runs_date_and_commit(
+        tmp_path: Path) -> None:
+    """``bench/run channels --update`` keeps the figures of targets it did not run; their rows
+    had shown the new run's date and commit, and a four-day-old drain passed for today's."""
+    folder = _copy(tmp_path, "channels.json")
+    doc = json.loads((folder / "channels.json").read_text())
+    doc.update(run_at="2026-12-01T10:00:00+00:00", code={"commit": "new0001"},
+               file_drain_per_s=40_000.0, webhook_drain_per_s=9_000.0, kept_from={
+                   "webhook_drain_per_s": {"run_at": "2026-11-20T08:00:00+00:00",
+                                           "command": "bench/run channels", "commit": "old0001"}})
+    (folder / "channels.json").write_text(json.dumps(doc))
+    rows = {line.split(" | ")[1]: line for line in
+            summary.table(summary.load_results(folder)).splitlines() if "[channels]" in line}
+    assert "| 2026-11-20 | `old0001` |" in rows["webhook drain"]
+    assert "| 2026-12-01 | `new0001` |" in rows["file drain"]
