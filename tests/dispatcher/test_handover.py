@@ -197,6 +197,39 @@ def test_an_idle_dispatcher_runs_a_batch_to_keep_its_workers_warm(rig: Rig) -> N
     assert core.next_offset(kept) != kept
 
 
+def test_a_batch_runs_while_the_runs_engines_hold_claims_so_spark_keeps_their_workers(
+        rig: Rig) -> None:
+    """An engine sends from a Spark worker that sits idle between tasks; a backlog it pulls
+    itself is passed over by the batches. Without a batch now and then, Spark (and the session
+    at rest) stopped that worker mid-send and its rows waited for the lease."""
+    from tocsin.dispatcher.knobs import WORK_OUT_BATCH_MS
+    from tocsin.domain import Ack, Outcome
+    from tocsin.ids import delivery_id
+
+    core, store = rig.core, rig.store
+    core.options = replace(core.options, run="r1")
+    store.join_run("r1", now_ms=T0, host="h", pid=1, stale_ms=RUN_STALE_MS)
+    store.beat_run("r1", now_ms=T0, ready=True)
+    store.share_buckets(now_ms=T0, stale_ms=RUN_STALE_MS, me="r1")
+    sid = rig.schedule(T0 - 1)
+    first = core.next_offset({"until": 0, "epoch": 0})  # the warm-up batch
+    [row] = store.claim(epoch=first["epoch"], bucket_lo=0, bucket_hi=store.buckets - 1,
+                        until_ms=T0, now_ms=T0, lease_ms=LEASE, limit=10)
+    assert store.next_due_ms(now_ms=T0, lease_ms=LEASE, run="r1") == T0 + LEASE  # its lease
+    rig.clock.set(T0 + WORK_OUT_BATCH_MS - 1)
+    assert core.next_offset(first) == first
+    rig.clock.set(T0 + WORK_OUT_BATCH_MS)
+    kept = core.next_offset(first)
+    assert kept != first  # the engine's row is still out: a batch, nothing due
+    now = T0 + WORK_OUT_BATCH_MS + 1
+    store.acknowledge(epoch=first["epoch"], now_ms=now, acks=[Ack(
+        sid, delivery_id(sid, row.attempt), row.attempt, Outcome.DELIVERED, None, now, now,
+        row.due_ms, Status.DELIVERED)])
+    for step in (2, 3):  # nothing out, nothing due: no batch however long it waits
+        rig.clock.set(T0 + step * WORK_OUT_BATCH_MS)
+        assert core.next_offset(kept) == kept
+
+
 def test_a_token_released_during_the_window_lets_the_next_go_within_a_poll(rig: Rig) -> None:
     """A policy with two tokens and five schedules due: two go at their due instant; each
     token a consumer releases lets one more go within a poll, in the same window — not one

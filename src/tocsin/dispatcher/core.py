@@ -34,6 +34,7 @@ from tocsin.dispatcher.knobs import (
     CLAIM_ROWS,
     READER_LAG_MS,
     WAKE_AHEAD_MS,
+    WORK_OUT_BATCH_MS,
     WORKER_IDLE_MS,
 )
 from tocsin.dispatcher.options import DispatchOptions
@@ -110,6 +111,7 @@ class DispatchCore:
         self._last_runs_ms: int | None = None
         self._first_batch = True
         self._last_batch_ms: int | None = None
+        self._work_checked_ms = -WORK_OUT_BATCH_MS
         self._warm = False
         self._ready = False
 
@@ -131,14 +133,28 @@ class DispatchCore:
                 return {"until": now, "epoch": self.store.next_epoch(run=opts.run, now_ms=now),
                         "warm": 1}
             idle = due is None or due > now + opts.hand_over_ms + self._wake_ahead_ms(now)
-            if idle and not (opts.keep_warm_ms and self._last_batch_ms is not None
-                             and now - self._last_batch_ms >= opts.keep_warm_ms):
+            if idle and not self._batch_anyway(now):
                 return start
             self._last_batch_ms = now  # a batch now: something is due, or to keep warm
             return {"until": now, "epoch": self.store.next_epoch(run=opts.run, now_ms=now)}
         except StoreError as exc:
             log.warning("dispatcher: store unavailable, no batch: %s", exc)
             return start
+
+    def _batch_anyway(self, now: int) -> bool:
+        """Whether an idle dispatcher runs a batch now: every ``keep_warm_ms`` when set, and
+        every :data:`WORK_OUT_BATCH_MS` while this run's engines hold claimed rows (their
+        workers must not look idle to Spark)."""
+        opts, last = self.options, self._last_batch_ms
+        if last is None:
+            return False
+        if opts.keep_warm_ms and now - last >= opts.keep_warm_ms:
+            return True
+        if (not opts.run or opts.relay or now - last < WORK_OUT_BATCH_MS
+                or now - self._work_checked_ms < WORK_OUT_BATCH_MS):
+            return False
+        self._work_checked_ms = now  # asked at most that often (an indexed count)
+        return self.store.run_claims(opts.run) > 0
 
     def _wake_ahead_ms(self, now: int) -> int:
         """How much earlier than its window a batch starts: :data:`WAKE_AHEAD_MS` when Spark

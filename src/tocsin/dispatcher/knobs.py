@@ -13,6 +13,7 @@ __all__ = [
     "CLAIM_MARKER_PRUNE_MS", "CLAIM_ROWS", "CLOSE_GRACE_MS", "HOLD_MS", "KEY_RUN_BUDGET_MS",
     "LINGER_MS", "LOOP_TICK_MS", "POLL_MS", "PULL_CHUNKS", "PULL_EPOCH_MS", "RACE_PAUSE_MS",
     "READER_LAG_MS", "SEND_GRACE_MS", "WAKE_AHEAD_MS", "WEIGHT_TTL_MS", "WORKER_IDLE_MS",
+    "WORK_OUT_BATCH_MS",
 ]
 
 # -- claims ------------------------------------------------------------------------------------
@@ -36,6 +37,13 @@ WORKER_IDLE_MS = 60_000
 """Spark stops a pool of Python workers idle for this long (hard-coded in Spark)."""
 WAKE_AHEAD_MS = 5_000
 """After a quiet spell, a batch starts this much ahead of the next due schedule."""
+WORK_OUT_BATCH_MS = 10_000
+"""While this run's engines hold claimed rows, a batch runs at least this often, due or not.
+An engine lives in a Spark Python worker, which sits in Spark's idle pool between tasks while
+its threads send: Spark stops workers idle for :data:`WORKER_IDLE_MS`, and a local session
+at rest for 20 s (``tocsin.spark.rest.REST_S``) retires them sooner. A backlog the engine pulls
+itself is passed over by the batches' claims, so without this a drain longer than 20 s lost its
+engine mid-send, and its rows waited for the lease."""
 
 # -- the delivery engine -----------------------------------------------------------------------
 AHEAD_CHUNKS = 2
