@@ -17,7 +17,13 @@ from tocsin.clock import ManualClock
 from tocsin.dispatcher.breaker import Breaker, BreakerPolicy, BreakerState
 from tocsin.dispatcher.channel_cache import ChannelCache
 from tocsin.dispatcher.core import DispatchCore, channel_spec
-from tocsin.dispatcher.knobs import AHEAD_CHUNKS, BACKLOG_NICE, LINGER_MS, SEND_GRACE_MS
+from tocsin.dispatcher.knobs import (
+    ADOPT_MS,
+    AHEAD_CHUNKS,
+    BACKLOG_NICE,
+    LINGER_MS,
+    SEND_GRACE_MS,
+)
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.workers import ThreadedWorkers
 from tocsin.domain import (
@@ -350,6 +356,51 @@ def test_a_backlogs_destination_takes_its_own_rows_while_the_windows_pass_it_ove
     assert sorted(rig.destinations.got["slow"]) == sorted(first + backlog), "each once"
     assert {rig.store.get(i).attempts for i in backlog} == {1}
     wait_until(lambda: rig.store.channel_holds() == [], timeout_s=5, what="the hold's end")
+
+
+def test_a_backlog_another_process_pulls_is_pulled_here_too_and_let_go_when_done(
+        rig: Rig) -> None:
+    """The batches pass a busy destination over, so only pulls reach its backlog, and it
+    stayed with the one process that first held it. A process without it takes a share when
+    it looks (every ADOPT_MS), holds it while it pulls, and lets go when nothing is left;
+    while no other process holds anything, it pulls nothing."""
+    engine, store = rig.core.engine, rig.store
+    engine.settings = replace(engine.settings, min_rows=4)
+    held: list[str] = []
+    hold = rig.core.hold
+
+    def recorded_hold(h: ChannelHold) -> None:
+        held.append(h.holder)
+        hold(h)
+
+    rig.core.hold = recorded_hold  # type: ignore[method-assign]
+    ids = rig.add("up", 12)
+    engine.pull_round()
+    assert rig.status(ids) == [Status.PENDING] * 12, "no one else pulls: nothing to share"
+    now = rig.clock.now_ms()
+    store.hold_channel(ChannelHold("default", "up", BUSY, now, now + 60_000, 0, None, "else:1"))
+    engine.pull_round()
+    assert rig.status(ids) == [Status.PENDING] * 12, "looked less than ADOPT_MS ago"
+    rig.clock.advance(ADOPT_MS)
+    engine.pull_round()
+    assert rig.status(ids) == [Status.DELIVERED] * 12
+    assert sorted(rig.destinations.got["up"]) == sorted(ids)
+    assert {store.get(i).attempts for i in ids} == {1}
+    assert held and set(held) == {engine.holder} != {"else:1"}, "held by this process too"
+    assert [h.holder for h in store.channel_holds()] == ["else:1"], "its own hold ended"
+    assert engine.info() == [], "and the destination forgotten"
+
+
+def test_a_process_shares_only_its_own_runs_backlogs_held_by_other_processes(
+        rig: Rig) -> None:
+    store, core, now = rig.store, rig.core, rig.clock.now_ms()
+    core.options = replace(core.options, run="r1")
+    me = core.engine.holder
+    for name, holder in (("up", f"{me}@r1"), ("down", "else:1@r1"), ("slow", "else:2@r2")):
+        store.hold_channel(ChannelHold("default", name, BUSY, now, now + 60_000, 0, None,
+                                       holder))
+    store.hold_channel(ChannelHold("default", "slow", OPEN, now, now + 5_000, 3, "timeout"))
+    assert core.busy_elsewhere(me) == [("default", "down")]
 
 
 def test_a_backlogs_destination_that_caught_up_takes_the_next_rows_at_their_instant(

@@ -339,6 +339,15 @@ class DispatchCore:
             return self.store.pull(epoch=epoch, tenant=tenant, channel=channel,
                                    now_ms=now_ms, limit=limit)
 
+    def busy_elsewhere(self, me: str) -> list[tuple[str, str]]:
+        """The destinations another process of this run than ``me`` holds busy (it pulls
+        their backlog, or has a full queue), once each. Another run's hold passes them over
+        only in that run's buckets: this run's claims take them here anyway."""
+        mine, run = self._run_holder(me), self.options.run
+        return sorted({(h.tenant, h.name) for h in self.store.channel_holds()
+                       if h.reason == HoldReason.BUSY and h.holder != mine
+                       and (not run or h.holder.endswith(f"@{run}"))})
+
     def next_pull_ms(self, *, tenant: str, channel: str, until_ms: int) -> int | None:
         """When the destination's next row falls due, up to ``until_ms`` (None: none)."""
         return self.store.next_pull_ms(tenant=tenant, channel=channel, until_ms=until_ms,

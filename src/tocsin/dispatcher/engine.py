@@ -60,6 +60,8 @@ from tocsin.dispatcher.destination import (
 )
 from tocsin.dispatcher.knobs import (
     ACK_ROWS,
+    ADOPT_KEYS,
+    ADOPT_MS,
     CHANNEL_IDLE_MS,
     CHANNEL_SWEEP_MS,
     LINGER_MS,
@@ -127,6 +129,8 @@ class _Pulled(NamedTuple):
     rows: list[ClaimedRow]
     want: int
     next_due: int | None
+    adopted: bool = False
+    """Pulled for a backlog another process holds: rows make it this process's too."""
 
 
 class _Stop(NamedTuple):
@@ -163,6 +167,9 @@ class Engine:
         self.clock: Clock = core.clock
         self.settings = settings
         self.workers = workers
+        self.holder = holder()
+        """This process, as the holder of the engine's busy holds (made in the process that
+        runs the engine: a worker, forked from the daemon)."""
         self._inbox: queue.SimpleQueue[_Message] = queue.SimpleQueue()
         # the loop's own state (only the loop thread touches it)
         self._dests: dict[Key, Destination] = {}
@@ -191,8 +198,9 @@ class Engine:
         self._acks: deque[_AckJob] = deque()
         self._ops: deque[_Op] = deque()
         self._plock = threading.Lock()
-        self._pulls: deque[tuple[Key, int]] = deque()
+        self._pulls: deque[tuple[Key, int, bool]] = deque()
         self._pull_epoch: tuple[int, int] | None = None
+        self._adopted_ms: int | None = None
         workers.start(self)
 
     # -- the callers' side -------------------------------------------------------------------
@@ -348,6 +356,10 @@ class Engine:
                 self._done.add(message.tally)
         elif isinstance(message, _Pulled):
             d = self._dests.get(message.key)
+            if d is None and message.adopted and message.rows and not self._stopping:
+                d = self._dests[message.key] = Destination(message.key,
+                                                           Breaker(self.settings.breaker))
+                d.pulling = d.pull_out = True  # its backlog is this process's too now
             if d is None or self._stopping:
                 back = message.rows
                 if d is not None:
@@ -385,7 +397,7 @@ class Engine:
         if d is None:
             return
         d.weight = self._weight(key[0], now)
-        p = plan(d, now, self.settings, holder=holder(), stopping=self._stopping)
+        p = plan(d, now, self.settings, holder=self.holder, stopping=self._stopping)
         for reason in p.unhold:
             self._write(_Unhold(key, reason))
         if p.hold is not None:
@@ -397,7 +409,7 @@ class Engine:
             self.workers.send(_SendJob(self, key, flight, chunk), backlog=d.pulling)
         if p.pull:
             with self._plock:
-                self._pulls.append((key, p.pull))
+                self._pulls.append((key, p.pull, False))
             self.workers.pull()
         wake = now if p.overdue else p.wake_ms
         if wake is not None and wake < self._wakes.get(key, wake + 1):
@@ -597,7 +609,7 @@ class Engine:
                 self.core.hold(op)
             elif isinstance(op, _Unhold):
                 self.core.unhold(*op.key, reason=op.reason,
-                                 holder=holder() if op.reason is HoldReason.BUSY else None)
+                                 holder=self.holder if op.reason is HoldReason.BUSY else None)
             else:
                 self.core.unclaim(op)
                 return len(op)
@@ -607,11 +619,13 @@ class Engine:
         return 0
 
     def pull_round(self) -> bool:
-        """The puller's round: one destination's next rows (False: none was asked)."""
+        """The puller's round: one destination's next rows (False: none was asked). Every
+        :data:`ADOPT_MS` it first asks for a share of the backlogs other processes pull."""
+        self._adopt_round()
         with self._plock:
             if not self._pulls:
                 return False
-            key, want = self._pulls.popleft()
+            key, want, adopted = self._pulls.popleft()
         tenant, name = key
         rows: list[ClaimedRow] = []
         next_due = None
@@ -627,8 +641,28 @@ class Engine:
             want = len(rows) + 1  # fewer than asked, none due: the backlog is over
         with self._lock:
             self._held += len(rows)
-        self._post(_Pulled(key, rows, want, next_due))
+        self._post(_Pulled(key, rows, want, next_due, adopted))
         return True
+
+    def _adopt_round(self) -> None:
+        """Queue a pull for up to :data:`ADOPT_KEYS` destinations that other processes hold
+        busy (they pull a backlog) and this one does not have: what a pull finds becomes this
+        process's backlog too (:data:`ADOPT_MS`). A pull that finds nothing writes nothing."""
+        now = self.clock.now_ms()
+        if self._adopted_ms is not None and now - self._adopted_ms < ADOPT_MS:
+            return
+        self._adopted_ms = now
+        with self._lock:
+            if self._closing:
+                return
+        try:
+            keys = [k for k in self.core.busy_elsewhere(self.holder) if k not in self._dests]
+        except StoreError:
+            return
+        if len(keys) > ADOPT_KEYS:
+            keys = self.core.rng.sample(keys, ADOPT_KEYS)
+        with self._plock:
+            self._pulls.extend((key, self.settings.min_rows, True) for key in keys)
 
     def _puller_epoch(self, now: int) -> int:
         """The puller's epoch, a new one every :data:`PULL_EPOCH_MS`."""
