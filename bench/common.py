@@ -77,7 +77,10 @@ def _kind(pid: int, root: int) -> str:
     except OSError:
         return "gone"
     for needle, kind in ((b"py-spy", "profiler"), (b"java", "jvm"),
-                         (b"pyspark.daemon", "python-workers"), (b"pyspark", "python-driver-side"),
+                         # the executors' workers (forked by a daemon whose argument is the
+                         # worker module), then the driver's data-source planners and runners
+                         (b"daemon pyspark.worker", "python-workers"),
+                         (b"pyspark", "python-driver-side"),
                          (b"celery", "celery-worker"), (b"redis-server", "redis"),
                          (b"poller_dispatch", "poller"), (b"nginx", "receiver"),
                          (b"tansu", "kafka-broker"), (b"rabbit", "rabbitmq-broker")):

@@ -581,6 +581,25 @@ def test_threads_do_not_grow_with_destinations(backend_url: str) -> None:
         next(rigs, None)
 
 
+def test_a_core_that_only_plans_or_records_batches_runs_no_engine_thread(
+        backend_url: str) -> None:
+    """Spark's driver-side source and sink runners make a core to plan and record batches:
+    it starts no engine thread (and so pulls no backlog); the first delivery starts them."""
+    before = len(engine_threads())
+    store = open_store(backend_url, buckets=8)
+    core = DispatchCore(store, options=DispatchOptions(store_url=backend_url, buckets=8),
+                        clock=ManualClock(NOW), workers=ThreadedWorkers(send_threads=2))
+    try:
+        core.next_offset({"until": 0, "epoch": 0})
+        assert len(engine_threads()) == before
+        core.deliver([])
+        assert len(engine_threads()) == before + 3  # the loop, the writer, the puller
+    finally:
+        core.close()
+        store.close()
+    assert len(engine_threads()) == before
+
+
 def test_a_late_answer_past_the_deadline_is_never_taken_for_a_new_send(
         threaded_rig: Rig) -> None:
     """A send that hangs past its deadline is answered RETRY; when it returns at last, its

@@ -284,6 +284,7 @@ class DispatchCore:
     def pause_until(self, ms: int) -> None:
         """Wait until the clock reads ``ms``; a chunk that finishes ends the wait early (a
         key's next schedule may be claimable now)."""
+        self.engine.start()
         self.engine.workers.pause_until(ms)
 
     # -- the store calls of the delivery path ---------------------------------------------

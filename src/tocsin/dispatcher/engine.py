@@ -201,7 +201,19 @@ class Engine:
         self._pulls: deque[tuple[Key, int, bool]] = deque()
         self._pull_epoch: tuple[int, int] | None = None
         self._adopted_ms: int | None = None
-        workers.start(self)
+        self._started = False
+        self._start_lock = threading.Lock()
+
+    def start(self) -> None:
+        """Start the workers (once): at the first row, window or message. A process that only
+        plans batches or records them (Spark's driver-side source and sink runners make a
+        core too) never starts them, so it runs no engine threads and pulls no backlog."""
+        if self._started:
+            return
+        with self._start_lock:
+            if not self._started and not self._closing:
+                self.workers.start(self)
+                self._started = True
 
     # -- the callers' side -------------------------------------------------------------------
 
@@ -218,6 +230,7 @@ class Engine:
         elif rows:
             self._post(_Submit(rows))
         else:
+            self.start()
             self.workers.kick()
         return self.collect()
 
@@ -275,12 +288,17 @@ class Engine:
             if self._closing:
                 return
             self._closing = True
+        with self._start_lock:
+            if not self._started:  # never started: nothing to stop
+                self.finished = True
+                return
         self._post(_Stop())
         self.workers.stop()
 
     # -- the loop ----------------------------------------------------------------------------
 
     def _post(self, message: _Message) -> None:
+        self.start()
         self._inbox.put(message)
         self.workers.kick()
 
