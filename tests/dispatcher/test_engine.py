@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
@@ -109,7 +109,8 @@ class Rig:
 
 
 def _rig(backend_url: str, *, threaded: bool, names: Sequence[str] = ("up", "down", "slow"),
-         **settings: object) -> Iterator[Rig]:
+         build: Callable[[ChannelSpec, Destinations], Channel] = FakeChannel,
+         build_deadline_s: float | None = None, **settings: object) -> Iterator[Rig]:
     store = open_store(backend_url, buckets=8)
     clock = ManualClock(NOW)
     destinations = Destinations(clock)
@@ -117,7 +118,8 @@ def _rig(backend_url: str, *, threaded: bool, names: Sequence[str] = ("up", "dow
         store.put_channel(ChannelSpec(name=name, kind=ChannelKind.FILE,
                                       config={"path": f"{name}.jsonl"}))
     cache = ChannelCache(partial(channel_spec, store), clock=clock,
-                         build=lambda spec: FakeChannel(spec, destinations))
+                         build=lambda spec: build(spec, destinations),
+                         build_deadline_s=build_deadline_s)
     options = DispatchOptions(store_url=backend_url, buckets=8, breaker_failures=3,
                               breaker_open_ms=5_000, breaker_max_open_ms=60_000)
     core = DispatchCore(store, options=options, clock=clock, channels=cache,
@@ -598,6 +600,39 @@ def test_a_core_that_only_plans_or_records_batches_runs_no_engine_thread(
         core.close()
         store.close()
     assert len(engine_threads()) == before
+
+
+def test_no_send_thread_waits_for_a_channels_build(backend_url: str) -> None:
+    """More destinations whose channels take long to build than there are send threads: a
+    destination whose channel is built still sends at once (the builds are awaited on the
+    channel loop, not in the send pool), and the others send when their builds end."""
+    opened = threading.Event()
+
+    def build(spec: ChannelSpec, destinations: Destinations) -> Channel:
+        if spec.name.startswith("b"):
+            opened.wait(20)
+        return FakeChannel(spec, destinations)
+
+    names = ["up", *(f"b{i}" for i in range(2 * SEND_THREADS))]
+    rig = next(rigs := _rig(backend_url, threaded=True, names=names, build=build,
+                            build_deadline_s=30))
+    try:
+        rig.core.channels.warm([rig.core.channels.spec("up")])  # type: ignore[list-item]
+        slow = [i for name in names[1:] for i in rig.add(name, 1)]
+        rig.core.deliver(rig.claim())
+        rig.clock.advance(1)
+        up = rig.add("up", 1)
+        rig.core.deliver(rig.claim())
+        wait_until(lambda: rig.status(up) == [Status.DELIVERED], timeout_s=5,
+                   what="the built destination's row while the others' builds hang")
+        assert rig.status(slow) == [Status.CLAIMED] * len(slow)
+        opened.set()
+        wait_until(lambda: rig.status(slow) == [Status.DELIVERED] * len(slow), timeout_s=10,
+                   what="the others' rows once their channels are built")
+        assert {rig.store.get(i).attempts for i in slow} == {1}
+    finally:
+        opened.set()
+        next(rigs, None)
 
 
 def test_a_late_answer_past_the_deadline_is_never_taken_for_a_new_send(

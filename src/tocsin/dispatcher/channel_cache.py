@@ -111,6 +111,11 @@ class ChannelCache:
         self._specs[(tenant, name)] = (now, spec)
         return spec
 
+    def built(self, spec: ChannelSpec) -> Channel | None:
+        """The live channel for ``spec`` if it is built (marked used now), else None: never
+        waits, never starts a build."""
+        return self._live(spec)
+
     def channel(self, spec: ChannelSpec) -> Channel:
         """The live channel for ``spec``, built now if need be (waiting for this destination's
         build alone, at most until its deadline: then :class:`ChannelBuildTimeout`); a build

@@ -519,45 +519,78 @@ class Engine:
             log.info("delivery engine: closed %d idle channels", closed)
 
     def send_chunk(self, key: Key, flight: int, rows: list[ClaimedRow]) -> None:
-        """A send worker's job: hand one chunk to the channel and judge each answer. A
-        channel whose client is asynchronous (webhooks) is awaited on the process's one
-        channel loop instead, and the worker is free at once (with :class:`SteppedWorkers`
-        the job waits for it, so a step ends with its answer)."""
+        """A send worker's job: hand one chunk to the channel and judge each answer. No
+        thread waits for a channel's build: one not built yet is awaited on the process's
+        channel loop, and the send goes on when it is built (:meth:`_send_on`). A channel
+        whose client is asynchronous (webhooks) is awaited on that loop too, so the worker is
+        free at once (with :class:`SteppedWorkers` the job waits for both, so a step ends
+        with its answer)."""
         core, (tenant, name) = self.core, key
         try:
             spec = core.channels.spec(name, tenant=tenant)
             envelopes = [envelope_of(r) for r in rows]
             started = self.clock.now_ms()
             live, expired = split_expired(rows, envelopes, spec, started)  # never sent
-            try:
-                channel: Channel | Exception | None = (
-                    core.channels.channel(spec) if spec is not None and live else None)
-            except ChannelBuildTimeout as exc:
-                # still opening: no attempt was made, so none is spent. The chunk goes back
-                # PENDING and the next claim finds the channel built (or its build's error).
-                log.info("destination %s/%s: %s; %d rows handed back unsent",
-                         tenant, name, exc, len(rows))
-                self._post(_Sent(key, flight, rows, None, Tally(), [], started))
+            chunk = _Chunk(key, flight, rows, envelopes, spec, started, live, expired)
+            if spec is None or not live:
+                self._send_on(chunk, None)
                 return
-            except Exception as exc:  # a build that failed: an attempt each, RETRY
-                channel = exc
-            if isinstance(channel, Channel) and channel.is_async:
-                from tocsin.channels.shared import shared_loop
+            built = core.channels.built(spec)
+            if built is not None:
+                self._send_on(chunk, built)
+                return
+            from tocsin.channels.shared import shared_loop
 
-                future = asyncio.run_coroutine_threadsafe(
-                    send_async(channel, name, live), shared_loop().loop)
-                answered = partial(self._judged, key, flight, rows, envelopes, spec, started,
-                                   expired)
-                if self.workers.detach_async:
-                    future.add_done_callback(lambda f: answered(_results(f, name, live)))
-                else:
-                    answered(_results(future, name, live))
-                return
-            self._judged(key, flight, rows, envelopes, spec, started, expired,
-                         send(channel, spec, name, live))
+            building = asyncio.run_coroutine_threadsafe(core.channels.channel_async(spec),
+                                                        shared_loop().loop)
+            if self.workers.detach_async:
+                building.add_done_callback(lambda f: self.workers.send(
+                    partial(self._send_built, chunk, f), backlog=False))
+            else:
+                concurrent.futures.wait([building])
+                self._send_built(chunk, building)
         except Exception:  # nothing was judged: the rows go back PENDING
             log.exception("destination %s/%s: a chunk failed", tenant, name)
             self._post(_Sent(key, flight, rows, None, Tally(), [], self.clock.now_ms()))
+
+    def _send_built(self, chunk: _Chunk, building: concurrent.futures.Future[Channel]) -> None:
+        """The chunk's channel build ended (or its deadline passed): send on it."""
+        try:
+            channel: Channel | Exception = building.result()
+        except ChannelBuildTimeout as exc:
+            # still opening: no attempt was made, so none is spent. The chunk goes back
+            # PENDING and the next claim finds the channel built (or its build's error).
+            log.info("destination %s/%s: %s; %d rows handed back unsent", *chunk.key, exc,
+                     len(chunk.rows))
+            self._post(_Sent(chunk.key, chunk.flight, chunk.rows, None, Tally(), [],
+                             chunk.started))
+            return
+        except Exception as exc:  # a build that failed: an attempt each, RETRY
+            channel = exc
+        try:
+            self._send_on(chunk, channel)
+        except Exception:  # nothing was judged: the rows go back PENDING
+            log.exception("destination %s/%s: a chunk failed", *chunk.key)
+            self._post(_Sent(chunk.key, chunk.flight, chunk.rows, None, Tally(), [],
+                             self.clock.now_ms()))
+
+    def _send_on(self, chunk: _Chunk, channel: Channel | Exception | None) -> None:
+        """Send the chunk's live rows on ``channel`` (or answer for them: why it could not be
+        built, or None: not registered) and judge every answer."""
+        name = chunk.key[1]
+        answered = partial(self._judged, chunk.key, chunk.flight, chunk.rows, chunk.envelopes,
+                           chunk.spec, chunk.started, chunk.expired)
+        if isinstance(channel, Channel) and channel.is_async:
+            from tocsin.channels.shared import shared_loop
+
+            future = asyncio.run_coroutine_threadsafe(
+                send_async(channel, name, chunk.live), shared_loop().loop)
+            if self.workers.detach_async:
+                future.add_done_callback(lambda f: answered(_results(f, name, chunk.live)))
+            else:
+                answered(_results(future, name, chunk.live))
+            return
+        answered(send(channel, chunk.spec, name, chunk.live))
 
     def _judged(self, key: Key, flight: int, rows: list[ClaimedRow],
                 envelopes: list[Envelope], spec: ChannelSpec | None, started: int,
@@ -697,6 +730,20 @@ def _results(future: concurrent.futures.Future[list[Result]], name: str,
     except BaseException as exc:  # cancelled (the loop stopped), or broken
         return [Result(e.delivery_id, Outcome.RETRY, f"channel {name!r} failed: {exc!r}"[:1000])
                 for e in envelopes]
+
+
+class _Chunk(NamedTuple):
+    """A chunk on its way to its channel: the rows, their envelopes, the destination's spec,
+    when the send started, the envelopes to send and the answers for those too old to."""
+
+    key: Key
+    flight: int
+    rows: list[ClaimedRow]
+    envelopes: list[Envelope]
+    spec: ChannelSpec | None
+    started: int
+    live: list[Envelope]
+    expired: list[Result]
 
 
 class _SendJob:
