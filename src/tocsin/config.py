@@ -201,8 +201,9 @@ class Settings(BaseSettings):
         "requests beyond wait for a free one within their deadline."
     )
     channel_threads: int = Field(
-        16, ge=1, le=1024, description="Threads of a process's pool for channels whose clients "
-        "block (file, Kafka, RabbitMQ) when the dispatcher awaits their sends."
+        8, ge=1, le=1024, description="Threads of a process's pool for channels whose clients "
+        "block (file, Kafka, RabbitMQ) when the dispatcher awaits their sends: how many of "
+        "their destinations send at once in each process (each has one send out at a time)."
     )
     channel_build_seconds: float = Field(
         2.0, gt=0, le=600, description="Bulkheads: how long a destination's sends wait for its "

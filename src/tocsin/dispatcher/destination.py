@@ -47,7 +47,7 @@ class EngineSettings:
     """The operator's cap on one send; the engine gives up :data:`SEND_GRACE_MS` after it."""
     max_wait_ms: int = 60_000
     """A row queued longer than this is handed back unsent (half the lease)."""
-    send_threads: int = 16
+    send_threads: int = 8
     """Threads that run sends of channels whose clients block (the pool is fixed)."""
     breaker: BreakerPolicy = field(default_factory=BreakerPolicy)
 
