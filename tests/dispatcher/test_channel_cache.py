@@ -161,6 +161,31 @@ def test_channels_gone_idle_are_closed_and_leave_no_thread(receiver: Receiver) -
     assert threads() - before <= 2  # the channel loop, started by the first send
 
 
+def test_a_webhook_channel_is_built_in_the_caller_and_starts_no_build_thread(
+        receiver: Receiver) -> None:
+    """A webhook channel's build does no I/O (0.3 ms): a burst of new webhook destinations
+    starts no build thread (it had started the whole pool in every process), while a kind
+    whose build may wait on the network still builds on the pool."""
+    def build_threads() -> int:
+        return sum(1 for t in threading.enumerate() if t.name.startswith("tocsin-build"))
+
+    before = build_threads()
+    cache = ChannelCache(lambda n, t: None, clock=ManualClock(0))
+    specs = [ChannelSpec(name=f"h{i}", tenant=f"t{i % 10}", kind=ChannelKind.WEBHOOK,
+                         config={"url": f"{receiver.url}/d{i}"}) for i in range(200)]
+    with ThreadPoolExecutor(8) as callers:  # builds asked for at once, as a burst does
+        built = list(callers.map(cache.channel, specs))
+    assert [c.spec for c in built] == specs
+    assert build_threads() == before
+    slow = Builds()
+    slow.release.set()
+    pooled = ChannelCache(lambda n, t: None, clock=ManualClock(0), build=slow)
+    assert pooled.channel(_spec("x")).spec.name == "x"
+    assert build_threads() == before + 1
+    cache.close()
+    pooled.close()
+
+
 def test_channel_async_gives_up_at_the_deadline_without_cancelling_the_build(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio

@@ -36,9 +36,8 @@ from tocsin.channels.policy import DestinationPolicy, current_policy
 from tocsin.domain import DEFAULT_TENANT, ChannelKind, ChannelSpec
 from tocsin.errors import ValidationError
 
-__all__ = ["ChannelBuilder", "build_channel", "client_library", "kinds", "missing_library",
-           "register_kind",
-           "validate_channel_config"]
+__all__ = ["ChannelBuilder", "build_channel", "builds_quickly", "client_library", "kinds",
+           "missing_library", "register_kind", "validate_channel_config"]
 
 ChannelBuilder = Callable[[ChannelSpec], Channel]
 """Makes a live channel from its spec."""
@@ -124,6 +123,15 @@ def _classes(kind: ChannelKind) -> tuple[type[Channel], type]:
         given = kind.value if isinstance(kind, ChannelKind) else kind
         raise ValidationError("kind", f"{given!r} is not one of {known}")
     return loaded.channel_class, loaded.config_class
+
+
+def builds_quickly(kind: ChannelKind) -> bool:
+    """Whether a channel of ``kind`` is made without I/O, in well under a millisecond
+    (:attr:`~tocsin.abc.Channel.quick_build`); False for a kind this process does not take."""
+    try:
+        return bool(_classes(kind)[0].quick_build)
+    except ValidationError:
+        return False
 
 
 def kinds() -> list[str]:

@@ -152,6 +152,8 @@ def outcome_of(status: int) -> Outcome:
 class WebhookChannel(LoopChannel):
     """POSTs each envelope; at most ``concurrency`` requests in flight, whatever the sends."""
 
+    quick_build = True  # a config parsed, an address literal checked: no I/O
+
     def __init__(self, spec: ChannelSpec, *, policy: DestinationPolicy | None = None,
                  clock: Clock | None = None, limits: SendLimits | None = None) -> None:
         from tocsin.channels.config import parse_config

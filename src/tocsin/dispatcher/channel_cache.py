@@ -2,7 +2,9 @@
 one open channel per spec; a changed spec closes the old channel and opens a new one.
 
 Builds are off the send path. A channel is built on a small pool of its own
-(:data:`BUILD_THREADS`), one build per destination at a time, and a send waits for its own
+(:data:`BUILD_THREADS`), one build per destination at a time — one whose build does no I/O
+(:attr:`~tocsin.abc.Channel.quick_build`: the webhook channel, 0.3 ms) in the caller, so a
+burst of new webhook destinations starts no build thread — and a send waits for its own
 destination's build only, for at most the build deadline (``channel_build_seconds``): past
 it the send gives up with :class:`ChannelBuildTimeout` while the build goes on (the engine
 hands its rows back unsent: no attempt was made, so none is spent), and the destination's
@@ -48,6 +50,16 @@ def _build(spec: ChannelSpec) -> Channel:
     return build_channel(spec)
 
 
+def _quick(spec: ChannelSpec) -> bool:
+    from tocsin.channels import builds_quickly
+
+    return builds_quickly(spec.kind)
+
+
+def _never(spec: ChannelSpec) -> bool:
+    return False
+
+
 def _build_deadline_s() -> float:
     from tocsin.config import Settings
 
@@ -84,11 +96,15 @@ class ChannelCache:
                  ttl_ms: int = SPEC_TTL_MS,
                  build: Callable[[ChannelSpec], Channel] = _build,
                  build_deadline_s: float | None = None,
-                 build_threads: int = BUILD_THREADS) -> None:
+                 build_threads: int = BUILD_THREADS,
+                 quick: Callable[[ChannelSpec], bool] | None = None) -> None:
         self._lookup = lookup
         self._clock = clock
         self._ttl_ms = ttl_ms
         self._build = build
+        self._quick = quick or (_quick if build is _build else _never)
+        """Whether a spec's channel is built in the caller (no I/O, well under a
+        millisecond: the webhook channel), not on the build pool."""
         self.build_deadline_s = (_build_deadline_s() if build_deadline_s is None
                                  else build_deadline_s)
         """How long a send waits for its destination's channel to be built."""
@@ -115,6 +131,11 @@ class ChannelCache:
         """The live channel for ``spec`` if it is built (marked used now), else None: never
         waits, never starts a build."""
         return self._live(spec)
+
+    def builds_quickly(self, spec: ChannelSpec) -> bool:
+        """Whether ``spec``'s channel is built in the caller (no I/O, well under a
+        millisecond): :meth:`channel` then never waits on another thread."""
+        return self._quick(spec)
 
     def channel(self, spec: ChannelSpec) -> Channel:
         """The live channel for ``spec``, built now if need be (waiting for this destination's
@@ -206,10 +227,15 @@ class ChannelCache:
                 build.future.set_result(live.channel)
                 return build
             self._building[key] = build
-            if self._pool is None:
+            quick = self._quick(spec)
+            if self._pool is None and not quick:
                 self._pool = concurrent.futures.ThreadPoolExecutor(
                     self._build_threads, thread_name_prefix="tocsin-build")
             pool = self._pool
+        if quick:  # no I/O: built here, no thread started for it
+            self._run(build)
+            return build
+        assert pool is not None
         try:
             pool.submit(self._run, build)
         except RuntimeError as exc:  # closed meanwhile

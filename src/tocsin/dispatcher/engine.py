@@ -536,6 +536,14 @@ class Engine:
                 self._send_on(chunk, None)
                 return
             built = core.channels.built(spec)
+            if built is None and core.channels.builds_quickly(spec):
+                done: concurrent.futures.Future[Channel] = concurrent.futures.Future()
+                try:  # no I/O: built here, on this worker, never on the channel loop
+                    done.set_result(core.channels.channel(spec))
+                except Exception as exc:
+                    done.set_exception(exc)
+                self._send_built(chunk, done)
+                return
             if built is not None:
                 self._send_on(chunk, built)
                 return

@@ -37,6 +37,7 @@ def _slow_builds() -> None:
         built(self, spec, **kwargs)
 
     webhook.WebhookChannel.__init__ = slow  # type: ignore[method-assign]
+    webhook.WebhookChannel.quick_build = False  # as a broker's channel: its build may wait
 
 
 _chain()
