@@ -365,7 +365,8 @@ def test_a_backlog_another_process_pulls_is_pulled_here_too_and_let_go_when_done
     """The batches pass a busy destination over, so only pulls reach its backlog, and it
     stayed with the one process that first held it. A process without it takes a share when
     it looks (every ADOPT_MS), holds it while it pulls, and lets go when nothing is left;
-    while no other process holds anything, it pulls nothing."""
+    while no other process holds anything, or while the held destination is on time (no row
+    due ADOPT_LAG_MS ago), it pulls nothing."""
     engine, store = rig.core.engine, rig.store
     engine.settings = replace(engine.settings, min_rows=4)
     held: list[str] = []
@@ -391,6 +392,13 @@ def test_a_backlog_another_process_pulls_is_pulled_here_too_and_let_go_when_done
     assert held and set(held) == {engine.holder} != {"else:1"}, "held by this process too"
     assert [h.holder for h in store.channel_holds()] == ["else:1"], "its own hold ended"
     assert engine.info() == [], "and the destination forgotten"
+    rig.clock.advance(ADOPT_MS)
+    fresh = rig.add("up", 3)  # due now: an on-time stream, not behind
+    engine.pull_round()
+    assert rig.status(fresh) == [Status.PENDING] * 3, "left to the process that holds it"
+    rig.clock.advance(ADOPT_MS)  # now due longer ago than ADOPT_LAG_MS: behind
+    engine.pull_round()
+    assert rig.status(fresh) == [Status.DELIVERED] * 3
 
 
 def test_a_process_shares_only_its_own_runs_backlogs_held_by_other_processes(

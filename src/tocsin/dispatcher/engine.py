@@ -61,6 +61,7 @@ from tocsin.dispatcher.destination import (
 from tocsin.dispatcher.knobs import (
     ACK_ROWS,
     ADOPT_KEYS,
+    ADOPT_LAG_MS,
     ADOPT_MS,
     CHANNEL_IDLE_MS,
     CHANNEL_SWEEP_MS,
@@ -705,8 +706,9 @@ class Engine:
 
     def _adopt_round(self) -> None:
         """Queue a pull for up to :data:`ADOPT_KEYS` destinations that other processes hold
-        busy (they pull a backlog) and this one does not have: what a pull finds becomes this
-        process's backlog too (:data:`ADOPT_MS`). A pull that finds nothing writes nothing."""
+        busy and this one does not have, and that are behind (a row due
+        :data:`ADOPT_LAG_MS` ago): what a pull finds becomes this process's backlog too
+        (:data:`ADOPT_MS`). A pull that finds nothing writes nothing."""
         now = self.clock.now_ms()
         if self._adopted_ms is not None and now - self._adopted_ms < ADOPT_MS:
             return
@@ -716,10 +718,12 @@ class Engine:
                 return
         try:
             keys = [k for k in self.core.busy_elsewhere(self.holder) if k not in self._dests]
+            if len(keys) > ADOPT_KEYS:
+                keys = self.core.rng.sample(keys, ADOPT_KEYS)
+            keys = [k for k in keys if self.core.next_pull_ms(
+                tenant=k[0], channel=k[1], until_ms=now - ADOPT_LAG_MS) is not None]
         except StoreError:
             return
-        if len(keys) > ADOPT_KEYS:
-            keys = self.core.rng.sample(keys, ADOPT_KEYS)
         with self._plock:
             self._pulls.extend((key, self.settings.min_rows, True) for key in keys)
 

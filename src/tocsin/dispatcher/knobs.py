@@ -8,7 +8,8 @@ Each has one line of why here; the measurements behind them are in docs/architec
 from __future__ import annotations
 
 __all__ = [
-    "ACK_ROWS", "ADOPT_KEYS", "ADOPT_MS", "AHEAD_CHUNKS", "AHEAD_ROWS", "BACKLOG_NICE",
+    "ACK_ROWS", "ADOPT_KEYS", "ADOPT_LAG_MS", "ADOPT_MS", "AHEAD_CHUNKS", "AHEAD_ROWS",
+    "BACKLOG_NICE",
     "CHANNEL_IDLE_MS", "CHANNEL_SWEEP_MS", "CLAIM_MARKER_KEEP_MS",
     "CLAIM_MARKER_PRUNE_MS", "CLAIM_ROWS", "CLOSE_GRACE_MS", "HOLD_MS", "KEY_RUN_BUDGET_MS",
     "LINGER_MS", "LOOP_TICK_MS", "POLL_MS", "PULL_CHUNKS", "PULL_EPOCH_MS", "RACE_PAUSE_MS",
@@ -66,6 +67,10 @@ batches pass a held destination over, so a backlog stayed with the one process t
 held it (a webhook drain ran at 3 800/s on one core or 7 000-10 000/s on two, by chance)."""
 ADOPT_KEYS = 8
 """At most this many such destinations are tried each time (a pull is a write)."""
+ADOPT_LAG_MS = 1_000
+"""Only a destination with a row due this long ago is behind, a backlog to share: an on-time
+stream held busy stays with its process (three pullers of one stream contend for the store's
+writer, for nothing)."""
 BACKLOG_NICE = 10
 """The nice value of the puller and the backlog send pool: on-time work gets the CPU first."""
 LOOP_TICK_MS = 100
