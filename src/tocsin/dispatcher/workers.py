@@ -159,6 +159,13 @@ class ThreadedWorkers(Workers):
         self._stopped = threading.Event()
 
     def start(self, engine: Engine) -> None:
+        from tocsin.channels.shared import shared_loop
+
+        # A thread takes its creator's nice value: the process's channel loop is started here,
+        # at this thread's priority, before any niced thread can be the first to ask for it
+        # (then every webhook of the process went at the backlog's priority, and the send
+        # threads its callbacks start too).
+        shared_loop()
         self._engine = engine
         self._sends = concurrent.futures.ThreadPoolExecutor(
             self.send_threads, thread_name_prefix="tocsin-send")

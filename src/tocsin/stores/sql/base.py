@@ -69,6 +69,17 @@ class Dialect:
         """``sql`` written with ``?`` placeholders, in this dialect."""
         return sql if self.mark == "?" else sql.replace("?", self.mark)
 
+    def among(self, candidates: str) -> str:
+        """The claim's test that a row is one of ``candidates`` (a select of ids, locking
+        them): ``id IN (...)``, or ``id = ANY(ARRAY(...))`` where arrays travel, so that the
+        candidates are taken once, first, and each row is then found by its key. As a
+        semi-join, PostgreSQL planned the claim as a sequential scan of the whole table
+        probing the candidates, while a burst of 100 000 schedules was pending: 2 s a claim,
+        and a victim tenant's webhooks 4.5 s late."""
+        if self.arrays:
+            return f"id = ANY(ARRAY({candidates}))"
+        return f"id IN ({candidates})"
+
     def member(self, values: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
         """``values`` as the right side of a membership test, and its arguments: ``= ANY(%b)``
         with one array parameter (sent in binary, which spares the driver quoting each value

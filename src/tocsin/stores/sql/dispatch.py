@@ -323,9 +323,9 @@ class SqlDispatch(SqlBase, DispatchStore):
         destination, then throttled."""
         d, (bucket_lo, bucket_hi, until_ms) = self._dialect, span
         rows = self._claim_sorted(conn, d.q(
-            "UPDATE schedules SET claim_epoch = ?, claimed_ms = ? WHERE id IN ("
-            "SELECT s.id FROM schedules s WHERE s.status = 'CLAIMED' AND s.claimed_ms < ? "
-            f"AND s.bucket BETWEEN ? AND ? ORDER BY s.claimed_ms LIMIT ?{d.skip_locked})"),
+            "UPDATE schedules SET claim_epoch = ?, claimed_ms = ? WHERE " + d.among(
+                "SELECT s.id FROM schedules s WHERE s.status = 'CLAIMED' AND s.claimed_ms < ? "
+                f"AND s.bucket BETWEEN ? AND ? ORDER BY s.claimed_ms LIMIT ?{d.skip_locked}")),
             (epoch, now_ms, now_ms - lease_ms, bucket_lo, bucket_hi, limit))
         if len(rows) < limit:
             rows += self._claim_fair(conn, epoch=epoch, span=span, now_ms=now_ms, run=run,
@@ -356,7 +356,7 @@ class SqlDispatch(SqlBase, DispatchStore):
             for sql, args in by_destination(share, candidate, span, floor):
                 got = self._claim_sorted(conn, d.q(
                     "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
-                    f"WHERE id IN ({sql})"), (epoch, now_ms, *args))
+                    f"WHERE {d.among(sql)}"), (epoch, now_ms, *args))
                 taken.update((str(r[1]), str(r[2])) for r in got)
                 rows += got
             room -= sum(taken.values())
@@ -382,14 +382,14 @@ class SqlDispatch(SqlBase, DispatchStore):
             if run is None:
                 rows = self._claim_sorted(conn, d.q(
                     "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
-                    f"WHERE id IN ({candidates})"),
+                    f"WHERE {d.among(candidates)}"),
                     (epoch, now_ms, tenant, channel, wake, now_ms, limit))
             owned = [] if run is None else owned_spans(conn, d, run=run, lo=0,
                                                          hi=self.buckets - 1)
             for lo, hi in owned:  # only in the buckets the epoch's run owns
                 rows += self._claim_sorted(conn, d.q(
                     "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
-                    f"WHERE id IN ({in_range})"),
+                    f"WHERE {d.among(in_range)}"),
                     (epoch, now_ms, tenant, channel, wake, now_ms, lo, hi, limit - len(rows)))
                 if len(rows) >= limit:
                     break

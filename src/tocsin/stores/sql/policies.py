@@ -130,7 +130,7 @@ def claim_throttled(conn: Any, d: Dialect, *, epoch: int, bucket_lo: int, bucket
             "WHERE s.status = 'PENDING' AND s.tenant = ? AND s.policy = ? AND s.next_ms <= ? "
             f"AND {d.head} AND {NOT_PAUSED} ORDER BY s.next_ms, s.id LIMIT ?) "
             "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
-            "WHERE id IN (SELECT id FROM earliest) AND status = 'PENDING' "
+            f"WHERE {d.among('SELECT id FROM earliest')} AND status = 'PENDING' "
             f"AND bucket BETWEEN ? AND ? RETURNING {CLAIM_COLUMNS}, next_ms"),
             (*key, until_ms, free, epoch, now_ms, bucket_lo, bucket_hi)).fetchall(),
             key=lambda r: (r[-1], r[0]))
