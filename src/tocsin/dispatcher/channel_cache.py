@@ -127,11 +127,6 @@ class ChannelCache:
         self._specs[(tenant, name)] = (now, spec)
         return spec
 
-    def built(self, spec: ChannelSpec) -> Channel | None:
-        """The live channel for ``spec`` if it is built (marked used now), else None: never
-        waits, never starts a build."""
-        return self._live(spec)
-
     def builds_quickly(self, spec: ChannelSpec) -> bool:
         """Whether ``spec``'s channel is built in the caller (no I/O, well under a
         millisecond): :meth:`channel` then never waits on another thread."""
@@ -141,7 +136,7 @@ class ChannelCache:
         """The live channel for ``spec``, built now if need be (waiting for this destination's
         build alone, at most until its deadline: then :class:`ChannelBuildTimeout`); a build
         that failed raises its error (the next call builds again)."""
-        if (live := self._live(spec)) is not None:
+        if (live := self.built(spec)) is not None:
             return live
         build = self._start(spec)
         try:
@@ -151,7 +146,7 @@ class ChannelCache:
 
     async def channel_async(self, spec: ChannelSpec) -> Channel:
         """:meth:`channel` for a caller on an event loop (which it never blocks)."""
-        if (live := self._live(spec)) is not None:
+        if (live := self.built(spec)) is not None:
             return live
         build = self._start(spec)
         waiting = asyncio.shield(asyncio.wrap_future(build.future))  # others wait for it too
@@ -164,7 +159,7 @@ class ChannelCache:
         """Build the channels of ``specs`` at once (:data:`BUILD_THREADS` at a time), waiting
         one build deadline in all; what failed or is not built yet, by (tenant, name) (those
         go on building, for their first sends)."""
-        builds = [self._start(spec) for spec in specs if self._live(spec) is None]
+        builds = [self._start(spec) for spec in specs if self.built(spec) is None]
         concurrent.futures.wait([b.future for b in builds], timeout=self.build_deadline_s)
         failed: dict[tuple[str, str], BaseException] = {}
         for b in builds:
@@ -205,9 +200,9 @@ class ChannelCache:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def _live(self, spec: ChannelSpec) -> Channel | None:
+    def built(self, spec: ChannelSpec) -> Channel | None:
         """The built channel for ``spec``, marked used now; None when it is not built (a dict
-        read: no lock)."""
+        read: no lock; never waits, never starts a build)."""
         live = self._channels.get((spec.tenant, spec.name))
         if live is None or live.spec != spec:
             return None
@@ -216,7 +211,7 @@ class ChannelCache:
 
     def _start(self, spec: ChannelSpec) -> _Build:
         """The build of ``spec`` in progress, started now if there is none."""
-        key = (spec.tenant, spec.name)
+        key, quick = (spec.tenant, spec.name), self._quick(spec)
         with self._lock:
             build = self._building.get(key)
             if build is not None and build.spec == spec:
@@ -227,7 +222,6 @@ class ChannelCache:
                 build.future.set_result(live.channel)
                 return build
             self._building[key] = build
-            quick = self._quick(spec)
             if self._pool is None and not quick:
                 self._pool = concurrent.futures.ThreadPoolExecutor(
                     self._build_threads, thread_name_prefix="tocsin-build")

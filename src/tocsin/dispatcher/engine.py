@@ -378,7 +378,7 @@ class Engine:
             if d is None and message.adopted and message.rows and not self._stopping:
                 d = self._dests[message.key] = Destination(message.key,
                                                            Breaker(self.settings.breaker))
-                d.pulling = d.pull_out = True  # its backlog is this process's too now
+                d.pulling = True  # its backlog is this process's too now
             if d is None or self._stopping:
                 back = message.rows
                 if d is not None:
