@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from tocsin.errors import ValidationError
 
 __all__ = ["MAX_KEY", "MAX_LABELS", "MAX_SELECTOR", "MAX_VALUE", "check_labels",
-           "labels_json", "labels_of_json", "parse_selector"]
+           "labels_json", "labels_of_json", "labels_of_text", "parse_selector"]
 
 MAX_LABELS = 16
 MAX_KEY = 63
@@ -53,6 +53,32 @@ def labels_json(labels: Mapping[str, str]) -> str | None:
 def labels_of_json(text: str | None) -> dict[str, str]:
     """Stored labels back (empty for None)."""
     return {} if not text else dict(json.loads(text))
+
+
+def labels_of_text(text: str, *, field: str = "labels") -> dict[str, str]:
+    """Labels written as text (an import's CSV cell or text column): a JSON object
+    (``{"team": "billing"}``), or pairs ``k=v[,k2=v2...]``. :class:`ValidationError` naming
+    ``field`` when it is neither; the pairs themselves are checked by :func:`check_labels`
+    (the caller's model does it)."""
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            value = json.loads(stripped)
+        except ValueError as exc:
+            raise ValidationError(field, f"not JSON text: {exc}") from None
+        if not isinstance(value, dict):
+            raise ValidationError(field, "JSON text must hold one object")
+        return value
+    pairs: dict[str, str] = {}
+    for part in stripped.split(",") if stripped else ():
+        key, sep, value = part.strip().partition("=")
+        if not sep:
+            raise ValidationError(field, f"{part.strip()!r} is not key=value (labels as text "
+                                         "are k=v[,k2=v2...] or a JSON object)")
+        if key.strip() in pairs:
+            raise ValidationError(field, f"label key {key.strip()!r} is given twice")
+        pairs[key.strip()] = value.strip()
+    return pairs
 
 
 def parse_selector(text: str | None, *, field: str = "label") -> tuple[tuple[str, str], ...]:

@@ -3,7 +3,8 @@ each field a text of the model's lengths free of NUL (Arrow text is UTF-8, so it
 surrogate), a key or none (a key is derived), a tenant name, one of ``payload`` (JSON text or
 a nested column) or ``payload_text``, ``headers`` or none, one of ``due_at`` (RFC 3339 text, a
 timestamp with a zone, epoch milliseconds) or ``delay`` (seconds or ISO 8601 text), nothing
-else given. Their schedules are then built by
+else given (a row giving ``labels`` or delivery terms goes the row's way). Their schedules
+are then built by
 :meth:`tocsin.validation.schedule.ScheduleCheck.plain`, the very values the model builds; every
 other row goes the row's way (:meth:`tocsin.pipelines.rows.RowShape.item` and
 :meth:`~tocsin.validation.schedule.ScheduleCheck.check`).

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tocsin.clock import from_ms
+from tocsin.domain.labels import labels_of_text
 from tocsin.errors import ValidationError
 from tocsin.validation.nesting import DEFAULT_DEPTH, too_deep
 from tocsin.validation.schedule import Problem
@@ -146,6 +147,23 @@ def _file_tag(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
 
+def _labels(row: dict[str, Any]) -> Problem | None:
+    """A CSV or Parquet row's ``labels`` as the object the API takes: text (``k=v,k2=v2`` or
+    a JSON object), a map column's pairs, a struct column's fields (a null one is a label not
+    given); the model then checks them as it checks the API's."""
+    labels = row["labels"]
+    if isinstance(labels, str):
+        try:
+            row["labels"] = labels_of_text(labels)
+        except ValidationError as exc:
+            return Problem(exc.field, exc.reason)
+    elif isinstance(labels, list) and all(type(p) is tuple and len(p) == 2 for p in labels):
+        row["labels"] = dict(labels)
+    elif isinstance(labels, dict):
+        row["labels"] = {k: v for k, v in labels.items() if v is not None}
+    return None
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -225,6 +243,8 @@ class RowShape:
         for field, value in row.items():
             if isinstance(value, datetime):  # a naive one stays naive: refused like the API's
                 row[field] = value.isoformat()
+        if "labels" in row and (problem := _labels(row)) is not None:
+            return problem
         if "due_at" in row:
             row["due_at"] = self.due_at(row["due_at"])
         for field in ("delay", "max_lateness"):
