@@ -1,8 +1,8 @@
 """Channel builds off the send path: a destination whose build blocks holds no other
 destination's lookup or build, its own sends give up at the build deadline, a start's warm-up
-builds every channel at once, and channels gone idle are closed. Builds that block stand in
-for a broker's name taking seconds to resolve (the end-to-end case, through ``tocsin
-dispatcher``, is in test_slow_build_e2e.py)."""
+builds every channel that does I/O at once, and channels gone idle are closed. Builds that
+block stand in for a broker's name taking seconds to resolve (the end-to-end case, through
+``tocsin dispatcher``, is in test_slow_build_e2e.py)."""
 
 from __future__ import annotations
 
@@ -137,6 +137,22 @@ def test_warm_up_with_slow_builds_takes_about_one_deadline_not_one_each(
     builds.release.set()
     core.close()
     store.close()
+
+
+def test_the_warm_up_builds_only_what_does_io(tmp_path: Path) -> None:
+    """A thousand webhook channels (built in the caller, no I/O) and one file channel: the
+    warm-up builds the file channel and leaves the webhooks to their first sends (a Spark
+    worker's first batch had built 10 000 of them), which build them at once."""
+    cache = ChannelCache(lambda n, t: None, clock=ManualClock(0))
+    hooks = [ChannelSpec(name=f"h{i}", tenant=f"t{i % 10}", kind=ChannelKind.WEBHOOK,
+                         config={"url": "http://127.0.0.1:9/in"}) for i in range(1_000)]
+    file = ChannelSpec(name="f", kind=ChannelKind.FILE,
+                       config={"path": str(tmp_path / "out.jsonl")})
+    assert cache.warm([*hooks, file]) == {}
+    assert cache.built(file) is not None
+    assert [h.name for h in hooks if cache.built(h) is not None] == []
+    assert cache.channel(hooks[0]).spec == hooks[0]
+    cache.close()
 
 
 def test_channels_gone_idle_are_closed_and_leave_no_thread(receiver: Receiver) -> None:

@@ -189,10 +189,11 @@ class DispatchCore:
             log.info("dispatcher: refreshed the store's statistics (the schedules grew)")
 
     def warm(self) -> None:
-        """Open every registered channel once in this process (the first batch does it, so the
-        first schedules do not wait for connections), all at once, waiting one build deadline
-        in all (:meth:`~tocsin.dispatcher.channel_cache.ChannelCache.warm`); a channel that
-        cannot be built is left for its first delivery to report."""
+        """Open every registered channel whose build does I/O once in this process (the first
+        batch does it, so the first schedules do not wait for connections), all at once,
+        waiting one build deadline in all
+        (:meth:`~tocsin.dispatcher.channel_cache.ChannelCache.warm`); a channel that cannot be
+        built is left for its first delivery to report."""
         if self._warm:
             return
         self._warm = True

@@ -177,6 +177,9 @@ class Engine:
         self._timers: list[tuple[int, Key]] = []
         self._wakes: dict[Key, int] = {}
         self._dirty: set[Key] = set()
+        self._queued_by: dict[Key, int] = {}
+        """Each destination's queued rows as :attr:`_queued` counts them (not pulling)."""
+        self._queued_sum = 0
         self._abandoned: dict[tuple[Key, int], Channel | None] = {}
         self._weights: dict[str, tuple[int, int]] = {}
         self._stopping = False
@@ -339,12 +342,18 @@ class Engine:
         dirty, self._dirty = self._dirty, set()
         for key in dirty:
             self._decide(key, now)
+        for key in dirty:  # only a changed destination's queue changed: O(changed), not O(all)
+            d = self._dests.get(key)
+            n = len(d.queue) if d is not None and not d.pulling else 0
+            self._queued_sum += n - (self._queued_by.pop(key, 0))
+            if n:
+                self._queued_by[key] = n
         if self._swept_ms is None:
             self._swept_ms = now
         elif now - self._swept_ms >= CHANNEL_SWEEP_MS and not self._stopping:
             self._swept_ms = now
             self.workers.send(self._close_idle_channels, backlog=True)
-        queued = sum(len(d.queue) for d in self._dests.values() if not d.pulling)
+        queued = self._queued_sum
         out = self._stopping and any(d.flights or d.pull_out for d in self._dests.values())
         with self._lock:
             self._queued = queued
