@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
 from tocsin.testing import LocalDispatcher, ManualClock, Recordings, memory_store
 from tocsin.testing.dispatch import wait_until
@@ -67,3 +69,38 @@ def test_a_broker_whose_port_was_taken_starts_on_another(tmp_path: Path) -> None
             broker.create_topic("t", partitions=1)
         finally:
             broker.stop()
+
+
+def test_the_tls_proxy_relays_to_a_client_that_trusts_its_ca_only() -> None:
+    """A client trusting the CA, checking the host name (127.0.0.1 and localhost), reaches
+    the plaintext server behind the proxy; one trusting another CA fails its handshake, which
+    the proxy counts with its reason."""
+    import socket
+    import ssl
+
+    from tocsin.testing.certificates import CertificateAuthority
+    from tocsin.testing.tls_proxy import TlsProxy
+
+    with socket.create_server(("127.0.0.1", 0)) as upstream:
+        def echo() -> None:
+            for _ in range(2):
+                conn, _ = upstream.accept()
+                with conn:
+                    conn.sendall(conn.recv(100).upper())
+
+        threading.Thread(target=echo, daemon=True).start()
+        ca = CertificateAuthority.create()
+        with TlsProxy(ca.issue(), upstream_port=upstream.getsockname()[1]) as proxy:
+            for host in ("127.0.0.1", "localhost"):
+                trusting = ssl.create_default_context(cadata=ca.cert_pem)
+                with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as raw, \
+                        trusting.wrap_socket(raw, server_hostname=host) as tls:
+                    tls.sendall(b"hello")
+                    assert tls.recv(100) == b"HELLO"
+            other = ssl.create_default_context(cadata=CertificateAuthority.create().cert_pem)
+            with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as raw, \
+                    pytest.raises(ssl.SSLCertVerificationError, match="certificate verify failed"):
+                other.wrap_socket(raw, server_hostname="127.0.0.1")
+            wait_until(lambda: proxy.failures, timeout_s=10, what="the failure counted")
+            assert proxy.handshakes == 2
+            assert "unknown ca" in proxy.failures[0]

@@ -1,12 +1,11 @@
 """Issue 42: a Kafka channel's TLS and SASL settings reach librdkafka, against the real
-(tansu) broker. tansu 0.6, the test kit's broker, takes ``--cert`` but goes on serving
-plaintext (and refuses ``--cert`` with ``--key``), so no TLS handshake can succeed here: what is
-shown is that the settings are applied, not dropped: the same channel that delivers in
-plaintext cannot deliver once it asks for TLS or SASL, and says so per envelope."""
+(tansu) broker in plaintext: the same channel that delivers in plaintext cannot deliver once it
+asks for TLS or SASL, and says so per envelope, so the settings are applied, not dropped.
+tansu speaks neither TLS nor SASL; TLS handshakes that succeed and fail are in
+test_kafka_tls.py, through the test kit's TLS proxy. SASL has no server to log in to here."""
 
 from __future__ import annotations
 
-import datetime
 import uuid
 from pathlib import Path
 
@@ -17,26 +16,13 @@ from tocsin.channels.kafka import KafkaChannel
 from tocsin.channels.policy import DestinationPolicy
 from tocsin.domain import ChannelKind, ChannelSpec, Outcome
 from tocsin.errors import ValidationError
+from tocsin.testing.certificates import CertificateAuthority
 from tocsin.testing.tansu import Tansu
 
 
 def _ca(folder: Path) -> Path:
-    """A self-signed certificate for 127.0.0.1, as a CA file."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
-            .sign(key, hashes.SHA256()))
-    path = folder / "ca.pem"
-    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return path
+    """A throw-away CA's certificate, as a CA file."""
+    return CertificateAuthority.create().write(folder / "ca.pem")
 
 
 def _channel(kafka: Tansu, policy: DestinationPolicy, producer: dict[str, str]) -> KafkaChannel:

@@ -56,11 +56,14 @@ def make_commands(total: int) -> Commands:
     return out
 
 
-def produce(bootstrap: str, topic: str, messages: list[tuple[str, bytes]]) -> None:
-    """Send ``messages`` keyed (a key's commands share a partition, as Java would place them)."""
+def produce(bootstrap: str, topic: str, messages: list[tuple[str, bytes]], *,
+            client: dict[str, str] | None = None) -> None:
+    """Send ``messages`` keyed (a key's commands share a partition, as Java would place them);
+    ``client``: more librdkafka settings (TLS)."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random",
+    producer = Producer({**(client or {}), "bootstrap.servers": bootstrap,
+                         "partitioner": "murmur2_random",
                          "linger.ms": 20, "enable.idempotence": False})
     for key, value in messages:
         while True:

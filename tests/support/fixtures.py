@@ -5,6 +5,8 @@ node per run, each started on first use.
 ``receiver_server`` the same receiver, not reset
 ``kafka``         the run's :class:`Tansu` broker (``.bootstrap``, ``.create_topic``)
 ``kafka_broker``  its bootstrap string, ``127.0.0.1:<port>``
+``kafka_tls``     a second :class:`TlsTansu` broker, reached over TLS only (``.bootstrap``,
+                  ``.client``: the settings that trust its CA, ``.proxy``: handshakes counted)
 ``rabbitmq``      the run's :class:`RabbitMQ` node (``.url``); skipped when rabbitmq-server is
                   not installed, failed instead under ``CI``
 ``sqs_server``    the run's moto SQS-protocol server (``.endpoint``, ``.create_queue``)
@@ -28,7 +30,7 @@ import pytest
 from tests.support.rabbitmq import RabbitMQ
 from tests.support.servers import MotoSQS, NatsServer, RedisServer, Server
 from tocsin.testing.receiver import Receiver
-from tocsin.testing.tansu import Tansu
+from tocsin.testing.tansu import Tansu, TlsTansu
 
 
 @pytest.fixture(scope="session")
@@ -58,6 +60,14 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tansu]:
 def kafka_broker(kafka: Tansu) -> str:
     """The bootstrap servers of the run's Kafka-protocol broker."""
     return kafka.bootstrap
+
+
+@pytest.fixture(scope="session")
+def kafka_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsTansu]:
+    """The run's Kafka-protocol broker behind a TLS proxy (tansu speaks no TLS itself)."""
+    broker = TlsTansu(tmp_path_factory.mktemp("tansu-tls")).start()
+    yield broker
+    broker.stop()
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,9 @@ Outcomes: an acknowledged message is DELIVERED; one the broker can never take (t
 invalid record) is REJECTED; anything else (timeouts, a broker down, an unknown topic, a
 fatal producer error, after which the producer is rebuilt) is RETRY. Messages still queued
 when ``flush_timeout`` ends are purged, so they cannot be sent after their RETRY is answered.
+A RETRY's error ends with the last broker error librdkafka reported since a message was last
+acknowledged (a refused TLS certificate, a failed SASL login, a refused connection), so a
+message that timed out says why.
 """
 
 from __future__ import annotations
@@ -110,14 +113,27 @@ class KafkaChannel(Channel):
         self._producer: Any = self._kafka.Producer(self._settings)
         self._lock = threading.Lock()
         self._producer_broken = False
+        self._broker_error: str | None = None
 
     def _on_error(self, err: Any) -> None:
-        """librdkafka's errors outside any one message: a fatal one (a broker restarted
-        without the idempotent producer's state: UNKNOWN_PRODUCER_ID) breaks the producer,
-        which the send then rebuilds. Without this callback confluent-kafka raises it from
-        ``flush``, out of the send, and the broken producer was kept for good."""
+        """librdkafka's errors outside any one message (called from ``poll``/``flush``, so
+        under the send's lock). A fatal one (a broker restarted without the idempotent
+        producer's state: UNKNOWN_PRODUCER_ID) breaks the producer, which the send then
+        rebuilds; without this callback confluent-kafka raises it from ``flush``, out of the
+        send, and the broken producer was kept for good. Any other is kept, as the reason
+        of the RETRYs that follow: the messages themselves only time out (a TLS certificate
+        the client refused showed as ``Local: Message timed out``); "all brokers are down"
+        does not hide the error that took them down."""
         if err.fatal():
             self._producer_broken = True
+        elif self._broker_error is None or err.code() != self._kafka.KafkaError._ALL_BROKERS_DOWN:
+            self._broker_error = err.str()
+
+    def _retry(self, delivery_id: str, error: str) -> Result:
+        """A RETRY whose ``error`` ends with the last broker error, if any."""
+        if self._broker_error:
+            error = f"{error} (last broker error: {self._broker_error})"
+        return Result(delivery_id, Outcome.RETRY, error)
 
     def _outcome(self, err: Any) -> Outcome:
         if err.fatal() or err.code() == self._kafka.KafkaError._FATAL:
@@ -128,10 +144,16 @@ class KafkaChannel(Channel):
         def report(err: Any, _msg: Any) -> None:
             if err is None:
                 results[delivery_id] = Result(delivery_id, Outcome.DELIVERED)
+                self._broker_error = None  # the broker is reached: older errors are over
             else:
-                results[delivery_id] = Result(delivery_id, self._outcome(err),
-                                              f"kafka: {err.str()}")
+                results[delivery_id] = self._failed(delivery_id, err)
         return report
+
+    def _failed(self, delivery_id: str, err: Any) -> Result:
+        outcome = self._outcome(err)
+        if outcome is Outcome.RETRY:
+            return self._retry(delivery_id, f"kafka: {err.str()}")
+        return Result(delivery_id, outcome, f"kafka: {err.str()}")
 
     def _produce(self, env: Envelope, results: dict[str, Result], deadline: float) -> None:
         key = env.ordering_key or env.key or env.schedule_id
@@ -148,13 +170,12 @@ class KafkaChannel(Channel):
                 return
             except BufferError:  # the local queue is full: wait for acknowledgements
                 if time.monotonic() > deadline:
-                    results[env.delivery_id] = Result(
-                        env.delivery_id, Outcome.RETRY, "kafka: local queue full")
+                    results[env.delivery_id] = self._retry(env.delivery_id,
+                                                           "kafka: local queue full")
                     return
                 self._producer.poll(0.1)
             except self._kafka.KafkaException as exc:
-                results[env.delivery_id] = Result(env.delivery_id, self._outcome(exc.args[0]),
-                                                  f"kafka: {exc.args[0].str()}")
+                results[env.delivery_id] = self._failed(env.delivery_id, exc.args[0])
                 return
 
     def send(self, envelopes: Sequence[Envelope]) -> list[Result]:
@@ -181,9 +202,9 @@ class KafkaChannel(Channel):
                 self._producer_broken = True
             if self._producer_broken:
                 self._producer = self._kafka.Producer(self._settings)
-        return [results.get(env.delivery_id) or Result(
-            env.delivery_id, Outcome.RETRY, f"kafka: not acknowledged within {timeout} s")
-            for env in envelopes]
+            return [results.get(env.delivery_id) or self._retry(
+                env.delivery_id, f"kafka: not acknowledged within {timeout} s")
+                for env in envelopes]
 
     def close(self) -> None:
         """Flush, then let the producer go (its librdkafka threads end with it); a send after

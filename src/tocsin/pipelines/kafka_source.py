@@ -25,30 +25,50 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
-__all__ = ["ARROW_SCHEMA", "KafkaDataSource", "KafkaStreamReader"]
+__all__ = ["ARROW_SCHEMA", "BrokerErrors", "KafkaDataSource", "KafkaStreamReader"]
 
 SPARK_SCHEMA = "topic string, partition int, offset bigint, timestamp bigint, value binary"
 ARROW_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()),
                           ("offset", pa.int64()), ("timestamp", pa.int64()),
                           ("value", pa.binary())])
 _CHUNK = 10_000
+_METADATA_S = 30.0
+"""How long the driver waits for the topic's metadata before the query fails (saying why)."""
 _STALL_S = 120.0
 """A range that yields nothing this long (its records are below the high watermark the driver
 saw) fails the task rather than hang the query."""
 
 
-def _consumer(bootstrap: str, *, probe: bool = False,
-              client: dict[str, str] | None = None) -> Any:
+class BrokerErrors:
+    """librdkafka's ``error_cb``: keeps the last error reported outside any request (a
+    certificate the client refused, a failed SASL login, a refused connection), which a
+    failed request does not name (``Failed to get metadata: Local: Broker transport
+    failure``). "All brokers are down" does not hide the error that took them down."""
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+
+    def __call__(self, err: Any) -> None:
+        from confluent_kafka import KafkaError
+
+        if self.last is None or err.code() != KafkaError._ALL_BROKERS_DOWN:
+            self.last = err.str()
+
+
+def _consumer(bootstrap: str, *, probe: bool = False, client: dict[str, str] | None = None,
+              errors: BrokerErrors | None = None) -> Any:
     """A consumer that is only ever ``assign()``-ed; a ``probe`` fetches as little as it can
     (it is read for the watermarks of its fetch responses). ``client``: TLS and SASL
-    settings (:data:`~tocsin.channels.options.KAFKA_CLIENT_OPTIONS`)."""
+    settings (:data:`~tocsin.channels.options.KAFKA_CLIENT_OPTIONS`); ``errors``: where its
+    errors go."""
     from confluent_kafka import Consumer
 
     tuning = ({"max.partition.fetch.bytes": 1, "queued.max.messages.kbytes": 1,
                "fetch.wait.max.ms": 10} if probe else {"fetch.max.bytes": 64 * 1024 * 1024})
     return Consumer({**(client or {}), "bootstrap.servers": bootstrap,
                      "group.id": "tocsin-ingest", "enable.auto.commit": False,
-                     "auto.offset.reset": "earliest", **tuning})
+                     "auto.offset.reset": "earliest", **tuning,
+                     **({"error_cb": errors} if errors is not None else {})})
 
 
 @dataclass(frozen=True)
@@ -70,14 +90,21 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.topic = lowered["topic"]
         self.max_per_batch = int(lowered.get("maxperbatch", 100_000))
         self._meta: Any = None
+        self._errors = BrokerErrors()
 
     def _watermarks(self, start: dict[str, int] | None = None) -> dict[int, tuple[int, int]]:
         """Each partition's (low, high) watermarks, as the broker says now."""
-        from confluent_kafka import TopicPartition
+        from confluent_kafka import KafkaException, TopicPartition
 
         if self._meta is None:
-            self._meta = _consumer(self.bootstrap, probe=True, client=self.client)
-        topic = self._meta.list_topics(self.topic, timeout=30).topics[self.topic]
+            self._meta = _consumer(self.bootstrap, probe=True, client=self.client,
+                                   errors=self._errors)
+        try:
+            topic = self._meta.list_topics(self.topic, timeout=_METADATA_S).topics[self.topic]
+        except KafkaException as exc:
+            self._meta.poll(0)  # hands the errors reported meanwhile to self._errors
+            why = f" (last broker error: {self._errors.last})" if self._errors.last else ""
+            raise RuntimeError(f"kafka {self.bootstrap}: {exc.args[0].str()}{why}") from exc
         if topic.error is not None:
             raise RuntimeError(f"kafka topic {self.topic!r}: {topic.error}")
         marks = {p: self._meta.get_watermark_offsets(TopicPartition(self.topic, p), timeout=30,

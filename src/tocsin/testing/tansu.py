@@ -9,6 +9,17 @@ memory, on a free loopback port.
 
 Read topics with ``assign()`` on explicit partitions (:func:`read_topic`): consumer groups are
 slow on tansu.
+
+tansu speaks neither TLS nor SASL. :class:`TlsTansu` puts a broker behind a TLS-terminating
+proxy (:class:`~tocsin.testing.tls_proxy.TlsProxy`) with a CA made at test time, and has the
+broker advertise the proxy's port, so every connection a client makes (the bootstrap one and
+those to the brokers its metadata names) is TLS::
+
+    with TlsTansu(tmp_path) as broker:
+        broker.bootstrap            # the proxy: "127.0.0.1:<port>"
+        broker.client               # {"security.protocol": "SSL", "ssl.ca.pem": <its CA>}
+        broker.create_topic("reminders")
+        read_topic(broker.bootstrap, "reminders", 1, client=broker.client)
 """
 
 from __future__ import annotations
@@ -16,13 +27,14 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from tocsin.testing.api_server import free_port
 
-__all__ = ["Tansu", "read_topic", "tansu_binary"]
+__all__ = ["Tansu", "TlsTansu", "read_topic", "tansu_binary"]
 
 
 def tansu_binary() -> Path:
@@ -36,13 +48,26 @@ def tansu_binary() -> Path:
 
 
 class Tansu:
-    """One broker process, started by :meth:`start`, stopped by its PID in :meth:`stop`."""
+    """One broker process, started by :meth:`start`, stopped by its PID in :meth:`stop`.
 
-    def __init__(self, log: Path) -> None:
+    ``advertised_port``: the port the broker names in its metadata, where clients reconnect
+    (default: the one it listens on, ``port``); ``bootstrap`` is then that port too, and
+    ``client`` the librdkafka settings it takes (a TLS proxy's, say), which
+    :meth:`create_topic` uses."""
+
+    def __init__(self, log: Path, *, advertised_port: int | None = None,
+                 client: Mapping[str, str] | None = None) -> None:
         self.port = free_port()
-        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.advertised_port = advertised_port
+        self.client: dict[str, str] = dict(client or {})
+        """librdkafka settings a client of ``bootstrap`` needs (TLS); none by default."""
         self.log = log
         self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        """``127.0.0.1:PORT``: where clients connect (the advertised port)."""
+        return f"127.0.0.1:{self.advertised_port or self.port}"
 
     @property
     def pid(self) -> int | None:
@@ -56,7 +81,6 @@ class Tansu:
         for attempt in range(tries):
             if attempt:
                 self.port = free_port()
-                self.bootstrap = f"127.0.0.1:{self.port}"
             if self._start_once(timeout_s):
                 return self
         raise RuntimeError(f"tansu exited {tries} times while starting; see {self.log}")
@@ -66,12 +90,14 @@ class Tansu:
         from confluent_kafka.admin import AdminClient
 
         url = f"tcp://127.0.0.1:{self.port}"
+        advertised = f"tcp://127.0.0.1:{self.advertised_port or self.port}"
         with self.log.open("ab") as sink:
             self._proc = subprocess.Popen(
                 [str(tansu_binary()), "broker", "--listener-url", url,
-                 "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
+                 "--advertised-listener-url", advertised, "--storage-engine", "memory://tansu/"],
                 stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        # the listener itself answers metadata, whatever it advertises
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{self.port}"})
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
@@ -96,7 +122,7 @@ class Tansu:
         """Create a topic and wait for it."""
         from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient({**self.client, "bootstrap.servers": self.bootstrap})
         for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
             future.result(30)
 
@@ -113,15 +139,71 @@ class Tansu:
             proc.wait()
 
 
+class TlsTansu:
+    """A :class:`Tansu` broker that clients reach over TLS only: behind a
+    :class:`~tocsin.testing.tls_proxy.TlsProxy` whose certificate (for 127.0.0.1 and
+    localhost) a CA made here signs; the broker advertises the proxy's port. Files go to
+    ``folder`` (``tansu.log``). ``ca`` is the CA clients must trust; ``client`` the settings
+    that make a librdkafka client trust it."""
+
+    def __init__(self, folder: Path) -> None:
+        from tocsin.testing.certificates import CertificateAuthority
+        from tocsin.testing.tls_proxy import TlsProxy
+
+        self.ca = CertificateAuthority.create("Tocsin test broker CA")
+        self.proxy = TlsProxy(self.ca.issue())
+        self.broker = Tansu(folder / "tansu.log", advertised_port=self.proxy.port,
+                            client=self.client)
+
+    @property
+    def bootstrap(self) -> str:
+        """The proxy's ``127.0.0.1:PORT`` (TLS)."""
+        return self.proxy.address
+
+    @property
+    def client(self) -> dict[str, str]:
+        """librdkafka settings that reach the broker: TLS, trusting :attr:`ca`."""
+        return {"security.protocol": "SSL", "ssl.ca.pem": self.ca.cert_pem}
+
+    def start(self, timeout_s: float = 60) -> TlsTansu:
+        """Start the broker behind the proxy (the proxy listens from the start)."""
+        try:
+            self.broker.start(timeout_s)
+        except BaseException:
+            self.proxy.close()
+            raise
+        self.proxy.upstream_port = self.broker.port
+        return self
+
+    def create_topic(self, name: str, partitions: int = 1) -> None:
+        """Create a topic (over TLS) and wait for it."""
+        self.broker.create_topic(name, partitions)
+
+    def stop(self) -> None:
+        """Stop the broker, then the proxy."""
+        self.broker.stop()
+        self.proxy.close()
+
+    def __enter__(self) -> TlsTansu:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
 def read_topic(bootstrap: str, topic: str, partitions: int, *, expect: int | None = None,
-               timeout_s: float = 30, idle_s: float = 2.0) -> list[Any]:
+               timeout_s: float = 30, idle_s: float = 2.0,
+               client: Mapping[str, str] | None = None) -> list[Any]:
     """The messages of ``topic`` (confluent-kafka ``Message`` objects, partition by partition
     in arrival order), read from the start with ``assign()`` on partitions
     ``0..partitions-1``: until ``expect`` were read, or, when ``expect`` is None, until none
-    arrived for ``idle_s``; at most ``timeout_s``."""
+    arrived for ``idle_s``; at most ``timeout_s``. ``client``: more librdkafka settings (a
+    :class:`TlsTansu`'s ``client``)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tocsin-tests",
+    consumer = Consumer({**(client or {}), "bootstrap.servers": bootstrap,
+                         "group.id": "tocsin-tests",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     messages: list[Any] = []

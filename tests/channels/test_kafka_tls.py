@@ -1,0 +1,78 @@
+"""Issue 42: a Kafka channel over TLS, handshake and all, against a real broker: tansu behind
+the test kit's TLS proxy (:class:`~tocsin.testing.tansu.TlsTansu`), which advertises the
+proxy's port, so every connection librdkafka makes is TLS. The CA is made at test time; a
+channel that trusts another CA delivers nothing and says why."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.channels.envelopes import envelopes
+from tocsin.channels.kafka import KafkaChannel
+from tocsin.channels.policy import DestinationPolicy
+from tocsin.domain import ChannelKind, ChannelSpec, Outcome
+from tocsin.testing.certificates import CertificateAuthority
+from tocsin.testing.tansu import TlsTansu, read_topic
+
+FLUSH_S = 3.0
+
+
+def _channel(broker: TlsTansu, tmp_path: Path, ca: CertificateAuthority, how: str,
+             topic: str) -> KafkaChannel:
+    """A channel on ``topic`` asking for TLS and trusting ``ca``, given as ``how``: the PEM
+    text (``ssl.ca.pem``) or a file under the policy's credential roots (``ssl.ca.location``)."""
+    policy = DestinationPolicy.build(file_roots=[tmp_path], credential_roots=[tmp_path],
+                                     allow_loopback=True)
+    trust = ({"ssl.ca.pem": ca.cert_pem} if how == "pem"
+             else {"ssl.ca.location": str(ca.write(tmp_path / "ca.pem"))})
+    return KafkaChannel(ChannelSpec(name="k", kind=ChannelKind.KAFKA, config={
+        "bootstrap_servers": broker.bootstrap, "topic": topic, "flush_timeout": FLUSH_S,
+        "producer": {"security.protocol": "SSL", **trust}}), policy=policy)
+
+
+def _topic(broker: TlsTansu) -> str:
+    topic = f"tls-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic)
+    return topic
+
+
+@pytest.mark.parametrize("how", ["pem", "location"])
+def test_a_channel_delivers_over_tls(kafka_tls: TlsTansu, tmp_path: Path, how: str) -> None:
+    topic = _topic(kafka_tls)
+    before = kafka_tls.proxy.handshakes
+    channel = _channel(kafka_tls, tmp_path, kafka_tls.ca, how, topic)
+    batch = envelopes(5)
+    try:
+        results = channel.send(batch)
+    finally:
+        channel.close()
+    assert [r.outcome for r in results] == [Outcome.DELIVERED] * 5, results
+    assert kafka_tls.proxy.handshakes > before  # the channel's own connections: TLS
+    messages = read_topic(kafka_tls.bootstrap, topic, 1, expect=5, client=kafka_tls.client)
+    assert sorted(json.loads(m.value())["delivery_id"] for m in messages) == [
+        e.delivery_id for e in batch]
+
+
+def test_a_channel_that_trusts_another_ca_delivers_nothing_and_says_why(
+        kafka_tls: TlsTansu, tmp_path: Path) -> None:
+    topic = _topic(kafka_tls)
+    refused = len(kafka_tls.proxy.failures)
+    channel = _channel(kafka_tls, tmp_path, CertificateAuthority.create("Another CA"), "pem",
+                       topic)
+    started = time.monotonic()
+    try:
+        results = channel.send(envelopes(3))
+    finally:
+        channel.close()
+    took = time.monotonic() - started
+    assert {r.outcome for r in results} == {Outcome.RETRY}, results
+    for result in results:
+        assert "certificate verify failed" in (result.error or ""), result
+    assert took < FLUSH_S + 2.0, took  # the send's deadline, plus its report margin
+    assert any("unknown ca" in why for why in kafka_tls.proxy.failures[refused:])
+    assert read_topic(kafka_tls.bootstrap, topic, 1, client=kafka_tls.client) == []
