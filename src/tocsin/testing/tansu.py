@@ -25,6 +25,7 @@ those to the brokers its metadata names) is TLS::
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Mapping
@@ -53,12 +54,16 @@ class Tansu:
     ``advertised_port``: the port the broker names in its metadata, where clients reconnect
     (default: the one it listens on, ``port``); ``bootstrap`` is then that port too, and
     ``client`` the librdkafka settings it takes (a TLS proxy's, say), which
-    :meth:`create_topic` uses."""
+    :meth:`create_topic` uses. ``authentication``: every client must log in with SASL SCRAM
+    first (``--authentication``). tansu keeps its users in its storage, here memory, and
+    refuses to create one for a client that has not logged in: no login can succeed, and
+    no topic can be made; what it shows is a real SCRAM exchange being refused."""
 
     def __init__(self, log: Path, *, advertised_port: int | None = None,
-                 client: Mapping[str, str] | None = None) -> None:
+                 client: Mapping[str, str] | None = None, authentication: bool = False) -> None:
         self.port = free_port()
         self.advertised_port = advertised_port
+        self.authentication = authentication
         self.client: dict[str, str] = dict(client or {})
         """librdkafka settings a client of ``bootstrap`` needs (TLS); none by default."""
         self.log = log
@@ -75,7 +80,8 @@ class Tansu:
         return self._proc.pid if self._proc and self._proc.poll() is None else None
 
     def start(self, timeout_s: float = 60, tries: int = 3) -> Tansu:
-        """Start and wait until the broker answers metadata requests. The port was free when
+        """Start and wait until the broker answers metadata requests (with ``authentication``,
+        until it accepts connections). The port was free when
         picked; a broker that exits while starting (its port taken since) is started again
         on a fresh one, ``tries`` times at most."""
         for attempt in range(tries):
@@ -94,7 +100,8 @@ class Tansu:
         with self.log.open("ab") as sink:
             self._proc = subprocess.Popen(
                 [str(tansu_binary()), "broker", "--listener-url", url,
-                 "--advertised-listener-url", advertised, "--storage-engine", "memory://tansu/"],
+                 "--advertised-listener-url", advertised, "--storage-engine", "memory://tansu/",
+                 *(["--authentication"] if self.authentication else [])],
                 stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
         # the listener itself answers metadata, whatever it advertises
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{self.port}"})
@@ -104,7 +111,10 @@ class Tansu:
                 self._proc = None
                 return False
             try:
-                admin.list_topics(timeout=2)
+                if self.authentication:  # metadata is refused before a login
+                    socket.create_connection(("127.0.0.1", self.port), timeout=2).close()
+                else:
+                    admin.list_topics(timeout=2)
                 return True
             except Exception:
                 time.sleep(0.2)
@@ -144,16 +154,20 @@ class TlsTansu:
     :class:`~tocsin.testing.tls_proxy.TlsProxy` whose certificate (for 127.0.0.1 and
     localhost) a CA made here signs; the broker advertises the proxy's port. Files go to
     ``folder`` (``tansu.log``). ``ca`` is the CA clients must trust; ``client`` the settings
-    that make a librdkafka client trust it."""
+    that make a librdkafka client trust it. ``authentication``: the broker asks for a SASL
+    SCRAM login after the TLS handshake, which no user can pass (see :class:`Tansu`).
 
-    def __init__(self, folder: Path) -> None:
+    The broker's own readiness probe speaks plaintext to its listener, whose metadata sends
+    librdkafka on to the proxy in plaintext: ``proxy.failures`` may start with those."""
+
+    def __init__(self, folder: Path, *, authentication: bool = False) -> None:
         from tocsin.testing.certificates import CertificateAuthority
         from tocsin.testing.tls_proxy import TlsProxy
 
         self.ca = CertificateAuthority.create("Tocsin test broker CA")
         self.proxy = TlsProxy(self.ca.issue())
         self.broker = Tansu(folder / "tansu.log", advertised_port=self.proxy.port,
-                            client=self.client)
+                            client=self.client, authentication=authentication)
 
     @property
     def bootstrap(self) -> str:
