@@ -710,9 +710,11 @@ class StatsStore(ABC):
 
     @abstractmethod
     def stats(self, *, now_ms: int, window_ms: int, ahead_ms: int,
-              tenant: str | None = None) -> list[ChannelStats]:
+              tenant: str | None = None,
+              labels: Sequence[tuple[str, str]] = ()) -> list[ChannelStats]:
         """Per (tenant, channel): what waits, what falls due within ``ahead_ms``, what finished
-        and how late deliveries were within the last ``window_ms``."""
+        and how late deliveries were within the last ``window_ms``; of the schedules carrying
+        every one of ``labels`` (a selector's pairs) when given."""
 
 
 class HealthStore(ABC):

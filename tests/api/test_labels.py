@@ -146,3 +146,33 @@ def test_the_client_and_cli_speak_labels(api_server: Any, monkeypatch: Any) -> N
         assert cancelled.exit_code == 0 and '"cancelled": 1' in cancelled.output, \
             cancelled.output
         assert client.cancel_where(label=f"run={run}")["cancelled"] == 1
+
+
+def test_stats_by_label_over_http_client_and_cli(api: httpx.Client, api_server: Any,
+                                                 monkeypatch: Any) -> None:
+    from typer.testing import CliRunner
+
+    from tocsin.cli.app import app
+    from tocsin.client import Client
+
+    run = uuid.uuid4().hex[:8]
+    for team, count in (("a", 3), ("b", 1)):
+        for _ in range(count):
+            _create(api, {"run": run, "team": team}, delay=600)
+    r = api.get("/v1/stats", params={"label": f"team=a,run={run}"})
+    assert r.status_code == 200, r.text
+    assert r.json()["label"] == f"run={run},team=a"
+    assert [(c["channel"], c["pending"], c["due_soon"]) for c in r.json()["channels"]] == [
+        ("out", 3, 3)]
+    everything = api.get("/v1/stats").json()["channels"]
+    assert sum(c["pending"] for c in everything) > 4  # the other tests' schedules too
+    bad = api.get("/v1/stats", params={"label": "team"})
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "label", bad.text
+    with Client(api_server.url, api_key=api_server.admin_key) as client:
+        [figures] = client.stats(label=f"run={run}")
+        assert figures["pending"] == 4
+    monkeypatch.setenv("TOCSIN_API_KEY", api_server.admin_key)
+    monkeypatch.setenv("TOCSIN_API_URL", api_server.url)
+    shown = CliRunner().invoke(app, ["--json", "stats", "--label", f"run={run},team=b"])
+    assert shown.exit_code == 0, shown.output
+    assert [c["pending"] for c in __import__("json").loads(shown.output)] == [1]

@@ -154,3 +154,56 @@ def _screenshot(page: Path, png: Path) -> None:
     assert len(colours) > 50, "the screenshot looks blank"
     if target := os.environ.get("TOCSIN_REPORT_SCREENSHOT"):
         shutil.copy(png, target)
+
+
+def test_a_report_by_label_counts_the_schedules_carrying_it(spark: SparkSession,
+                                                            backend_url: str,
+                                                            tmp_path: Path) -> None:
+    """``--label team=a``: finished schedules, attempts and what is upcoming of the schedules
+    carrying the pair alone; the same history without the selector counts every one."""
+    settings = Settings(store=backend_url, home=tmp_path, buckets=16)
+    store = open_store(backend_url, buckets=16)
+
+    def make(team: str, due: int = H) -> str:
+        return str(store.create([NewSchedule(
+            channel="out", payload=b"{}", due_ms=due, labels={"team": team, "run": "r"})],
+            now_ms=H - 10 * HOUR)[0][0].id)
+
+    delivered = [(team, late, make(team)) for team, late in
+                 (("a", 100), ("a", 300), ("b", 7000), ("b", 9000), ("b", 8000))]
+    end = H - HOUR + 10 * MIN
+    dead = make("b")
+    for _ in range(2):
+        make("a", due=NOW + HOUR)
+    make("b", due=NOW + HOUR)
+    q = store._dialect.q
+
+    def work(conn: Any) -> None:
+        executemany(conn, q("UPDATE schedules SET status = 'DELIVERED', delivered_ms = ? "
+                            "WHERE id = ?"), [(end, sid) for _, _, sid in delivered])
+        conn.execute(q("UPDATE schedules SET status = 'DEAD', next_ms = ? WHERE id = ?"),
+                     (end, dead))
+        executemany(conn, q("INSERT INTO deliveries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                    [(f"{sid}-1", sid, 1, 1, end - 5, end, "delivered", None, late)
+                     for _, late, sid in delivered])
+
+    store._work(work)
+    store.close()
+    by_label = run_report(spark, settings=settings, since_ms=24 * HOUR, sla_ms=1000,
+                          out_dir=tmp_path / "a", clock=ManualClock(NOW), partitions=2,
+                          label="team=a")
+    assert by_label["label"] == "team=a"
+    assert by_label["totals"] == [_row("default", 2, 0, 0, 0, 0, (100, 300, 300, 300))]
+    assert by_label["upcoming"] == [{"tenant": "default", "channel": "out",
+                                     "hour": H + HOUR, "due": 2}]
+    both = run_report(spark, settings=settings, since_ms=24 * HOUR, sla_ms=1000,
+                      out_dir=tmp_path / "all", clock=ManualClock(NOW), partitions=2,
+                      label="run=r")
+    assert both["totals"] == [_row("default", 5, 1, 0, 0, 3, (7000, 9000, 9000, 9000))]
+    assert both["upcoming"][0]["due"] == 3
+    from tocsin.errors import ValidationError
+
+    with pytest.raises(ValidationError) as caught:
+        run_report(spark, settings=settings, since_ms=HOUR, sla_ms=0, out_dir=tmp_path / "x",
+                   label="team")
+    assert caught.value.field == "label"

@@ -15,6 +15,7 @@ from tocsin.abc import ChannelStats
 from tocsin.api.auth import scope
 from tocsin.api.deps import Deps
 from tocsin.api.views import iso
+from tocsin.domain.labels import parse_selector
 from tocsin.errors import ValidationError
 from tocsin.validation.parsing import parse_duration
 
@@ -51,11 +52,18 @@ async def stats(
     window: str = Query("PT1H", description="How far back finished schedules and deliveries "
                         "count (seconds or ISO 8601, at most a day)."),
     ahead: str = Query("PT1H", description="How far ahead `due_soon` looks."),
+    label: str | None = Query(None, max_length=1024, description="A label selector: "
+                              "k=v[,k2=v2...]; the figures of the schedules carrying every "
+                              "pair (and of their attempts) only."),
 ) -> dict[str, Any]:
     deps = Deps.of(request)
     window_ms, ahead_ms = _span(window, "window"), _span(ahead, "ahead")
+    labels = parse_selector(label)
     now = deps.clock.now_ms()
     found = await run_in_threadpool(deps.store.stats, now_ms=now, window_ms=window_ms,
-                                    ahead_ms=ahead_ms, tenant=scope(request))
-    return {"at": iso(now), "window_s": window_ms / 1000, "ahead_s": ahead_ms / 1000,
-            "channels": [stats_out(s) for s in found]}
+                                    ahead_ms=ahead_ms, tenant=scope(request), labels=labels)
+    out = {"at": iso(now), "window_s": window_ms / 1000, "ahead_s": ahead_ms / 1000,
+           "channels": [stats_out(s) for s in found]}
+    if labels:
+        out["label"] = ",".join(f"{k}={v}" for k, v in labels)
+    return out

@@ -116,6 +116,9 @@ def report(
                                             "(default: home/reports/report-<ms>).")] = None,
     partitions: Annotated[int | None, typer.Option(
         min=1, help="Spark partitions (time slices).")] = None,
+    label: Annotated[str | None, typer.Option(
+        help="A label selector k=v[,k2=v2]: the figures of the schedules carrying it (from "
+             "the store; the archive keeps no labels).")] = None,
     store: StoreOpt = None, spark_master: MasterOpt = None,
 ) -> None:
     """Delivery analytics over the store and the archive: per tenant, channel and hour
@@ -130,9 +133,14 @@ def report(
     folder = out or str(settings.home / "reports" / f"report-{now}")
     try:
         since_ms = _since_ms(since)  # before Spark starts
+        if label is not None:
+            from tocsin.domain.labels import parse_selector
+
+            parse_selector(label)  # a bad selector is refused before Spark starts too
         figures = run_report(session_for(settings, app_name="tocsin-report"),
                              settings=settings, since_ms=since_ms,
-                             sla_ms=int(sla * 1000), out_dir=folder, partitions=partitions)
+                             sla_ms=int(sla * 1000), out_dir=folder, partitions=partitions,
+                             label=label)
     except TocsinError as exc:
         fail(exc)
     emit({"report": f"{folder}/report.html", "json": f"{folder}/report.json",

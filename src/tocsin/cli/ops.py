@@ -27,9 +27,12 @@ def stats(window: Annotated[str, typer.Option(help="How far back (PT1H, 600).")]
           ahead: Annotated[str, typer.Option(help="How far ahead due_soon looks.")] = "PT1H",
           tenant: Annotated[str | None, typer.Option(
               help="Schedules of this tenant (admin).")] = None,
+          label: Annotated[str | None, typer.Option(
+              help="A label selector k=v[,k2=v2]: those schedules' figures only.")] = None,
           api: ApiOpt = None) -> None:
     """Live figures per channel: pending, due soon, finished and lateness in a window."""
-    call(client_for(api).stats, window=span(window), ahead=span(ahead), tenant=tenant)
+    call(client_for(api).stats, window=span(window), ahead=span(ahead), tenant=tenant,
+         label=label)
 
 
 def redrive(

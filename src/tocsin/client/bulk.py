@@ -87,9 +87,12 @@ def reschedule_where(*, channel: str | None = None, tenant: str | None = None,
 
 
 def stats(*, window: timedelta | str = "PT1H", ahead: timedelta | str = "PT1H",
-          tenant: str | None = None) -> Call[list[ChannelFigures]]:
-    """The live figures per channel over the last ``window`` (due soon: within ``ahead``)."""
+          tenant: str | None = None, label: str | None = None) -> Call[list[ChannelFigures]]:
+    """The live figures per channel over the last ``window`` (due soon: within ``ahead``);
+    ``label``: a selector ``k=v[,k2=v2]``, the figures of the schedules carrying it only."""
     params: dict[str, Any] = {"window": span(window), "ahead": span(ahead)}
     if tenant is not None:
         params["tenant"] = tenant
+    if label is not None:
+        params["label"] = label
     return Call("GET", "/v1/stats", params=params, pick="channels")

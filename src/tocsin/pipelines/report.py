@@ -6,7 +6,9 @@ rank, ``percentile_disc``) and the SLA misses among them (lateness above ``--sla
 per tenant and channel over the whole period; and what falls due in the next 24 hours (an
 overdue schedule counts in the first hour). The store is read in time slices, one Spark
 partition each, by index ranges; the archive's Parquet (``tocsin archive``) is read for the
-same period, and a row found in both, or archived twice, counts once.
+same period, and a row found in both, or archived twice, counts once. ``--label k=v`` limits
+it to the schedules carrying a label selector (and their attempts), read from the store alone:
+the archive keeps no labels.
 
 Written as ``report.json`` and ``report.html`` (plots: :mod:`tocsin.pipelines.report_html`).
 """
@@ -50,6 +52,8 @@ class ReportJob:
 
     store_url: str
     buckets: int
+    labels: tuple[tuple[str, str], ...] = ()
+    """A label selector's pairs: only the schedules carrying every one (and their attempts)."""
 
     def read(self, what: str, lo: int, hi: int) -> list[tuple[Any, ...]]:
         """Rows of ``what`` (finished, attempts, upcoming) in ``[lo, hi)`` (on an executor)."""
@@ -57,7 +61,8 @@ class ReportJob:
         from tocsin.stores.sql import history
 
         reader = getattr(history, f"{what}_between")
-        return [tuple(r) for r in reader(store_for(self.store_url, self.buckets), lo, hi)]
+        return [tuple(r) for r in reader(store_for(self.store_url, self.buckets), lo, hi,
+                                         self.labels)]
 
 
 def _from_store(spark: SparkSession, job: ReportJob, what: str, schema: str,
@@ -111,9 +116,14 @@ def _figures(spark: SparkSession, sla_ms: int, now_ms: int) -> dict[str, list[di
 
 def run_report(spark: SparkSession, *, settings: Settings, since_ms: int, sla_ms: int,
                out_dir: str | Path, clock: Clock | None = None,
-               partitions: int | None = None) -> dict[str, Any]:
+               partitions: int | None = None, label: str | None = None) -> dict[str, Any]:
     """Compute the report for ``[now - since_ms, now)`` and write ``report.json`` and
-    ``report.html`` to ``out_dir``; the report's figures."""
+    ``report.html`` to ``out_dir``; the report's figures. ``label``: a selector
+    ``k=v[,k2=v2]``, the figures of the schedules carrying it, read from the store alone (the
+    archive keeps no labels)."""
+    from tocsin.domain.labels import parse_selector
+
+    labels = parse_selector(label)
     if since_ms <= 0:
         raise ValidationError("since", "must be positive")
     if sla_ms < 0:
@@ -122,7 +132,7 @@ def run_report(spark: SparkSession, *, settings: Settings, since_ms: int, sla_ms
         raise ValidationError("partitions", f"{partitions} is not 1 or more")
     started = time.monotonic()
     store = open_store(settings.store_url, buckets=settings.buckets)
-    job = ReportJob(store_url=settings.store_url, buckets=store.buckets)
+    job = ReportJob(store_url=settings.store_url, buckets=store.buckets, labels=labels)
     store.close()
     now = (clock or SystemClock()).now_ms()
     since = now - since_ms
@@ -131,11 +141,13 @@ def run_report(spark: SparkSession, *, settings: Settings, since_ms: int, sla_ms
     root = settings.archive_path.rstrip("/")
     finished = _from_store(spark, job, "finished", FINISHED_SCHEMA, past)
     attempts = _from_store(spark, job, "attempts", ATTEMPT_SCHEMA, past)
-    archived = _archived(spark, root, "schedules", "id, tenant, channel, status, finished_ms",
-                         "finished_ms", since)
+    # The archive keeps no labels: a report by label is the store's alone.
+    archived = None if labels else _archived(
+        spark, root, "schedules", "id, tenant, channel, status, finished_ms", "finished_ms",
+        since)
     if archived is not None:
         finished = finished.unionByName(archived)
-    archived = _archived(spark, root, "deliveries", ATTEMPT_SCHEMA.replace(
+    archived = None if labels else _archived(spark, root, "deliveries", ATTEMPT_SCHEMA.replace(
         " string", "").replace(" long", ""), "ended_ms", since)
     if archived is not None:
         attempts = attempts.unionByName(archived)
@@ -148,6 +160,8 @@ def run_report(spark: SparkSession, *, settings: Settings, since_ms: int, sla_ms
         "upcoming")
     figures = _figures(spark, sla_ms, now)
     report = {"since_ms": since, "until_ms": now, "sla_ms": sla_ms, **figures}
+    if labels:
+        report["label"] = ",".join(f"{k}={v}" for k, v in labels)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True))

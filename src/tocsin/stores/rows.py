@@ -48,7 +48,6 @@ __all__ = [
     "insert_values",
     "item_of",
     "key_decision",
-    "labels_where",
     "list_filters",
     "migrations",
     "pending_of",
@@ -225,10 +224,9 @@ def list_filters(
     after_id: str | None,
     tenant: str | None = None,
     key: str | None = None,
-    labels: Sequence[tuple[str, str]] = (),
 ) -> tuple[str, list[Any]]:
-    """The WHERE clause (``mark`` is the driver's placeholder) and arguments of ``list``;
-    ``labels``: a selector's pairs, every one of which must match."""
+    """The WHERE clause (``mark`` is the driver's placeholder) and arguments of ``list``
+    (a label selector is the ``FROM`` clause's: :func:`tocsin.stores.sql.labels.selected`)."""
     where, args = ["1 = 1"], []
     for clause, value in (("tenant = ?", tenant), ("status = ?", status.value if status else None),
                           ("channel = ?", channel), ("due_ms >= ?", due_from_ms),
@@ -236,28 +234,7 @@ def list_filters(
         if value is not None:
             where.append(clause.replace("?", mark))
             args.append(value)
-    label_where, label_args = labels_where(labels, tenant=tenant)
-    where += [c.replace("?", mark) for c in label_where]
-    return " AND ".join(where), [*args, *label_args]
-
-
-def labels_where(labels: Sequence[tuple[str, str]], *,
-                 tenant: str | None) -> tuple[list[str], list[Any]]:
-    """The clauses (``?`` placeholders) and arguments matching schedules that carry every one
-    of ``labels``: each reads the ids of its pair from ``schedule_labels``' index (by tenant,
-    key and value, when the tenant is known)."""
-    clauses: list[str] = []
-    args: list[Any] = []
-    for key, value in labels:
-        if tenant is None:
-            clauses.append("id IN (SELECT schedule_id FROM schedule_labels "
-                           "WHERE key = ? AND value = ?)")
-            args += [key, value]
-        else:
-            clauses.append("id IN (SELECT schedule_id FROM schedule_labels "
-                           "WHERE tenant = ? AND key = ? AND value = ?)")
-            args += [tenant, key, value]
-    return clauses, args
+    return " AND ".join(where), args
 
 
 def migrations(dialect: str) -> list[tuple[int, str]]:

@@ -88,3 +88,33 @@ def test_a_tenant_key_acts_on_its_own_rules_only(server: ApiServer) -> None:
     assert ui.post("/ui/recurring/act", json={"action": "cancel", "id": "theirs"},
                    headers=token).status_code == 404
     store.get_recurring("theirs")  # still there
+
+
+def test_the_schedules_page_filters_by_a_label_selector(server: ApiServer) -> None:
+    """Issue 42: the schedules list takes a label selector (each row shows its labels); a
+    tenant's key sees only its own tenant's matches; a bad selector is said, naming it."""
+    from tocsin.domain import NewSchedule
+
+    store = server.store
+
+    def make(labels: dict[str, str], tenant: str = "default") -> str:
+        [(s, _)] = store.create([NewSchedule(channel="out", payload=b"{}",
+                                             due_ms=4_000_000_000_000, tenant=tenant,
+                                             labels=labels)], now_ms=0)
+        return s.id
+
+    billing = make({"team": "billing", "kind": "invoice"})
+    search = make({"team": "search"})
+    theirs = make({"team": "billing"}, tenant="acme")
+    admin = _browser(server, server.admin_key)
+    page = admin.get("/ui/schedules", params={"label": "team=billing"}).text
+    assert billing in page and theirs in page and search not in page
+    assert "kind=invoice, team=billing" in page
+    page = admin.get("/ui/schedules", params={"label": "team=billing,kind=invoice",
+                                              "sort": "id"}).text
+    assert billing in page and theirs not in page
+    acme = _browser(server, issue_key(store, role=Role.TENANT, tenant="acme", now_ms=0)[1])
+    page = acme.get("/ui/schedules", params={"label": "team=billing"}).text
+    assert theirs in page and billing not in page
+    page = admin.get("/ui/schedules", params={"label": "team"}).text
+    assert "label: &#39;team&#39; is not key=value" in page or "label: 'team' is not" in page

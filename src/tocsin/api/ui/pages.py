@@ -194,7 +194,10 @@ def overview_fragment(request: Request) -> Response:
 @pages.get("/schedules")
 def schedules(request: Request, id: str = "", status: str = "", channel: str = "",
               tenant: str = "", due_from: str = "", due_to: str = "",
-              key: str = "", sort: str = ScheduleOrder.DUE.value) -> Response:
+              key: str = "", label: str = "",
+              sort: str = ScheduleOrder.DUE.value) -> Response:
+    from tocsin.domain.labels import parse_selector
+
     store, rows, error = Deps.of(request).store, [], None
     try:
         principal_from_cookie(request)
@@ -203,7 +206,7 @@ def schedules(request: Request, id: str = "", status: str = "", channel: str = "
         else:
             rows = store.list_schedules(
                 status=Status(status) if status else None, channel=channel or None,
-                key=key.strip() or None,
+                key=key.strip() or None, labels=parse_selector(label[:1024]),
                 due_from_ms=parse_instant(due_from, "due_from") if due_from else None,
                 due_to_ms=parse_instant(due_to, "due_to") if due_to else None,
                 limit=200, tenant=(tenant or None) if scope(request) is None else scope(request),
@@ -213,7 +216,8 @@ def schedules(request: Request, id: str = "", status: str = "", channel: str = "
     except (TocsinError, ValueError) as exc:
         error = str(exc)
     return _page(request, "schedules.html", "Schedules", "/ui/schedules", rows=rows,
-                 error=error, q={"id": id, "key": key, "status": status, "channel": channel,
+                 error=error, q={"id": id, "key": key, "label": label, "status": status,
+                                 "channel": channel,
                                  "tenant": tenant, "due_from": due_from, "due_to": due_to,
                                  "sort": sort},
                  statuses=[s.value for s in Status], sorts=SORTS)

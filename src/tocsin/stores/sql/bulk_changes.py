@@ -17,8 +17,8 @@ from typing import Any
 from tocsin.abc import BulkChangeStore
 from tocsin.domain import BulkResult, Selection
 from tocsin.errors import ValidationError
-from tocsin.stores.rows import labels_where
 from tocsin.stores.sql.base import SqlBase
+from tocsin.stores.sql.labels import rarest_first, selected
 from tocsin.stores.sql.outcomes import Outcome, events_of, record_outcomes
 
 __all__ = ["SqlBulkChanges", "selection_where"]
@@ -50,8 +50,7 @@ def selection_where(selection: Selection) -> tuple[str, list[Any]]:
     if selection.buckets is not None:
         where.append("bucket BETWEEN ? AND ?")
         args += list(selection.buckets)
-    label_where, label_args = labels_where(selection.labels, tenant=selection.tenant)
-    return " AND ".join([*where, *label_where]), [*args, *label_args]
+    return " AND ".join(where), args
 
 
 class SqlBulkChanges(SqlBase, BulkChangeStore):
@@ -92,8 +91,12 @@ class SqlBulkChanges(SqlBase, BulkChangeStore):
         if chunk < 1:
             raise ValidationError("chunk", "must be at least 1")
         where, args = selection_where(selection)
+        source, source_args = selected(
+            rarest_first(self, selection.labels, tenant=selection.tenant),
+            tenant=selection.tenant)
+        args = [*source_args, *args]
         q = self._dialect.q
-        pick = q(f"SELECT id FROM schedules WHERE {where} AND id > ? ORDER BY id LIMIT ?")
+        pick = q(f"SELECT id FROM {source} WHERE {where} AND id > ? ORDER BY id LIMIT ?")
         total, after = BulkResult(matched=0, changed=0, too_late=0, more=False), ""
         while limit is None or total.matched < limit:
             take = chunk if limit is None else min(chunk, limit - total.matched)

@@ -11,6 +11,7 @@ from tocsin.domain import Schedule, Status
 from tocsin.errors import ConflictError, NotFoundError, ValidationError
 from tocsin.stores.rows import SCHEDULE_COLUMNS, list_filters, schedule_from_row
 from tocsin.stores.sql.base import SqlBase, tenant_is
+from tocsin.stores.sql.labels import rarest_first, selected
 
 __all__ = ["NOT_HELD_HERE", "NOT_PAUSED", "SqlOperations"]
 
@@ -81,9 +82,11 @@ class SqlOperations(SqlBase, OperationsStore):
         d = self._dialect
         where, args = list_filters("?", status=status, channel=channel,
                                    due_from_ms=due_from_ms, due_to_ms=due_to_ms,
-                                   after_id=None, tenant=tenant, labels=labels)
+                                   after_id=None, tenant=tenant)
+        source, source_args = selected(rarest_first(self, labels, tenant=tenant), tenant=tenant)
+        args = [*source_args, *args]
         sql = d.q(_REDRIVE.format(
-            where=f"id IN (SELECT id FROM schedules WHERE {where} ORDER BY id LIMIT ?)",
+            where=f"id IN (SELECT id FROM {source} WHERE {where} ORDER BY id LIMIT ?)",
             columns="id, tenant"))
         done = 0
         while done < limit:

@@ -24,6 +24,7 @@ from tocsin.stores.rows import (
     schedule_from_values,
 )
 from tocsin.stores.sql.base import SqlBase, tenant_is
+from tocsin.stores.sql.labels import rarest_first, selected
 from tocsin.stores.sql.outcomes import Outcome, events_of, record_outcomes
 
 __all__ = ["CANCEL", "INSERT", "SqlSchedules", "cancel_args", "reschedule_args",
@@ -158,9 +159,10 @@ class SqlSchedules(SqlBase, ScheduleStore):
             raise ValidationError("after_id", "pages go on after an id only in id order")
         where, args = list_filters("?", status=status, channel=channel, due_from_ms=due_from_ms,
                                    due_to_ms=due_to_ms, after_id=after_id, tenant=tenant,
-                                   key=key, labels=labels)
-        rows = self._rows(f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE {where} "
-                          f"ORDER BY {_ORDER_BY[order]} LIMIT ?", (*args, limit))
+                                   key=key)
+        source, source_args = selected(rarest_first(self, labels, tenant=tenant), tenant=tenant)
+        rows = self._rows(f"SELECT {SCHEDULE_COLUMNS} FROM {source} WHERE {where} "
+                          f"ORDER BY {_ORDER_BY[order]} LIMIT ?", (*source_args, *args, limit))
         return [schedule_from_row(r) for r in rows]
 
     def cancel(self, schedule_id: str, *, now_ms: int, tenant: str | None = None) -> Schedule:
