@@ -18,7 +18,8 @@ import pytest
 from tests.channels.envelopes import envelopes
 from tocsin.channels.kafka import KafkaChannel
 from tocsin.channels.policy import DestinationPolicy
-from tocsin.domain import ChannelKind, ChannelSpec, Outcome
+from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Outcome, PayloadKind, Status
+from tocsin.testing import LocalDispatcher, ManualClock, memory_store
 from tocsin.testing.certificates import CertificateAuthority
 from tocsin.testing.tansu import TlsTansu, read_topic
 
@@ -111,3 +112,43 @@ def test_a_sasl_login_over_tls_is_made_and_its_refusal_named(kafka_tls_scram: Tl
         assert "unknown-user" in (result.error or ""), result
         assert SECRET not in (result.error or "")
     assert kafka_tls_scram.proxy.handshakes > before
+
+
+def test_through_the_dispatcher_a_refused_certificate_is_retried_until_the_ca_is_fixed(
+        kafka_tls: TlsTansu) -> None:
+    """What an operator sees: each schedule's last error names the refused certificate; once
+    the channel trusts the right CA, the retries deliver each schedule once."""
+    topic = _topic(kafka_tls)
+
+    def spec(ca: CertificateAuthority) -> ChannelSpec:
+        return ChannelSpec(name="tls", kind=ChannelKind.KAFKA, config={
+            "bootstrap_servers": kafka_tls.bootstrap, "topic": topic, "flush_timeout": FLUSH_S,
+            "producer": {"security.protocol": "SSL", "ssl.ca.pem": ca.cert_pem}})
+
+    clock, store = ManualClock(1_900_000_000_000), memory_store()
+    store.put_channel(spec(CertificateAuthority.create("Another CA")))
+    made = store.create([NewSchedule(channel="tls", payload=b'{"n":%d}' % i,
+                                     payload_kind=PayloadKind.JSON, due_ms=clock.now_ms())
+                         for i in range(3)], now_ms=clock.now_ms())
+    ids = [s.id for s, _ in made]
+    clock.advance(100)
+    local = LocalDispatcher(store, clock=clock)
+    try:
+        tally = local.run_until_idle()
+        assert tally.delivered == 0 and tally.retried > 0
+        for i in ids:
+            refused = store.get(i)
+            assert refused.status is Status.PENDING, refused
+            assert "certificate verify failed" in (refused.last_error or ""), refused
+        store.put_channel(spec(kafka_tls.ca))
+        for _ in range(30):  # the back-off passes; a retry finds the channel trusting the CA
+            clock.advance(60_000)
+            local.run_until_idle()
+            if all(store.get(i).status is Status.DELIVERED for i in ids):
+                break
+        assert [store.get(i).status for i in ids] == [Status.DELIVERED] * 3
+    finally:
+        local.close()
+        store.close()
+    messages = read_topic(kafka_tls.bootstrap, topic, 1, client=kafka_tls.client)
+    assert sorted(json.loads(m.value())["schedule_id"] for m in messages) == sorted(ids)
