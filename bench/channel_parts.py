@@ -18,6 +18,11 @@ __all__ = ["KINDS", "PEERS", "phases", "run_part"]
 
 KINDS = ["file", "webhook", "kafka", "rabbitmq", "sqs", "redis_streams", "nats"]
 PEERS = ["celery", "apscheduler"]
+SQS_RAW_MESSAGES = 5_000
+"""Messages the emulator's own figure sends (about 15 s at moto's pace here)."""
+SQS_RAW_THREADS = 10
+"""Requests in flight for the emulator's own figure: the SQS channel's default
+``concurrency``, what one send of the dispatcher's has in flight."""
 HTTP_RATE_HINT = 1_000.0
 """Creates/s over HTTP assumed when placing the light phase's first due time (pessimistic:
 a schedule created after its due time would count as late)."""
@@ -161,6 +166,7 @@ def tocsin_part(args: argparse.Namespace, tmp: Any, stack: ExitStack, log: Log) 
         sqs = MotoSQS(tmp).start()
         stack.callback(sqs.stop)
         sqs_url = sqs.create_queue("bench")
+        stack.callback(sqs.keep_short(sqs_url))
     if "redis_streams" in kinds:
         redis = Redis(tmp).start()
         stack.callback(redis.stop)
@@ -206,6 +212,10 @@ def tocsin_part(args: argparse.Namespace, tmp: Any, stack: ExitStack, log: Log) 
     out["channels"] = {}
     for kind in kinds:
         target.by_receiver = kind == "webhook"
+        if kind == "sqs" and sqs is not None:  # the peer: the same server, just before
+            if args.quiet_below:
+                wait_for_quiet(args.quiet_below, args.quiet_wait_s, log)
+            out["sqs_emulator"] = sqs_emulator_raw(sqs.endpoint, sqs_url, log)
         out["channels"][kind] = phases(target, args, kind, log, before_light=target.http_phases.add)
     pending_on = [k for k in args.pending_on.split(",") if k in kinds]
     if args.pending and pending_on:
@@ -217,6 +227,45 @@ def tocsin_part(args: argparse.Namespace, tmp: Any, stack: ExitStack, log: Log) 
                 lambda: wait_for_quiet(args.quiet_below, args.quiet_wait_s, log)
                 if args.quiet_below else {"skipped": True}, target.http_phases.add)
     return out
+
+
+def sqs_emulator_raw(endpoint: str, queue_url: str, log: Log) -> dict[str, Any]:
+    """The SQS emulator alone, Tocsin's peer on the SQS channel: :data:`SQS_RAW_MESSAGES`
+    messages shaped as the channel sends the bench's (the same bodies and attributes), as
+    ``SendMessageBatch`` requests of 10 from :data:`SQS_RAW_THREADS` threads of one boto3
+    client, as fast as the server answers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import boto3
+    from botocore.config import Config
+
+    from tocsin.channels.sqs import attributes
+    from tocsin.domain import Envelope, PayloadKind
+
+    client = boto3.client("sqs", region_name="us-east-1", endpoint_url=endpoint,
+                          aws_access_key_id="bench", aws_secret_access_key="bench",
+                          config=Config(max_pool_connections=SQS_RAW_THREADS,
+                                        retries={"total_max_attempts": 1}))
+    envs = [Envelope(schedule_id=f"raw{i}", delivery_id=f"raw{i}-1", attempt=1, epoch=1,
+                     tenant="default", channel="sqs-raw", payload=b'{"n":%d}' % i,
+                     payload_kind=PayloadKind.JSON, due_ms=now_ms()) for i in range(10)]
+    entries = [{"Id": str(i), "MessageBody": e.to_json_bytes().decode(),
+                "MessageAttributes": attributes(e)} for i, e in enumerate(envs)]
+    failed = [0]
+
+    def one(_: int) -> None:
+        answer = client.send_message_batch(QueueUrl=queue_url, Entries=entries)
+        failed[0] += len(answer.get("Failed", ()))
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(SQS_RAW_THREADS) as pool:
+        list(pool.map(one, range(SQS_RAW_MESSAGES // 10)))
+    took = time.perf_counter() - started
+    per_s = round((SQS_RAW_MESSAGES - failed[0]) / took, 1)
+    log(f"[sqs emulator] {SQS_RAW_MESSAGES} messages, {SQS_RAW_THREADS} threads: {per_s}/s")
+    client.close()
+    return {"messages": SQS_RAW_MESSAGES, "threads": SQS_RAW_THREADS, "failed": failed[0],
+            "seconds": round(took, 2), "per_s": per_s}
 
 
 def insert_pending(target: Any, n: int, log: Log) -> dict[str, Any]:

@@ -2,7 +2,10 @@
 webhook, Kafka, RabbitMQ, SQS on moto's server, Redis Streams, NATS JetStream), and the same
 webhook workload on two peers (Celery + Redis ETA tasks, APScheduler 3 with its SQLAlchemy job
 store on SQLite), all POSTing to one fast receiver. ``sqs_vs_file``, ``redis_streams_vs_file``
-and ``nats_vs_file`` compare each new kind's drain with the file channel's of the same run.
+and ``nats_vs_file`` compare each new kind's drain with the file channel's of the same run;
+``sqs_vs_emulator`` compares the SQS drain with ``sqs_emulator_raw_per_s``, moto's server
+alone (boto3 ``SendMessageBatch`` of 10 from 10 threads, just before the SQS phases), the
+queue emptied every 0.1 s in both (``bench/services.py``, ``MotoSQS``).
 
 ``bench/run channels [--quick] [--only webhook,celery] [--pending N] [--update]``
 
@@ -147,6 +150,7 @@ def report(args: argparse.Namespace, argv: list[str], results: dict[str, Any],
         "kafka_drain_per_s": _fig(chans.get("kafka"), "drain", "per_s"),
         "rabbitmq_drain_per_s": _fig(chans.get("rabbitmq"), "drain", "per_s"),
         "sqs_drain_per_s": _fig(chans.get("sqs"), "drain", "per_s"),
+        "sqs_emulator_raw_per_s": (tocsin.get("sqs_emulator") or {}).get("per_s"),
         "redis_streams_drain_per_s": _fig(chans.get("redis_streams"), "drain", "per_s"),
         "nats_drain_per_s": _fig(chans.get("nats"), "drain", "per_s"),
         "celery_webhook_per_s": cd,
@@ -159,6 +163,9 @@ def report(args: argparse.Namespace, argv: list[str], results: dict[str, Any],
     for kind in ("sqs", "redis_streams", "nats"):  # against the file channel, same run
         drain = out[f"{kind}_drain_per_s"]
         out[f"{kind}_vs_file"] = round(drain / fd, 3) if drain and fd else None
+    raw = out["sqs_emulator_raw_per_s"]  # against the emulator alone, same run
+    out["sqs_vs_emulator"] = round(out["sqs_drain_per_s"] / raw, 3) \
+        if out["sqs_drain_per_s"] and raw else None
     out["targets"] = {
         "webhook drain >= 5000/s": _met(wd, 5_000, at_most=False),
         "webhook drain >= 5x Celery's": _met(out["webhook_vs_celery"], 5.0, at_most=False),

@@ -217,10 +217,13 @@ def channels(name: str, doc: Doc) -> Iterator[Row]:
     for kind in ("sqs", "redis_streams", "nats"):  # beside the file channel of their own run
         if doc.get(f"{kind}_drain_per_s") is None:
             continue
+        alone = doc.get(f"{kind}_emulator_raw_per_s")  # the SQS emulator on its own
         yield Row(area="channels", figure=f"{kind} drain", store=store, load="all due at once",
                   value=num(doc.get(f"{kind}_drain_per_s"), "/s"),
-                  peer=f"file {num(doc.get('file_drain_per_s'), '/s')} "
-                       f"({ratio(doc.get(f'{kind}_vs_file'))})", source=name,
+                  peer=(f"emulator alone {num(alone, '/s')} "
+                        f"({ratio(doc.get(f'{kind}_vs_emulator'))}); " if alone else "")
+                  + f"file {num(doc.get('file_drain_per_s'), '/s')} "
+                    f"({ratio(doc.get(f'{kind}_vs_file'))})", source=name,
                   key=f"{kind}_drain_per_s")
     yield Row(area="channels", figure="webhook p99 at half capacity", store=store,
               load=f"{num(_dig(summary, 'tocsin-webhook', 'half_rate_per_s'))}/s",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import threading
 import time
 from typing import Any
 
@@ -71,6 +73,81 @@ def test_fifo_keeps_a_keys_order_and_drops_a_repeated_delivery(sqs_server: MotoS
     assert got[0]["Attributes"]["MessageDeduplicationId"] == "S00000-1"
 
 
+def test_fifo_groups_keep_their_order_when_sent_at_once(sqs_server: MotoSQS) -> None:
+    url = sqs_server.create_queue("groups.fifo")
+    channel = build_channel(spec(url, name="groups", concurrency=4))
+    batch = [Envelope(schedule_id=f"S{i:03d}", delivery_id=f"S{i:03d}-1", attempt=1, epoch=1,
+                      tenant="default", channel="groups", payload=b'{"n":%d}' % i,
+                      payload_kind=PayloadKind.JSON, due_ms=1_800_000_000_000 + i,
+                      ordering_key=f"k{i % 7}") for i in range(140)]
+    assert {r.outcome for r in channel.send(batch)} == {Outcome.DELIVERED}
+    channel.close()
+    got = drain(sqs_server, url, 140, timeout_s=20)
+    by_key: dict[str, list[int]] = {}
+    for m in got:
+        by_key.setdefault(m["Attributes"]["MessageGroupId"], []).append(
+            json.loads(m["Body"])["payload"]["n"])
+    assert by_key == {f"k{k}": list(range(k, 140, 7)) for k in range(7)}
+
+
+class SlowDoor:
+    """A TCP proxy on loopback to ``port`` that holds each new connection ``delay_s`` before
+    passing it on: a service far away, each request answered ``delay_s`` late."""
+
+    def __init__(self, port: int, delay_s: float) -> None:
+        self.upstream, self.delay_s = port, delay_s
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._server.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:  # closed
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        time.sleep(self.delay_s)
+        with client, socket.create_connection(("127.0.0.1", self.upstream)) as server:
+            threading.Thread(target=_pump, args=(server, client), daemon=True).start()
+            _pump(client, server)
+            time.sleep(self.delay_s + 5)  # the answer's way back, then both close
+
+    def close(self) -> None:
+        self._server.close()
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    """Copy ``src`` to ``dst`` until ``src`` ends."""
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        return
+
+
+def test_a_far_service_gets_a_whole_chunk_within_the_timeout(sqs_server: MotoSQS) -> None:
+    """200 messages (20 requests) to a service that answers each 0.5 s late: one after the
+    other they would take 10 s, and those not started by half the 8 s timeout would be
+    retried; sent 10 at a time, all are delivered."""
+    url = sqs_server.create_queue("far")
+    door = SlowDoor(sqs_server.port, delay_s=0.5)
+    try:
+        channel = build_channel(spec(f"http://127.0.0.1:{door.port}/123456789012/far",
+                                     timeout=8))
+        results = channel.send(envelopes(200))
+        channel.close()
+    finally:
+        door.close()
+    assert [r.outcome for r in results] == [Outcome.DELIVERED] * 200, \
+        {r.error for r in results if r.outcome is not Outcome.DELIVERED}
+    assert len(drain(sqs_server, url, 200)) == 200
+    closed = channel.send(envelopes(3))  # after close: nothing sent, nothing lost
+    assert [r.outcome for r in closed] == [Outcome.RETRY] * 3
+
+
 def test_a_message_sqs_refuses_is_rejected_alone(sqs_server: MotoSQS) -> None:
     url = sqs_server.create_queue("sizes")
     big = Envelope(schedule_id="BIG", delivery_id="BIG-1", attempt=1, epoch=1, tenant="default",
@@ -117,6 +194,8 @@ def test_config_is_checked_and_secrets_are_write_only() -> None:
                        ({"queue_url": "https://sqs.x/"}, "config.queue_url"),
                        ({**good, "secret_access_key": None}, "config.secret_access_key"),
                        ({**good, "timeout": 0}, "config.timeout"),
+                       ({**good, "concurrency": 0}, "config.concurrency"),
+                       ({**good, "concurrency": 65}, "config.concurrency"),
                        ({**good, "endpoint_url": "http://169.254.169.254/"},
                         "config.endpoint_url"),
                        ({**good, "queue_url": "http://10.0.0.8/1/q"}, "config.queue_url"),

@@ -7,10 +7,16 @@ name ending ``.fifo`` is a FIFO queue), ``region`` (default: read from an AWS qu
 ``access_key_id``, ``secret_access_key``, ``session_token`` (default: boto3's own chain, the
 dispatcher's environment or instance role; the secret and the token are write-only and shown as
 ``***``), ``timeout`` seconds (default 10: the whole send, at most the operator's
-``send_timeout_max_seconds``). The endpoint's host passes the destination policy's broker
+``send_timeout_max_seconds``), ``concurrency`` (default 10: requests of one send in flight at
+once, 1 to 64). The endpoint's host passes the destination policy's broker
 check (``broker_allow``, docs/security.md) when registered and when built.
 
-Each batch goes out as ``SendMessageBatch`` requests of up to 10 messages and 256 KiB. The
+Each batch goes out as ``SendMessageBatch`` requests of up to 10 messages and 256 KiB, up to
+``concurrency`` of them at once (the dispatcher hands a destination one chunk of up to 1 000
+rows at a time: 100 requests one after the other would need each answered within 50 ms to fit
+in half the 10 s timeout). The requests are spread over ``concurrency`` lanes, each sent in order
+by a thread of the channel's own (``tocsin-sqs-N``, ended by :meth:`SQSChannel.close`); on a
+FIFO queue all the messages of one group go in one lane, in the batch's order. The
 body is :meth:`~tocsin.domain.Envelope.to_json_bytes` as text; Tocsin's headers (and the
 schedule's, while SQS's 10 attributes allow, by name order, names SQS accepts) are ``String``
 message attributes. On a FIFO queue the ``MessageGroupId`` is the schedule's ordering key
@@ -25,12 +31,14 @@ tried again one message at a time, to find which) is REJECTED; anything else (th
 service unreachable, throttled, the queue missing, credentials refused) is RETRY. On a FIFO
 queue, once a group's message is not accepted its later messages in the send are RETRY unsent,
 so a key's order holds.
+
+    threads: tocsin-sqs-N (at most ``concurrency`` per channel, made as needed)
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import re
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -54,10 +62,14 @@ MAX_BATCH_BYTES = 256 * 1024
 SQS-protocol service takes)."""
 MAX_ATTRIBUTES = 10
 """Message attributes per message (SQS's limit)."""
+MAX_CONCURRENCY = 64
+"""The most requests of one send a channel may have in flight (``concurrency``)."""
 PERMANENT = frozenset({"BatchRequestTooLong", "InvalidMessageContents", "MessageTooLong",
                        "InvalidParameterValue", "InvalidAttributeName", "InvalidAttributeValue"})
 """Error codes of a whole request that the content of its messages caused: a request of one
 message is REJECTED; a request of several is tried again one message at a time."""
+Request = list[tuple[Envelope, dict[str, Any]]]
+"""One ``SendMessageBatch``: its envelopes, each with its entry."""
 _ATTRIBUTE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,256}")
 _AWS_HOST = re.compile(r"sqs[.-]([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
 
@@ -80,6 +92,8 @@ class SQSConfig:
     """A session token of temporary credentials (write-only)."""
     timeout: float = 10.0
     """Seconds one send may take; capped by the operator's send limits."""
+    concurrency: int = 10
+    """``SendMessageBatch`` requests of one send in flight at once (1 to 64)."""
 
     @property
     def fifo(self) -> bool:
@@ -123,6 +137,9 @@ class SQSConfig:
         if self.region is not None and not re.fullmatch(r"[a-z0-9-]{1,40}", self.region):
             raise ValidationError("config.region", f"{self.region!r} is not a region name")
         check_seconds(self.timeout, "config.timeout")
+        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
+            raise ValidationError("config.concurrency",
+                                  f"must be between 1 and {MAX_CONCURRENCY}")
 
     def admit(self, policy: DestinationPolicy) -> None:
         """Refuse an endpoint the policy's broker check refuses (stored as given otherwise)."""
@@ -165,24 +182,25 @@ class SQSChannel(Channel):
             aws_access_key_id=cfg.access_key_id, aws_secret_access_key=cfg.secret_access_key,
             aws_session_token=cfg.session_token,
             config=Config(connect_timeout=per_request, read_timeout=per_request,
-                          retries={"total_max_attempts": 1}, max_pool_connections=2,
-                          tcp_keepalive=True))
-        self._lock = threading.Lock()
+                          retries={"total_max_attempts": 1},
+                          max_pool_connections=cfg.concurrency, tcp_keepalive=True))
+        self._pool = concurrent.futures.ThreadPoolExecutor(cfg.concurrency,
+                                                           thread_name_prefix="tocsin-sqs")
 
     def _entry(self, i: int, env: Envelope) -> dict[str, Any]:
         entry: dict[str, Any] = {"Id": str(i), "MessageBody": env.to_json_bytes().decode(),
                                  "MessageAttributes": attributes(env)}
         if self.config.fifo:
-            entry["MessageGroupId"] = env.ordering_key or env.key or env.schedule_id
+            entry["MessageGroupId"] = _group(env)
             entry["MessageDeduplicationId"] = env.delivery_id
         return entry
 
-    def _requests(self, envelopes: Sequence[Envelope]) -> list[list[tuple[Envelope, dict[str,
-                                                                                        Any]]]]:
-        """The envelopes cut into requests of at most 10 entries and 256 KiB."""
-        out: list[list[tuple[Envelope, dict[str, Any]]]] = []
+    def _requests(self, lane: Sequence[tuple[int, Envelope]]) -> list[Request]:
+        """The lane's envelopes (with their place in the batch, for the entry ids) cut into
+        requests of at most 10 entries and 256 KiB, in order."""
+        out: list[Request] = []
         size = 0
-        for i, env in enumerate(envelopes):
+        for i, env in lane:
             entry = self._entry(i, env)
             n = len(entry["MessageBody"].encode()) + sum(
                 len(k) + len(v["StringValue"]) + 6 for k, v in entry["MessageAttributes"].items())
@@ -193,37 +211,63 @@ class SQSChannel(Channel):
             size += n
         return out
 
+    def _lanes(self, envelopes: Sequence[Envelope]) -> list[list[Request]]:
+        """The batch's requests spread over at most ``concurrency`` lanes, each to be sent in
+        order: on a FIFO queue a message group's envelopes all go in one lane (the groups
+        dealt out in the order they first appear), else the requests are dealt out in turn."""
+        k = self.config.concurrency
+        if not self.config.fifo:
+            requests = self._requests(list(enumerate(envelopes)))
+            return [requests[i::k] for i in range(min(k, len(requests)))]
+        lane_of: dict[str, int] = {}
+        lanes: list[list[tuple[int, Envelope]]] = [[] for _ in range(k)]
+        for i, env in enumerate(envelopes):
+            lane = lane_of.setdefault(_group(env), len(lane_of) % k)
+            lanes[lane].append((i, env))
+        return [self._requests(lane) for lane in lanes if lane]
+
     def send(self, envelopes: Sequence[Envelope]) -> list[Result]:
         if not envelopes:
             return []
-        results: dict[str, Result] = {}
-        stopped: set[str] = set()  # FIFO groups with a message not accepted
         deadline = time.monotonic() + self.timeout_s / 2  # no request starts past it
-        with self._lock:
-            for request in self._requests(envelopes):
-                held = [(e, x) for e, x in request if x.get("MessageGroupId") in stopped]
-                for env, _ in held:
-                    results[env.delivery_id] = Result(
-                        env.delivery_id, Outcome.RETRY,
-                        "sqs: an earlier message of its group was not accepted")
-                request = [(e, x) for e, x in request if (e, x) not in held]
-                if not request:
-                    continue
-                if time.monotonic() > deadline:
-                    for env, _ in request:
-                        results[env.delivery_id] = Result(
-                            env.delivery_id, Outcome.RETRY,
-                            f"sqs: not sent within {self.timeout_s} s")
-                    continue
-                self._post(request, results)
-                for env, entry in request:
-                    if results[env.delivery_id].outcome is not Outcome.DELIVERED and \
-                            "MessageGroupId" in entry:
-                        stopped.add(entry["MessageGroupId"])
+        results: dict[str, Result] = {}
+        try:
+            lanes = [self._pool.submit(self._send_lane, lane, deadline)
+                     for lane in self._lanes(envelopes)]
+        except RuntimeError:  # the pool is shut: the channel was closed
+            return [Result(e.delivery_id, Outcome.RETRY, "sqs: the channel is closed")
+                    for e in envelopes]
+        for lane in lanes:  # each ends within the timeout: no request starts past the deadline
+            results.update(lane.result())
         return [results[e.delivery_id] for e in envelopes]
 
-    def _post(self, request: list[tuple[Envelope, dict[str, Any]]],
-              results: dict[str, Result]) -> None:
+    def _send_lane(self, lane: list[Request], deadline: float) -> dict[str, Result]:
+        """A lane's requests, one after the other: a Result for each of its envelopes."""
+        results: dict[str, Result] = {}
+        stopped: set[str] = set()  # FIFO groups with a message not accepted
+        for request in lane:
+            held = [(e, x) for e, x in request if x.get("MessageGroupId") in stopped]
+            for env, _ in held:
+                results[env.delivery_id] = Result(
+                    env.delivery_id, Outcome.RETRY,
+                    "sqs: an earlier message of its group was not accepted")
+            request = [(e, x) for e, x in request if (e, x) not in held]
+            if not request:
+                continue
+            if time.monotonic() > deadline:
+                for env, _ in request:
+                    results[env.delivery_id] = Result(
+                        env.delivery_id, Outcome.RETRY,
+                        f"sqs: not sent within {self.timeout_s} s")
+                continue
+            self._post(request, results)
+            for env, entry in request:
+                if results[env.delivery_id].outcome is not Outcome.DELIVERED and \
+                        "MessageGroupId" in entry:
+                    stopped.add(entry["MessageGroupId"])
+        return results
+
+    def _post(self, request: Request, results: dict[str, Result]) -> None:
         """One ``SendMessageBatch``; a Result for each of its envelopes in ``results``."""
         by_id = {entry["Id"]: env for env, entry in request}
         try:
@@ -256,8 +300,13 @@ class SQSChannel(Channel):
                                               "sqs: no answer for this entry")
 
     def close(self) -> None:
-        with self._lock:
-            self._client.close()
+        self._pool.shutdown(wait=True)  # the sends under way end first (within their timeout)
+        self._client.close()
+
+
+def _group(env: Envelope) -> str:
+    """The FIFO message group of ``env``: its ordering key, else its key, else its id."""
+    return env.ordering_key or env.key or env.schedule_id
 
 
 def _code(exc: Exception) -> str:
