@@ -86,7 +86,9 @@ def test_a_channel_that_trusts_another_ca_delivers_nothing_and_says_why(
     assert {r.outcome for r in results} == {Outcome.RETRY}, results
     for result in results:
         assert "certificate verify failed" in (result.error or ""), result
-    assert took < FLUSH_S + 2.0, took  # the send's deadline, plus its report margin
+    # a bound, not a figure: the send ends at its deadline (plus its 0.5 s report margin),
+    # loaded machine or not, however often librdkafka retries the handshake meanwhile
+    assert took < FLUSH_S + 5.0, took
     assert any("unknown ca" in why for why in kafka_tls.proxy.failures[refused:])
     assert read_topic(kafka_tls.bootstrap, topic, 1, client=kafka_tls.client) == []
 
