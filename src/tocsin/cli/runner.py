@@ -111,7 +111,11 @@ def bind_api(settings: Settings) -> socket.socket:
     ``tocsin up`` on a taken port stops at once, saying so, instead of starting a dispatcher
     (and registering a run) for an API that cannot listen."""
     family = socket.AF_INET6 if ":" in settings.api_host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named: asyncio turns Nagle off (TCP_NODELAY) only on connections whose
+    # socket says so. Without it a response written in two sends (uvicorn's headers, then
+    # its body) waited for the client's delayed ACK: 44 ms a request on a kept-alive
+    # connection, /healthz included, against 1.5 ms.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((settings.api_host, settings.api_port))

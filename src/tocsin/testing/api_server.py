@@ -34,7 +34,8 @@ class ApiServer:
     def __init__(self, store: Store, settings: Settings | None = None, **app_kw: Any) -> None:
         self.store = store
         # Bound here and handed to uvicorn: no other socket can take the port in between.
-        self._socket = socket.socket()
+        # IPPROTO_TCP named, as tocsin.cli.runner.bind_api does: asyncio then turns Nagle off.
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._socket.bind(("127.0.0.1", 0))
         self.port = int(self._socket.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
