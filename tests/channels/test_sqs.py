@@ -75,7 +75,7 @@ def test_fifo_keeps_a_keys_order_and_drops_a_repeated_delivery(sqs_server: MotoS
 
 def test_fifo_groups_keep_their_order_when_sent_at_once(sqs_server: MotoSQS) -> None:
     url = sqs_server.create_queue("groups.fifo")
-    channel = build_channel(spec(url, name="groups", concurrency=4))
+    channel = build_channel(spec(url, name="groups", concurrency=4, timeout=60))
     batch = [Envelope(schedule_id=f"S{i:03d}", delivery_id=f"S{i:03d}-1", attempt=1, epoch=1,
                       tenant="default", channel="groups", payload=b'{"n":%d}' % i,
                       payload_kind=PayloadKind.JSON, due_ms=1_800_000_000_000 + i,
@@ -129,14 +129,14 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
 
 
 def test_a_far_service_gets_a_whole_chunk_within_the_timeout(sqs_server: MotoSQS) -> None:
-    """200 messages (20 requests) to a service that answers each 0.5 s late: one after the
-    other they would take 10 s, and those not started by half the 8 s timeout would be
-    retried; sent 10 at a time, all are delivered."""
+    """200 messages (20 requests) to a service that answers each 1 s late: one after the
+    other they would take 20 s, and those not started by half the 16 s timeout would be
+    retried; sent 10 at a time, all are delivered (each request may take 4 s)."""
     url = sqs_server.create_queue("far")
-    door = SlowDoor(sqs_server.port, delay_s=0.5)
+    door = SlowDoor(sqs_server.port, delay_s=1.0)
     try:
         channel = build_channel(spec(f"http://127.0.0.1:{door.port}/123456789012/far",
-                                     timeout=8))
+                                     timeout=16))
         results = channel.send(envelopes(200))
         channel.close()
     finally:
