@@ -10,6 +10,7 @@ import pytest
 
 from tocsin.abc import ChannelHold, ClaimedRow, Store
 from tocsin.clock import ManualClock
+from tocsin.dispatcher.runs import RUN_BEAT_MS, WATCH_MS, look_every_ms
 from tocsin.domain import Ack, NewSchedule, Outcome, Status
 from tocsin.stores.sql.owners import assignment, holder_run, intersect
 
@@ -181,6 +182,20 @@ def test_a_leaving_run_hands_its_buckets_over_at_once_and_its_claims_at_its_end(
     assert store.run_claims("a") == len(held)  # released, not yet reclaimed
     again = claim(store, store.next_epoch(run="b", now_ms=NOW + 4), at=NOW + 4)
     assert {r.id for r in again} == {r.id for r in held}
+
+
+def test_a_run_that_owns_every_bucket_alone_looks_once_a_beat(store: Store) -> None:
+    """Alone, a run looks at the membership once a beat (nobody to take over from); once it
+    shares the buckets, ten times a beat where the store shows a death at once."""
+    join(store, "a")
+    alone = store.share_buckets(now_ms=NOW, stale_ms=STALE, me="a")
+    assert {o.run for o in alone.owners} == {"a"}
+    assert look_every_ms(alone, "a", session_locks=True) == RUN_BEAT_MS
+    join(store, "b", at=NOW + 1)
+    shared = store.share_buckets(now_ms=NOW + 1, stale_ms=STALE, me="a")
+    assert {o.run for o in shared.owners} == {"a", "b"}
+    assert look_every_ms(shared, "a", session_locks=True) == WATCH_MS
+    assert look_every_ms(shared, "a", session_locks=False) == RUN_BEAT_MS
 
 
 def test_a_slot_is_free_again_once_its_run_is_fenced(store: Store) -> None:
