@@ -5,9 +5,9 @@
     bench/run summary --check     # exit 1 when the table is not what the results give
 
 One row per figure a user asks about first (dispatch, punctuality by load, isolation,
-destinations, channels, import, ingest, archive, recurring, idle and start), each with its
-store, its load, the peer it is set against in the same run, and the date and commit of the
-run. The table lies between :data:`BEGIN` and :data:`END`; everything else on the page (the
+destinations, channels, import, ingest, archive, recurring, idle and start, labels), each
+with its store, its load, the peer it is set against in the same run, and the date and commit
+of the run. The table lies between :data:`BEGIN` and :data:`END`; everything else on the page (the
 history of each figure) is left as it is, so running this again after new results only
 refreshes the table. A results file that names neither its date nor its commit (files older
 than this script) is stamped first with those of the commit that recorded it (``git log``),
@@ -327,6 +327,21 @@ def idle(name: str, doc: Doc) -> Iterator[Row]:
               peer="—", source=name)
 
 
+def labels(name: str, doc: Doc) -> Iterator[Row]:
+    for store in ("sqlite", "postgres"):
+        if doc.get(f"{store}_rare_p50_ms") is None:
+            continue
+        load = f"{num(doc.get(f'{store}_schedules'))} schedules, pages of 100"
+        peer = num(doc.get(f"{store}_peer_p50_ms"), " ms")
+        for kind, what in (("rare", "a pair on 0.1 %"), ("common", "a pair on 10 %"),
+                           ("two_pairs", "two pairs")):
+            yield Row(area="labels", figure=f"list by selector p50, {what}",
+                      store=_store_name(store), load=load,
+                      value=num(doc.get(f"{store}_{kind}_p50_ms"), " ms"),
+                      peer=f"no selector {peer} ({ratio(doc.get(f'{store}_{kind}_over_peer'))})",
+                      source=name)
+
+
 def _store_name(kind: str) -> str:
     if "postgres" in kind:
         return "PostgreSQL"
@@ -348,6 +363,7 @@ SOURCES: tuple[tuple[str, Callable[[str, Doc], Iterator[Row]], str], ...] = (
     ("archive.json", archive, "bench/run archive"),
     ("recurring.json", recurring, "bench/run recurring"),
     ("idle.json", idle, "bench/run idle"),
+    ("labels.json", labels, "bench/run labels"),
 )
 """Each results file of the table, in the table's order, with how its rows are read and the
 command that writes it."""
