@@ -22,6 +22,7 @@ from tocsin.dispatcher.handover import (
     released_only,
     window_end,
 )
+from tocsin.dispatcher.knobs import BACKSTOP_MS, READER_LAG_MS
 from tocsin.dispatcher.local import LocalDispatcher
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runs import RUN_STALE_MS
@@ -159,14 +160,39 @@ def test_a_window_reclaims_what_a_dead_run_released_never_a_live_lease(rig: Rig)
     assert attempt.delivery_id == f"{sid}-1"  # the same attempt: the receiver can drop a repeat
 
 
-def test_the_relay_hands_over_only_in_its_zone(rig: Rig) -> None:
+def test_the_relay_hands_over_in_its_zone_and_what_nobody_took_outside_it(rig: Rig) -> None:
     rig.clock.set(T0 + 1_200)
     outside, inside = rig.schedule(T0 + 1_500), rig.schedule(T0 + W + 300)
     assert rig.window(relay=True) == 2  # window T0+1200 .. T0+3000, zone T0+2000 .. T0+3000
     assert rig.got() == [outside, inside]
-    # due in the main windows' half of the period: the relay waits for its zone to open
-    assert rig.store.get(outside).lateness_ms == W - 1_500
+    # due in the main windows' half of the period, and no main window took it: the relay
+    # backs it up once it has waited BACKSTOP_MS (the next batch's window opened late)
+    assert rig.store.get(outside).lateness_ms == BACKSTOP_MS
     assert rig.store.get(inside).lateness_ms == 0
+
+
+def test_outside_its_zone_the_relay_leaves_a_schedule_to_the_main_window(rig: Rig) -> None:
+    rig.clock.set(T0 + 1_200)
+    taken = rig.schedule(T0 + 1_500)
+    epoch = rig.store.next_epoch()
+
+    def main_window() -> None:  # the main query's window takes it 20 ms after it fell due
+        rig.store.claim(epoch=epoch, bucket_lo=0, bucket_hi=rig.store.buckets - 1,
+                        until_ms=T0 + 1_520, now_ms=T0 + 1_520, lease_ms=LEASE, limit=10,
+                        replay=False)
+
+    rig.clock.at(T0 + 1_520, main_window)
+    assert rig.window(relay=True) == 0
+    assert rig.store.get(taken).status is Status.CLAIMED  # the main window's, not the relay's
+
+
+def test_outside_its_zone_the_relay_leaves_a_backlog_to_the_batches(rig: Rig) -> None:
+    rig.clock.set(T0 + 1_200)
+    due = T0 + 1_200 - READER_LAG_MS - 300
+    backlog = rig.schedule(due)
+    assert rig.window(relay=True) == 1
+    assert rig.got() == [backlog]
+    assert rig.store.get(backlog).lateness_ms == T0 + W - due  # in its zone only
 
 
 def test_a_keyed_run_is_handed_over_in_order_in_one_window(rig: Rig) -> None:

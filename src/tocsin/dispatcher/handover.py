@@ -36,10 +36,13 @@ from tocsin.dispatcher.core import BucketSpan, DispatchCore, log
 from tocsin.dispatcher.deliver import Tally
 from tocsin.dispatcher.knobs import (
     AHEAD_ROWS,
+    BACKSTOP_MS,
     CLAIM_ROWS,
+    COVER_MS,
     KEY_RUN_BUDGET_MS,
     POLL_MS,
     RACE_PAUSE_MS,
+    READER_LAG_MS,
 )
 from tocsin.errors import StoreError
 
@@ -82,22 +85,36 @@ def key_runs(core: DispatchCore, partition: int, rows: Sequence[ClaimedRow], *,
 def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
          relay: bool = False, span: BucketSpan | None = None) -> tuple[Tally, int]:
     """Keep ``partition``'s range (or ``span``'s buckets) until ``end_ms``, handing each
-    schedule over at its due time (``relay``: only inside :func:`relay_zone`). The window's
-    tally and how many it claimed."""
+    schedule over at its due time (``relay``: inside :func:`relay_zone`, and outside it what
+    nobody took :data:`BACKSTOP_MS` after it fell due). The window's tally and how many it
+    claimed."""
     tally, claimed = Tally(), 0
     store, clock, opts = core.store, core.clock, core.options
     span = span or core.span(partition)
     limit = min(span.limit, CLAIM_ROWS)  # also without a window (wait=False)
     epoch: int | None = None
     misses, full = 0, False
+    covering = 0  # the relay hands over outside its zone until then (a gap it found)
     while (now := clock.now_ms()) < end_ms:
         horizon = end_ms
         if relay:
             start, stop = relay_zone(now, opts.hand_over_ms)
-            if now < start:
-                core.pause_until(min(start, end_ms))
-                continue
-            horizon = min(stop, end_ms)
+            if now < start and now >= covering:
+                try:
+                    first = store.next_claimable_ms(
+                        bucket_lo=span.lo, bucket_hi=span.hi, until_ms=min(start, end_ms),
+                        now_ms=now, lease_ms=released_only(now), run=opts.run)
+                except StoreError as exc:
+                    log.warning("hand-over window ends early, store unavailable: %s", exc)
+                    break
+                if first is None or not now - READER_LAG_MS < first <= now - BACKSTOP_MS:
+                    # nothing left behind: wait for the zone, a new schedule or a backstop
+                    wake = now + POLL_MS if first is None or first <= now - READER_LAG_MS \
+                        else min(first + BACKSTOP_MS, now + POLL_MS)
+                    core.pause_until(min(start, end_ms, wake))
+                    continue
+                covering = now + COVER_MS  # nobody took it: the main window is not there
+            horizon = min(stop if now >= start else covering, end_ms)
         if full:  # the engine's queues are full: wait for a chunk to finish first (the
             # busy holds are written by the engine's writer, behind this window's claims)
             held = clock.now_ms() + POLL_MS
