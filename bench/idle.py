@@ -13,7 +13,11 @@ the memory ``tocsin up`` holds at rest again (target: 800 MB), and ``after_burst
 says which processes hold it.
 
     bench/run idle [--seconds 60] [--settle 70] [--variants default,keep-warm,no-relay]
-                   [--burst 200000] [--after 60]
+                   [--burst 200000] [--after 60] [--store postgresql://...]
+
+With ``--store`` a PostgreSQL URL (an empty database: each variant's ``tocsin up`` runs over
+it in turn), the server's CPU is counted as the tree's ``database`` (with SQLite the store's
+work is inside the tree) and the results go to bench/results/idle-postgres.json.
 
 Writes bench/results/idle.json (per variant: ``cpu_pct_of_one_core``, ``rss_mb``, ``pss_mb``,
 ``ready_s``; for the default also ``after_burst_rss_mb``, ``after_burst_pss_mb``,
@@ -33,10 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import CpuMeter, machine_info, measure_idle, run_phase, run_stamp, tree_sample
+from bench.store_target import attribute_server
 from bench.tocsin_up import TocsinUp, UpTarget
 from tocsin.stores import open_store
 
 RESULTS = Path(__file__).parent / "results" / "idle.json"
+RESULTS_POSTGRES = RESULTS.with_name("idle-postgres.json")
 VARIANTS: dict[str, dict[str, str]] = {
     "default": {},
     "keep-warm": {"TOCSIN_KEEP_WARM_SECONDS": "30"},
@@ -100,9 +106,9 @@ def burst(up: TocsinUp, n: int, after_s: float) -> dict[str, Any]:
 
 
 def run(name: str, env: dict[str, str], seconds: float, settle: float, *,
-        burst_n: int = 0, after_s: float = 60.0) -> dict[str, Any]:
+        burst_n: int = 0, after_s: float = 60.0, store_url: str | None = None) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix=f"tocsin-bench-idle-{name}-"))
-    up = TocsinUp(home, store_url=None, env={"TOCSIN_ARCHIVE_EVERY_SECONDS": "0", **env},
+    up = TocsinUp(home, store_url=store_url, env={"TOCSIN_ARCHIVE_EVERY_SECONDS": "0", **env},
                   log=log)
     try:
         ready_s = up.start()
@@ -131,13 +137,22 @@ def main() -> None:
                         help="Schedules delivered after the default's idle figures (0: none).")
     parser.add_argument("--after", type=float, default=60.0,
                         help="Seconds after the burst's last delivery to measure memory at.")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--store", default="sqlite",
+                        help="sqlite (default) or a postgresql:// URL of an empty database")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="default: bench/results/idle.json (idle-postgres.json on PostgreSQL)")
     args = parser.parse_args()
+    store_url = None if args.store == "sqlite" else args.store
+    if store_url is not None:
+        attribute_server(store_url)
+    args.out = args.out or (RESULTS if store_url is None else RESULTS_POSTGRES)
     out: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
-    out.update({"benchmark": "idle", "seconds": args.seconds, **run_stamp()})
+    out.update({"benchmark": "idle", "seconds": args.seconds, "store": args.store.split(":")[0],
+                **run_stamp()})
     for name in args.variants.split(","):
         out[name] = run(name, VARIANTS[name], args.seconds, args.settle,
-                        burst_n=args.burst if name == "default" else 0, after_s=args.after)
+                        burst_n=args.burst if name == "default" else 0, after_s=args.after,
+                        store_url=store_url)
     out["machine"] = machine_info()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2) + "\n")

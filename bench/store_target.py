@@ -13,7 +13,7 @@ from tocsin.abc import Store
 from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
 from tocsin.stores import open_store
 
-__all__ = ["StoreTarget", "open_bench_store"]
+__all__ = ["StoreTarget", "attribute_server", "open_bench_store"]
 
 
 def open_bench_store(kind: str, url: str | None, tmp: Path, *, buckets: int) -> tuple[str, Store]:
@@ -26,14 +26,14 @@ def open_bench_store(kind: str, url: str | None, tmp: Path, *, buckets: int) -> 
         from tocsin.testing.postgres import create_schema
 
         url = create_schema(url)
-        _attribute_server(url)
+        attribute_server(url)
     store = open_store(url, buckets=buckets)
     if sum(store.counts().values()):
         raise SystemExit(f"the store at {url} is not empty: the benchmark needs a fresh one")
     return url, store
 
 
-def _attribute_server(url: str) -> None:
+def attribute_server(url: str) -> None:
     """Count the PostgreSQL server at ``url`` (on this machine) as this part's ``database``:
     with SQLite the store's work runs inside the dispatcher's processes, and the two stores'
     CPU figures should compare."""

@@ -167,20 +167,21 @@ class DispatchCore:
     def watch_runs(self, now: int) -> None:
         """At most every :data:`RUN_BEAT_MS`: beat this run, fence the runs whose beat stopped
         (their claims go out at the next claim, under the same delivery ids) and share the
-        buckets out between the members (:meth:`~tocsin.abc.DispatchStore.share_buckets`).
-        Holds the destinations this machine cannot deliver to, before any claim
-        (:mod:`tocsin.dispatcher.preflight`)."""
+        buckets out between the members (:meth:`~tocsin.abc.DispatchStore.share_buckets`),
+        unless the dispatcher process's own thread does (``run_beat``). Holds the destinations
+        this machine cannot deliver to, before any claim (:mod:`tocsin.dispatcher.preflight`)."""
         self.undeliverable.check()
         if self._last_runs_ms is not None and now - self._last_runs_ms < RUN_BEAT_MS:
             return
         self._last_runs_ms = now
-        if self.options.run:
-            self.store.beat_run(self.options.run, now_ms=now)
-        released = self.store.share_buckets(now_ms=now, stale_ms=RUN_STALE_MS,
-                                            me=self.options.run).released
-        if released:
-            log.warning("dispatcher: released %d claims of dispatcher runs that stopped beating",
-                        released)
+        if not self.options.run_beat:  # else the dispatcher process's RunBeat does both
+            if self.options.run:
+                self.store.beat_run(self.options.run, now_ms=now)
+            released = self.store.share_buckets(now_ms=now, stale_ms=RUN_STALE_MS,
+                                                me=self.options.run).released
+            if released:
+                log.warning("dispatcher: released %d claims of dispatcher runs that stopped "
+                            "beating", released)
         self.store.expire_holds(now_ms=now)  # breakers due a probe, holds of stopped processes
         # A burst that doubled the table leaves PostgreSQL planning the claim for the table it
         # was (a due-time index scan past every row of the burst for each trickle's claim)

@@ -81,6 +81,11 @@ class DispatchOptions:
     run: str = ""
     """This dispatcher run's id (:mod:`tocsin.dispatcher.runs`); empty: epochs are taken
     without a run, and only the lease frees a dead dispatcher's claims."""
+    run_beat: int = 0
+    """1 when a :class:`~tocsin.dispatcher.runs.RunBeat` thread of the dispatcher process
+    beats the run and looks at the membership: the source then does neither (the two did
+    each a second, a write and a look at the server's locks: an idle dispatcher's store work,
+    twice)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DispatchOptions:

@@ -138,7 +138,7 @@ def run_dispatcher(settings: Settings) -> None:
     spark.streams.addListener(ProgressLog(
         on_terminated=terminated.set,
         on_first_batch=lambda name: warm.set() if name == QUERY_NAME else None))
-    options = replace(DispatchOptions.from_settings(settings), run=run)
+    options = replace(DispatchOptions.from_settings(settings), run=run, run_beat=1)
     if beat.slot == 0:  # the layout before 0.2.0 had one dispatcher's checkpoints only
         adopt_legacy_checkpoints(settings)
     queries = [

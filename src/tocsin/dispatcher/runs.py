@@ -114,6 +114,9 @@ class RunBeat:
                     next_beat = now + RUN_BEAT_MS
                 membership = self.store.share_buckets(now_ms=now, stale_ms=RUN_STALE_MS,
                                                       me=self.run)
+                if membership.released:
+                    log.warning("dispatcher: released %d claims of dispatcher runs that "
+                                "stopped beating", membership.released)
                 every_ms = look_every_ms(membership, self.run,
                                          session_locks=self._lock_id is not None)
             except StoreError as exc:  # the next turn tries again
