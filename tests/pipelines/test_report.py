@@ -156,12 +156,33 @@ def _screenshot(page: Path, png: Path) -> None:
         shutil.copy(png, target)
 
 
+def _old_archive_file(root: Path) -> None:
+    """A schedules file as archived before labels existed (no ``labels`` column): one
+    delivered schedule of the report's period."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tocsin.pipelines.archive import SCHEDULES
+
+    old = pa.schema([f for f in SCHEDULES if f.name not in ("labels", "day")])
+    values: dict[str, Any] = {f.name: [None] for f in old}
+    values.update(id=["old-1"], tenant=["default"], channel=["out"], payload=[b"{}"],
+                  payload_kind=["json"], headers=["{}"], due_ms=[H - 3 * HOUR], bucket=[0],
+                  status=["DELIVERED"], attempts=[1], created_ms=[H - 4 * HOUR],
+                  delivered_ms=[H - 3 * HOUR], finished_ms=[H - 3 * HOUR], archived_ms=[H])
+    folder = root / "schedules" / "run=1" / f"day={H // 86_400_000}" / "tenant=default"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.table(values, schema=old), folder / "part-old.parquet")
+
+
 def test_a_report_by_label_counts_the_schedules_carrying_it(spark: SparkSession,
                                                             backend_url: str,
                                                             tmp_path: Path) -> None:
     """``--label team=a``: finished schedules, attempts and what is upcoming of the schedules
-    carrying the pair alone; the same history without the selector counts every one."""
-    settings = Settings(store=backend_url, home=tmp_path, buckets=16)
+    carrying the pair alone, in the store and in the archive (a file archived before labels
+    existed matches no selector); the same history without the selector counts every one."""
+    settings = Settings(store=backend_url, home=tmp_path, buckets=16,
+                        archive_retention_seconds=5400, task_key_retention_seconds=0)
     store = open_store(backend_url, buckets=16)
 
     def make(team: str, due: int = H) -> str:
@@ -169,9 +190,11 @@ def test_a_report_by_label_counts_the_schedules_carrying_it(spark: SparkSession,
             channel="out", payload=b"{}", due_ms=due, labels={"team": team, "run": "r"})],
             now_ms=H - 10 * HOUR)[0][0].id)
 
-    delivered = [(team, late, make(team)) for team, late in
-                 (("a", 100), ("a", 300), ("b", 7000), ("b", 9000), ("b", 8000))]
-    end = H - HOUR + 10 * MIN
+    # (team, lateness, when it ended): the first hour's go to the archive.
+    delivered = [(team, late, end, make(team)) for team, late, end in
+                 (("a", 100, H - 2 * HOUR + 10 * MIN), ("a", 300, H - HOUR + 10 * MIN),
+                  ("b", 7000, H - 2 * HOUR + 10 * MIN), ("b", 9000, H - HOUR + 10 * MIN),
+                  ("b", 8000, H - HOUR + 10 * MIN))]
     dead = make("b")
     for _ in range(2):
         make("a", due=NOW + HOUR)
@@ -180,15 +203,18 @@ def test_a_report_by_label_counts_the_schedules_carrying_it(spark: SparkSession,
 
     def work(conn: Any) -> None:
         executemany(conn, q("UPDATE schedules SET status = 'DELIVERED', delivered_ms = ? "
-                            "WHERE id = ?"), [(end, sid) for _, _, sid in delivered])
+                            "WHERE id = ?"), [(end, sid) for _, _, end, sid in delivered])
         conn.execute(q("UPDATE schedules SET status = 'DEAD', next_ms = ? WHERE id = ?"),
-                     (end, dead))
+                     (H - HOUR + 20 * MIN, dead))
         executemany(conn, q("INSERT INTO deliveries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"),
                     [(f"{sid}-1", sid, 1, 1, end - 5, end, "delivered", None, late)
-                     for _, late, sid in delivered])
+                     for _, late, end, sid in delivered])
 
     store._work(work)
+    archived = run_archive(spark, settings=settings, clock=ManualClock(NOW), partitions=2)
+    assert archived["schedules"] == 2  # the first hour's
     store.close()
+    _old_archive_file(Path(settings.archive_path))
     by_label = run_report(spark, settings=settings, since_ms=24 * HOUR, sla_ms=1000,
                           out_dir=tmp_path / "a", clock=ManualClock(NOW), partitions=2,
                           label="team=a")
@@ -201,6 +227,9 @@ def test_a_report_by_label_counts_the_schedules_carrying_it(spark: SparkSession,
                       label="run=r")
     assert both["totals"] == [_row("default", 5, 1, 0, 0, 3, (7000, 9000, 9000, 9000))]
     assert both["upcoming"][0]["due"] == 3
+    everything = run_report(spark, settings=settings, since_ms=24 * HOUR, sla_ms=1000,
+                            out_dir=tmp_path / "every", clock=ManualClock(NOW), partitions=2)
+    assert everything["totals"][0]["delivered"] == 6  # the old file's schedule too
     from tocsin.errors import ValidationError
 
     with pytest.raises(ValidationError) as caught:

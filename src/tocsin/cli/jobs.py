@@ -117,8 +117,8 @@ def report(
     partitions: Annotated[int | None, typer.Option(
         min=1, help="Spark partitions (time slices).")] = None,
     label: Annotated[str | None, typer.Option(
-        help="A label selector k=v[,k2=v2]: the figures of the schedules carrying it (from "
-             "the store; the archive keeps no labels).")] = None,
+        help="A label selector k=v[,k2=v2]: the figures of the schedules carrying it "
+             "(and of their attempts).")] = None,
     store: StoreOpt = None, spark_master: MasterOpt = None,
 ) -> None:
     """Delivery analytics over the store and the archive: per tenant, channel and hour

@@ -74,7 +74,11 @@ SCHEDULE_SCHEMA = (
     "id string, tenant string, channel string, payload binary, payload_kind string, "
     "headers string, due_ms long, bucket int, status string, attempts int, created_ms long, "
     "delivered_ms long, last_error string, key string, ordering_key string, policy string, "
-    "recurring_id string, firing_ms long, finished_ms long, day string, archived_ms long")
+    "recurring_id string, firing_ms long, labels string, finished_ms long, day string, "
+    "archived_ms long")
+"""An archived schedule. ``labels`` (its labels as compact JSON, null for none) is in files
+written since labels existed; a reader of older files too asks Spark to merge their schemas
+(:func:`tocsin.pipelines.report._archived`)."""
 DELIVERY_SCHEMA = (
     "delivery_id string, schedule_id string, attempt int, epoch long, started_ms long, "
     "ended_ms long, outcome string, error string, lateness_ms long, tenant string, "

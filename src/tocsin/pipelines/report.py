@@ -7,8 +7,8 @@ per tenant and channel over the whole period; and what falls due in the next 24 
 overdue schedule counts in the first hour). The store is read in time slices, one Spark
 partition each, by index ranges; the archive's Parquet (``tocsin archive``) is read for the
 same period, and a row found in both, or archived twice, counts once. ``--label k=v`` limits
-it to the schedules carrying a label selector (and their attempts), read from the store alone:
-the archive keeps no labels.
+it to the schedules carrying a label selector (and their attempts), in the store and in the
+archive's files that keep labels (those written since labels existed).
 
 Written as ``report.json`` and ``report.html`` (plots: :mod:`tocsin.pipelines.report_html`).
 """
@@ -73,14 +73,40 @@ def _from_store(spark: SparkSession, job: ReportJob, what: str, schema: str,
 
 
 def _archived(spark: SparkSession, root: str, table: str, columns: str, time_col: str,
-              since_ms: int) -> DataFrame | None:
+              since_ms: int, *, labelled: DataFrame | None = None) -> DataFrame | None:
+    """The archive's ``table`` from ``since_ms`` on (None: no archive yet); ``labelled``:
+    only the rows whose ``id`` (``schedule_id`` for attempts) it holds."""
     from pyspark.errors import AnalysisException
 
     try:
         frame = spark.read.parquet(f"{root}/{table}")
     except AnalysisException:  # no archive yet
         return None
-    return frame.where(frame[time_col] >= since_ms).selectExpr(*columns.split(", "))
+    frame = frame.where(frame[time_col] >= since_ms)
+    if labelled is not None:
+        key = "id" if table == "schedules" else "schedule_id"
+        frame = frame.join(labelled.withColumnRenamed("id", key), key, "left_semi")
+    return frame.selectExpr(*columns.split(", "))
+
+
+def _archived_carrying(spark: SparkSession, root: str,
+                       labels: tuple[tuple[str, str], ...]) -> DataFrame | None:
+    """The ids of the archived schedules carrying every one of ``labels`` (the archive's
+    files are read with their schemas merged: those written before labels existed have no
+    ``labels`` column, and carry none)."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    try:
+        frame = spark.read.option("mergeSchema", "true").parquet(f"{root}/schedules")
+    except AnalysisException:  # no archive yet
+        return None
+    if "labels" not in frame.columns:
+        return frame.select("id").where(F.lit(False))
+    pairs = F.from_json(F.col("labels"), "map<string,string>")
+    for key, value in labels:
+        frame = frame.where(pairs.getItem(key) == F.lit(value))
+    return frame.select("id")
 
 
 def _figures(spark: SparkSession, sla_ms: int, now_ms: int) -> dict[str, list[dict[str, Any]]]:
@@ -119,8 +145,7 @@ def run_report(spark: SparkSession, *, settings: Settings, since_ms: int, sla_ms
                partitions: int | None = None, label: str | None = None) -> dict[str, Any]:
     """Compute the report for ``[now - since_ms, now)`` and write ``report.json`` and
     ``report.html`` to ``out_dir``; the report's figures. ``label``: a selector
-    ``k=v[,k2=v2]``, the figures of the schedules carrying it, read from the store alone (the
-    archive keeps no labels)."""
+    ``k=v[,k2=v2]``, the figures of the schedules carrying it (and of their attempts)."""
     from tocsin.domain.labels import parse_selector
 
     labels = parse_selector(label)
@@ -141,14 +166,16 @@ def run_report(spark: SparkSession, *, settings: Settings, since_ms: int, sla_ms
     root = settings.archive_path.rstrip("/")
     finished = _from_store(spark, job, "finished", FINISHED_SCHEMA, past)
     attempts = _from_store(spark, job, "attempts", ATTEMPT_SCHEMA, past)
-    # The archive keeps no labels: a report by label is the store's alone.
-    archived = None if labels else _archived(
-        spark, root, "schedules", "id, tenant, channel, status, finished_ms", "finished_ms",
-        since)
+    # By label: the archived rows of the archived schedules carrying it (None: no archive,
+    # which the reads below find too).
+    labelled = _archived_carrying(spark, root, labels) if labels else None
+    archived = _archived(spark, root, "schedules", "id, tenant, channel, status, finished_ms",
+                         "finished_ms", since, labelled=labelled)
     if archived is not None:
         finished = finished.unionByName(archived)
-    archived = None if labels else _archived(spark, root, "deliveries", ATTEMPT_SCHEMA.replace(
-        " string", "").replace(" long", ""), "ended_ms", since)
+    archived = _archived(
+        spark, root, "deliveries", ATTEMPT_SCHEMA.replace(" string", "").replace(" long", ""),
+        "ended_ms", since, labelled=labelled)
     if archived is not None:
         attempts = attempts.unionByName(archived)
     finished.where(f"finished_ms < {now}").dropDuplicates(["id"]).createOrReplaceTempView(

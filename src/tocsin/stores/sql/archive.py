@@ -18,7 +18,7 @@ __all__ = ["ARCHIVE_COLUMNS", "archived_deliveries", "delete_archived", "finishe
 ARCHIVE_COLUMNS = (
     "id, tenant, channel, payload, payload_kind, headers, due_ms, bucket, status, attempts, "
     "created_ms, delivered_ms, last_error, key, ordering_key, policy, recurring_id, firing_ms, "
-    f"{FINISHED_AT}"
+    f"labels, {FINISHED_AT}"
 )
 """A finished schedule as archived; the last column is when it finished."""
 
