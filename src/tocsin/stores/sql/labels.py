@@ -77,8 +77,10 @@ def rarest_first(store: SqlBase, labels: Sequence[tuple[str, str]], *,
         return tuple(labels)
     parts, args = [], []
     for n, (key, value) in enumerate(labels):
+        # In the index's order: PostgreSQL otherwise counted a common pair's first entries
+        # by a scan of the table (a pair on 10 %: 20 000 rows read, 3.5 ms, for 1 000).
         parts.append(f"SELECT {n} AS n, count(*) AS c FROM (SELECT 1 FROM schedule_labels l "
-                     f"WHERE {_pair('l', tenant)} LIMIT ?) p{n}")
+                     f"WHERE {_pair('l', tenant)} ORDER BY l.schedule_id LIMIT ?) p{n}")
         args += [*_pair_args(key, value, tenant), PROBE_CAP]
     counts = dict(store._rows(" UNION ALL ".join(parts), args))
     order = sorted(range(len(labels)), key=lambda n: (int(counts[n]), n))
