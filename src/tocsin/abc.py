@@ -444,6 +444,12 @@ class ChannelStore(ABC):
     def delete_channel(self, name: str, *, tenant: str) -> None:
         """Forget a channel (its schedules then die on delivery)."""
 
+    @abstractmethod
+    def channels_version(self) -> int:
+        """A number that changes whenever a channel is registered, replaced or deleted, or a
+        tenant's settings change (what a channel's spec is read with): a cache of specs is
+        good while it stays the same (one read, however many destinations)."""
+
 
 class RecurringStore(ABC):
     """Recurring schedules and their expansion into schedules."""

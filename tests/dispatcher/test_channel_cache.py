@@ -155,6 +155,39 @@ def test_the_warm_up_builds_only_what_does_io(tmp_path: Path) -> None:
     cache.close()
 
 
+def test_specs_are_read_again_only_when_the_store_says_channels_changed(
+        tmp_path: Path) -> None:
+    """Past the spec TTL a cached spec is kept while the store's channels version is the same
+    (one read for every destination), and read again once a channel changed."""
+    from tocsin.dispatcher.channel_cache import SPEC_TTL_MS
+    from tocsin.domain import Tenant
+
+    store = open_store(f"sqlite:///{tmp_path / 't.db'}", buckets=4)
+    for i in range(3):
+        store.put_channel(_spec(f"c{i}", a=0))
+    clock, reads = ManualClock(0), []
+
+    def lookup(name: str, tenant: str) -> ChannelSpec | None:
+        reads.append(name)
+        return channel_spec(store, name, tenant)
+
+    cache = ChannelCache(lookup, clock=clock, version=store.channels_version)
+    assert [cache.spec(f"c{i}").config for i in range(3)] == [{"a": 0}] * 3  # type: ignore[union-attr]
+    for _ in range(3):
+        clock.advance(SPEC_TTL_MS + 1)
+        assert [cache.spec(f"c{i}").config for i in range(3)] == [{"a": 0}] * 3  # type: ignore[union-attr]
+    assert reads == ["c0", "c1", "c2"] * 2  # read once, then once more at the first look
+    store.put_channel(_spec("c1", a=1))
+    clock.advance(SPEC_TTL_MS + 1)
+    assert cache.spec("c1").config == {"a": 1}  # type: ignore[union-attr]
+    store.put_tenant(Tenant("default"), now_ms=0)
+    clock.advance(SPEC_TTL_MS + 1)
+    before = len(reads)
+    cache.spec("c0")
+    assert len(reads) == before + 1
+    store.close()
+
+
 def test_channels_gone_idle_are_closed_and_leave_no_thread(receiver: Receiver) -> None:
     """A thousand webhook destinations through the cache, then idle: closing them leaves the
     process as many threads as before they were built (the shared loop aside)."""

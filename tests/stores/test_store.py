@@ -258,6 +258,23 @@ def test_channels(store: Store) -> None:
         store.delete_channel("out", tenant="default")
 
 
+def test_the_channels_version_changes_with_every_channel_and_tenant_change(store: Store) -> None:
+    from tocsin.domain import Tenant
+
+    seen = [store.channels_version()]
+    spec = ChannelSpec(name="out", kind=ChannelKind.RECORDING)
+    for change in (lambda: store.put_channel(spec), lambda: store.put_channel(spec),
+                   lambda: store.put_tenant(Tenant("default", weight=2), now_ms=1),
+                   lambda: store.delete_channel("out", tenant="default")):
+        change()
+        seen.append(store.channels_version())
+    assert len(set(seen)) == len(seen), seen
+    with pytest.raises(NotFoundError):  # nothing deleted: nothing changed
+        store.delete_channel("out", tenant="default")
+    store.create([NewSchedule(channel="out", payload=b"{}", due_ms=5)], now_ms=1)
+    assert store.channels_version() == seen[-1]
+
+
 # -- epochs and due times --------------------------------------------------------------------
 
 

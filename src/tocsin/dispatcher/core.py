@@ -100,7 +100,8 @@ class DispatchCore:
         self.store = store
         self.options = options
         self.clock = clock
-        self.channels = channels or ChannelCache(partial(channel_spec, store), clock=clock)
+        self.channels = channels or ChannelCache(partial(channel_spec, store), clock=clock,
+                                                 version=store.channels_version)
         self.rng = rng or random.Random()
         self.engine = Engine(self, settings=options.engine,
                              workers=workers if workers is not None else SteppedWorkers())

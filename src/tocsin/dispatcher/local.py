@@ -92,7 +92,8 @@ class LocalDispatcher:
         def build(spec: ChannelSpec) -> Channel:
             return build_channel(spec, builders=builders)
 
-        channels = ChannelCache(partial(channel_spec, store), clock=clock, build=build)
+        channels = ChannelCache(partial(channel_spec, store), clock=clock, build=build,
+                                version=store.channels_version)
         self.dispatch = DispatchCore(store, options=self.options, clock=clock,
                                      channels=channels, rng=rng)
         self.expansion = ExpansionCore(store, options=self.options, clock=clock)

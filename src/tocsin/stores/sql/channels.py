@@ -13,7 +13,7 @@ from tocsin.sealing import Sealer, open_config, seal_config
 from tocsin.stores.rows import CHANNEL_COLUMNS, channel_from_row
 from tocsin.stores.sql.base import SqlBase, tenant_is
 
-__all__ = ["SqlChannels"]
+__all__ = ["SqlChannels", "bump_channels_version"]
 
 
 class SqlChannels(SqlBase, ChannelStore):
@@ -43,12 +43,20 @@ class SqlChannels(SqlBase, ChannelStore):
 
     def put_channel(self, spec: ChannelSpec) -> ChannelSpec:
         config = seal_config(spec.config, self.sealer)
-        self._changed(f"INSERT INTO channels ({CHANNEL_COLUMNS}) VALUES (?, ?, ?, ?) "
-                      "ON CONFLICT (tenant, name) DO UPDATE "
-                      "SET kind = excluded.kind, config = excluded.config",
-                      (spec.name, spec.kind.value, json.dumps(config), spec.tenant),
-                      idempotent=True)
+        sql = self._dialect.q(f"INSERT INTO channels ({CHANNEL_COLUMNS}) VALUES (?, ?, ?, ?) "
+                              "ON CONFLICT (tenant, name) DO UPDATE "
+                              "SET kind = excluded.kind, config = excluded.config")
+
+        def work(conn: Any) -> None:
+            conn.execute(sql, (spec.name, spec.kind.value, json.dumps(config), spec.tenant))
+            bump_channels_version(conn)
+
+        self._work(work, idempotent=True)
         return spec
+
+    def channels_version(self) -> int:
+        rows = self._rows("SELECT v FROM meta WHERE k = 'channels_version'")
+        return int(rows[0][0]) if rows else 0
 
     def sealed_channels(self) -> int:
         """How many stored channels hold a sealed secret."""
@@ -67,6 +75,19 @@ class SqlChannels(SqlBase, ChannelStore):
         return [self._opened(r) for r in rows]
 
     def delete_channel(self, name: str, *, tenant: str) -> None:
-        if not self._changed("DELETE FROM channels WHERE tenant = ? AND name = ?",
-                             (tenant, name)):
+        sql = self._dialect.q("DELETE FROM channels WHERE tenant = ? AND name = ?")
+
+        def work(conn: Any) -> int:
+            deleted = int(conn.execute(sql, (tenant, name)).rowcount)
+            if deleted:
+                bump_channels_version(conn)
+            return deleted
+
+        if not self._work(work):
             raise NotFoundError("channel", name)
+
+
+def bump_channels_version(conn: Any) -> None:
+    """Change :meth:`~tocsin.abc.ChannelStore.channels_version`, in the caller's transaction."""
+    conn.execute("INSERT INTO meta (k, v) VALUES ('channels_version', '1') ON CONFLICT (k) "
+                 "DO UPDATE SET v = CAST(CAST(meta.v AS BIGINT) + 1 AS TEXT)")

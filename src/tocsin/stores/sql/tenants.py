@@ -8,6 +8,7 @@ from tocsin.abc import TenantStore
 from tocsin.domain import Tenant
 from tocsin.domain.tenant import Durability
 from tocsin.stores.sql.base import Dialect, SqlBase
+from tocsin.stores.sql.channels import bump_channels_version
 
 __all__ = ["SqlTenants", "all_relaxed"]
 
@@ -16,12 +17,18 @@ class SqlTenants(SqlBase, TenantStore):
     """The :class:`~tocsin.abc.TenantStore` role over a backend's ``_work``."""
 
     def put_tenant(self, tenant: Tenant, *, now_ms: int) -> Tenant:
-        self._changed("INSERT INTO tenants (name, durability, updated_ms, weight, events) "
-                      "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE "
-                      "SET durability = excluded.durability, updated_ms = excluded.updated_ms, "
-                      "weight = excluded.weight, events = excluded.events",
-                      (tenant.name, tenant.durability.value, now_ms, tenant.weight,
-                       tenant.events))
+        sql = self._dialect.q(
+            "INSERT INTO tenants (name, durability, updated_ms, weight, events) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE "
+            "SET durability = excluded.durability, updated_ms = excluded.updated_ms, "
+            "weight = excluded.weight, events = excluded.events")
+
+        def work(conn: Any) -> None:
+            conn.execute(sql, (tenant.name, tenant.durability.value, now_ms, tenant.weight,
+                               tenant.events))
+            bump_channels_version(conn)  # a channel's spec is read with its tenant's events
+
+        self._work(work)
         return tenant._replace(configured=True)
 
     def get_tenant(self, name: str) -> Tenant:
