@@ -22,7 +22,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -235,6 +235,13 @@ def channels(name: str, doc: Doc) -> Iterator[Row]:
               peer=f"none pending {num(doc.get('light_p99_ms'), ' ms')}", source=name)
 
 
+def webhook(name: str, doc: Doc) -> Iterator[Row]:
+    """The rows of a webhook-only channels run (``--only webhook``): those it measured."""
+    for row in channels(name, doc):
+        if row.key is None or doc.get(row.key) is not None:
+            yield replace(row, peer="— (no peer in this run)") if "Celery —" in row.peer else row
+
+
 def import_(name: str, doc: Doc) -> Iterator[Row]:
     rows = doc.get("rows")
     for store in ("sqlite", "postgres"):
@@ -310,19 +317,20 @@ def recurring(name: str, doc: Doc) -> Iterator[Row]:
 
 def idle(name: str, doc: Doc) -> Iterator[Row]:
     default = doc.get("default") or {}
+    store = _store_name(str(doc.get("store", "sqlite")))
     load = "`tocsin up`, nothing due"
-    yield Row(area="idle and start", figure="CPU at rest", store="SQLite", load=load,
+    yield Row(area="idle and start", figure="CPU at rest", store=store, load=load,
               value=num(default.get("cpu_pct_of_one_core"), " % of a core"), peer="—",
               source=name)
-    yield Row(area="idle and start", figure="memory at rest (RSS)", store="SQLite", load=load,
+    yield Row(area="idle and start", figure="memory at rest (RSS)", store=store, load=load,
               value=num(default.get("rss_mb"), " MB"), peer="—", source=name)
     if (after := default.get("after_burst_rss_mb")) is not None:
         yield Row(area="idle and start", figure="memory 60 s after a burst (RSS)",
-                  store="SQLite",
+                  store=store,
                   load=f"after {num(default.get('burst'))} deliveries",
                   value=num(after, " MB"),
                   peer=f"fresh {num(default.get('rss_mb'), ' MB')}", source=name)
-    yield Row(area="idle and start", figure="start to ready", store="SQLite",
+    yield Row(area="idle and start", figure="start to ready", store=store,
               load="`tocsin up`, fresh store", value=num(default.get("ready_s"), " s"),
               peer="—", source=name)
 
@@ -356,6 +364,8 @@ SOURCES: tuple[tuple[str, Callable[[str, Doc], Iterator[Row]], str], ...] = (
     ("isolation-postgres.json", isolation, "bench/run isolation --store postgres"),
     ("destinations.json", destinations, "bench/run destinations"),
     ("channels.json", channels, "bench/run channels"),
+    ("channels-webhook.json", webhook,
+     "bench/run channels --only webhook --out bench/results/channels-webhook.json"),
     ("import.json", import_, "bench/run import --shapes all"),
     ("ingest-sqlite.json", ingest, "bench/run ingest"),
     ("ingest-postgres.json", ingest, "bench/run ingest --store postgres"),
@@ -363,6 +373,7 @@ SOURCES: tuple[tuple[str, Callable[[str, Doc], Iterator[Row]], str], ...] = (
     ("archive.json", archive, "bench/run archive"),
     ("recurring.json", recurring, "bench/run recurring"),
     ("idle.json", idle, "bench/run idle"),
+    ("idle-postgres.json", idle, "bench/run idle --store postgresql://…"),
     ("labels.json", labels, "bench/run labels"),
 )
 """Each results file of the table, in the table's order, with how its rows are read and the
