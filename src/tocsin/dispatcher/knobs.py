@@ -81,7 +81,8 @@ ADOPT_LAG_MS = 1_000
 stream held busy stays with its process (three pullers of one stream contend for the store's
 writer, for nothing)."""
 BACKLOG_NICE = 10
-"""The nice value of the puller and the backlog send pool: on-time work gets the CPU first."""
+"""How many nice levels below the dispatcher's own the puller and the backlog send pool run:
+on-time work gets the CPU first (a dispatcher started under ``nice`` keeps the difference)."""
 LOOP_TICK_MS = 100
 """The engine's loop looks at its timers at least this often (a manual clock moved)."""
 WEIGHT_TTL_MS = 5_000

@@ -36,10 +36,13 @@ Job = Callable[[], None]
 log = logging.getLogger("tocsin.dispatcher.engine")
 
 
-def renice(nice: int) -> bool:
-    """Set the calling thread's nice value (Linux: a thread's own); whether it could."""
+def renice(by: int) -> bool:
+    """Lower the calling thread's priority by ``by`` nice levels from where it is (Linux: a
+    thread's own; at most 19), so a dispatcher started under ``nice`` keeps the difference;
+    whether it could."""
     try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+        me = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, me, min(19, os.getpriority(os.PRIO_PROCESS, me) + by))
     except (OSError, AttributeError):  # raising it again takes a privilege
         return False
     return True
