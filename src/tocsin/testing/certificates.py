@@ -21,6 +21,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from tocsin.clock import SystemClock
+
 __all__ = ["CertificateAuthority", "ServerCertificate"]
 
 _VALID_FOR = datetime.timedelta(days=1)
@@ -96,7 +98,7 @@ class CertificateAuthority:
 
 def _builder(subject: x509.Name, issuer: x509.Name,
              public_key: ec.EllipticCurvePublicKey) -> x509.CertificateBuilder:
-    now = datetime.datetime.now(datetime.UTC)
+    now = SystemClock().now()  # certificates are checked against the real time
     return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
             .public_key(public_key).serial_number(x509.random_serial_number())
             .not_valid_before(now - _SKEW).not_valid_after(now + _VALID_FOR))
