@@ -22,7 +22,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -205,11 +205,12 @@ def channels(name: str, doc: Doc) -> Iterator[Row]:
     pending = doc.get("pending_schedules")
     store = _store_name(str(doc.get("store", "sqlite")))
     celery, aps = summary.get("celery") or {}, summary.get("apscheduler") or {}
+    no_peer = "— (no peer in this run)"
     yield Row(area="channels", figure="webhook drain", store=store, load="all due at once",
               value=num(doc.get("webhook_drain_per_s"), "/s"), key="webhook_drain_per_s",
               peer=f"Celery {num(celery.get('drain_per_s'), '/s')} "
                    f"({ratio(doc.get('webhook_vs_celery'))}); APScheduler "
-                   f"{num(aps.get('drain_per_s'), '/s')}", source=name)
+                   f"{num(aps.get('drain_per_s'), '/s')}" if celery else no_peer, source=name)
     for kind in ("file", "kafka", "rabbitmq"):
         yield Row(area="channels", figure=f"{kind} drain", store=store, load="all due at once",
                   value=num(doc.get(f"{kind}_drain_per_s"), "/s"), peer="—", source=name,
@@ -228,7 +229,8 @@ def channels(name: str, doc: Doc) -> Iterator[Row]:
     yield Row(area="channels", figure="webhook p99 at half capacity", store=store,
               load=f"{num(_dig(summary, 'tocsin-webhook', 'half_rate_per_s'))}/s",
               value=num(doc.get("webhook_p99_ms_at_half"), " ms"), key="webhook_p99_ms_at_half",
-              peer=f"Celery {num(celery.get('half_p99_ms'), ' ms')}", source=name)
+              peer=f"Celery {num(celery.get('half_p99_ms'), ' ms')}" if celery else no_peer,
+              source=name)
     yield Row(area="channels", figure="light load p99", store=store,
               load=f"a trickle, {num(pending)} pending",
               value=num(doc.get("light_p99_ms_10m_pending"), " ms"), key="light_p99_ms_10m_pending",
@@ -239,7 +241,7 @@ def webhook(name: str, doc: Doc) -> Iterator[Row]:
     """The rows of a webhook-only channels run (``--only webhook``): those it measured."""
     for row in channels(name, doc):
         if row.key is None or doc.get(row.key) is not None:
-            yield replace(row, peer="— (no peer in this run)") if "Celery —" in row.peer else row
+            yield row
 
 
 def import_(name: str, doc: Doc) -> Iterator[Row]:
