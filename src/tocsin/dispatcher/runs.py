@@ -58,8 +58,8 @@ def look_every_ms(membership: Membership, run: str, *, session_locks: bool) -> i
     :data:`WATCH_MS` while it shares the buckets with another run on a store that shows a
     death at once, else :data:`RUN_BEAT_MS`. Alone, there is nobody to take over from: the
     look only finds a dispatcher that joins, which takes its share by its own looks. On
-    PostgreSQL the look ten times a second was most of an idle dispatcher's CPU (1.2 % of a
-    core, with the server's)."""
+    PostgreSQL the look ten times a second was most of an idle dispatcher process's CPU
+    (1.2 % of a core, the server's own not counted)."""
     if session_locks and any(o.run != run for o in membership.owners):
         return WATCH_MS
     return RUN_BEAT_MS
