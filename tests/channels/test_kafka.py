@@ -111,10 +111,19 @@ def test_unreachable_broker_is_retried() -> None:
 
 
 def _native_threads() -> int:
-    """This process's threads, librdkafka's among them (the kernel's count)."""
+    """librdkafka's threads in this process, by the names it gives them ("rdk:main",
+    "rdk:broker1", ...). Counting every thread would count other tests' threads too, which
+    come and go while this one runs."""
     import os
 
-    return len(os.listdir("/proc/self/task"))
+    count = 0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as comm:
+                count += comm.read().startswith("rdk:")
+        except FileNotFoundError:  # the thread ended while we looked
+            continue
+    return count
 
 
 def test_a_closed_channel_leaves_no_producer_threads_and_reopens_when_used(kafka: Tansu) -> None:
