@@ -186,3 +186,32 @@ def test_each_writer_gets_its_rows_in_due_then_key_order(spark: SparkSession,
     # import:t...), then by due_at, earliest first
     assert got[:100] == sorted(range(1, 200, 2), reverse=True)
     assert got[100:] == sorted(range(0, 200, 2), reverse=True)
+
+
+def test_a_parquet_file_of_one_row_group_is_spread_over_the_writers(spark: SparkSession,
+                                                                     tmp_path: Path) -> None:
+    """A row group is not cut: a file of one that Spark reads in several splits has all its
+    rows in one of them. The writers are counted by row groups, so its rows still spread."""
+    from tocsin.pipelines.bulk_import import _writers
+
+    path = tmp_path / "one.parquet"
+    pq.write_table(pa.table({"channel": ["out"] * 4_000,
+                             "payload": [json.dumps({"n": n}) for n in range(4_000)]}),
+                   path, row_group_size=4_000)
+    small = {"spark.sql.files.maxPartitionBytes": "4096", "spark.sql.files.openCostInBytes": "0"}
+    old = {key: spark.conf.get(key, None) for key in small}
+    try:
+        for key, value in small.items():
+            spark.conf.set(key, value)
+        frame = spark.read.parquet(str(path))
+        splits = frame.rdd.glom().map(len).collect()
+        assert len(splits) > 1 and sorted(splits)[-2] == 0  # one holds every row
+        sizes = _writers(spark, frame, None, whole_files=True).rdd.glom().map(len).collect()
+    finally:
+        for key, value in old.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+    assert sum(sizes) == 4_000
+    assert len([size for size in sizes if size]) >= spark.sparkContext.defaultParallelism
