@@ -313,8 +313,12 @@ def recurring(name: str, doc: Doc) -> Iterator[Row]:
               value=num(doc.get("firings_per_s"), "/s"),
               peer=f"cronsim + executemany {peer} "
                    f"({ratio(doc.get('expansion_ratio_vs_peer'))})", source=name)
+    oneoff = doc.get("oneoff_p99_ms")
     yield Row(area="recurring", figure="firing lateness p99", store="SQLite", load=load,
-              value=num(doc.get("lateness_p99_ms"), " ms"), peer="—", source=name)
+              value=num(doc.get("lateness_p99_ms"), " ms"),
+              peer="—" if oneoff is None else
+              f"as many one-off schedules due at once {num(oneoff, ' ms')} "
+              f"({ratio(doc.get('lateness_ratio_vs_oneoff'))})", source=name)
 
 
 def idle(name: str, doc: Doc) -> Iterator[Row]:
