@@ -12,7 +12,9 @@ While each phase runs, the threads and resident memory of every process of ``toc
 sampled (/proc, every 0.5 s). Writes ``bench/results/destinations.json`` (merged by key, so
 the store-side keys another run writes stay): ``p99_ms_1``, ``p99_ms_<N>``,
 ``received_ratio_<N>``, ``threads_peak_<N>`` (the Python processes, where the delivery engine
-runs), ``threads_peak_<N>_all`` (JVM included), ``rss_mb_peak_<N>``, and the same for one::
+runs), ``threads_peak_<N>_all`` (JVM included), ``rss_mb_peak_<N>`` (the sum of the processes'
+resident sets, the issue's measure), ``pss_mb_peak_<N>`` (proportional: a page that forked
+processes share counted once), and the same for one::
 
     bench/run destinations [--store sqlite|postgres] [--rate 1000] [--seconds 20]
                            [--destinations 10000] [--tenants 100]
@@ -68,6 +70,10 @@ class Sampler:
         """The Python processes' threads when their sum peaked, by kind of process."""
         self.rss_mb_at_peak: dict[str, int] = {}
         """Resident memory by kind of process when the sum peaked (JVM included)."""
+        self.peak_pss_mb = 0
+        """The peak of the processes' proportional set sizes: a page shared by forked
+        processes (PySpark's daemons and their workers) counted once, where the RSS sum counts
+        it in each."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -82,7 +88,7 @@ class Sampler:
     def _run(self) -> None:
         while not self._stop.wait(0.5):
             procs = tree_sample(self.root)
-            python = every = rss = 0
+            python = every = rss = pss = 0
             by_kind: dict[str, int] = {}
             rss_by_kind: dict[str, int] = {}
             for pid, proc in procs.items():
@@ -93,6 +99,7 @@ class Sampler:
                 threads = int(status.split("Threads:", 1)[1].split()[0])
                 every += threads
                 rss += proc.rss_kb
+                pss += _pss_kb(pid)
                 rss_by_kind[proc.kind] = rss_by_kind.get(proc.kind, 0) + proc.rss_kb // 1024
                 if proc.kind != "jvm":
                     python += threads
@@ -102,6 +109,16 @@ class Sampler:
             self.peak_threads_all = max(self.peak_threads_all, every)
             if rss // 1024 > self.peak_rss_mb:
                 self.peak_rss_mb, self.rss_mb_at_peak = rss // 1024, rss_by_kind
+            self.peak_pss_mb = max(self.peak_pss_mb, pss // 1024)
+
+
+def _pss_kb(pid: int) -> int:
+    """A process's proportional set size (0 once it is gone)."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0
+    return int(text.split("\nPss:", 1)[1].split()[0]) if "\nPss:" in text else 0
 
 
 def phase(up: TocsinUp, store: Any, receiver: Receiver, name: str,
@@ -129,6 +146,7 @@ def phase(up: TocsinUp, store: Any, receiver: Receiver, name: str,
     out = {"sent": n, "received": len(lateness), "lateness": lateness_summary(lateness),
            "setup_slack_ms": slack, "threads_peak": sampler.peak_threads,
            "threads_peak_all": sampler.peak_threads_all, "rss_mb_peak": sampler.peak_rss_mb,
+           "pss_mb_peak": sampler.peak_pss_mb,
            "threads_at_peak": sampler.threads_at_peak, "rss_mb_at_peak": sampler.rss_mb_at_peak,
            **got.extra}
     print(f"[destinations] {name}: {json.dumps(out)}", flush=True)
@@ -175,11 +193,18 @@ def main(argv: list[str] | None = None) -> None:
         results[f"threads_peak_{label}"] = run["threads_peak"]
         results[f"threads_peak_{label}_all"] = run["threads_peak_all"]
         results[f"rss_mb_peak_{label}"] = run["rss_mb_peak"]
+        results[f"pss_mb_peak_{label}"] = run["pss_mb_peak"]
     if results.get("p99_ms_1") and results.get(f"p99_ms_{n}") is not None:
         results[f"p99_ratio_{n}"] = round(results[f"p99_ms_{n}"] / results["p99_ms_1"], 2)
     kept = {k: results[k] for k in ("date", "commit") if k in results}
+    stamp = run_stamp()
     results["delivery_runs"] = {"args": vars(args), "ready_s": round(ready, 1), "runs": runs,
-                                **run_stamp()}
+                                **stamp}
+    # The file's date and commit are the claims' run's: the summary stamps these figures
+    # with this run's.
+    results["kept_from"] = {**results.get("kept_from", {}), **{
+        key: {"run_at": stamp["date"], "commit": stamp["commit"]} for key in results
+        if key.startswith(("p99_", "p50_", "received_", "threads_", "rss_", "pss_"))}}
     write_results(results, RESULTS)
     if kept:  # the file's date and commit stay those of the claims' run it merges with
         RESULTS.write_text(json.dumps({**results, **kept}, indent=2) + "\n")

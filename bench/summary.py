@@ -197,7 +197,34 @@ def destinations(name: str, doc: Doc) -> Iterator[Row]:
                   value=num(doc.get(idle), " ms"),
                   peer=f"alone {num(doc.get(f'{store}_claim_ms_1'), ' ms')} "
                        f"({ratio(doc.get(f'{store}_claim_ratio'))})", source=name)
+    yield from _deliveries(name, doc)
     yield from figures("destinations", known=_CLAIM_KEYS)(name, doc)
+
+
+def _deliveries(name: str, doc: Doc) -> Iterator[Row]:
+    """The delivery engine's run: the same load on one destination and on many."""
+    args = _dig(doc, "delivery_runs", "args") or {}
+    many = str(args.get("destinations", ""))
+    if f"p99_ms_{many}" not in doc:
+        return
+    store = _store_name(str(args.get("store", "sqlite")))
+    load = (f"{num(args.get('rate'))} webhooks/s over {num(int(many))} destinations "
+            f"({num(args.get('tenants'))} tenants)")
+    yield Row(area="destinations", figure="webhook lateness p99", store=store, load=load,
+              value=num(doc.get(f"p99_ms_{many}"), " ms"),
+              peer=f"one destination {num(doc.get('p99_ms_1'), ' ms')} "
+                   f"({ratio(doc.get(f'p99_ratio_{many}'))})",
+              source=name, key=f"p99_ms_{many}")
+    yield Row(area="destinations", figure="threads of the Python processes, peak",
+              store=store, load=load, value=num(doc.get(f"threads_peak_{many}")),
+              peer=f"one destination {num(doc.get('threads_peak_1'))}", source=name,
+              key=f"threads_peak_{many}")
+    pss = doc.get(f"pss_mb_peak_{many}")
+    yield Row(area="destinations", figure="memory of `tocsin up`, peak (RSS sum)", store=store,
+              load=load, value=num(doc.get(f"rss_mb_peak_{many}"), " MB")
+              + ("" if pss is None else f" (PSS {num(pss, ' MB')})"),
+              peer=f"one destination {num(doc.get('rss_mb_peak_1'), ' MB')}", source=name,
+              key=f"rss_mb_peak_{many}")
 
 
 def channels(name: str, doc: Doc) -> Iterator[Row]:
