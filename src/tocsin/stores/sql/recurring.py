@@ -174,6 +174,8 @@ class SqlRecurring(SqlBase, RecurringStore):
 
         def work(conn: Any) -> int:
             applied = 0
+            messages: list[NewSchedule] = []
+            skipped: list[tuple[Any, ...]] = []
             for recurring, expansion, items, next_expand_ms in expansions:
                 moved = conn.execute(d.q(
                     "UPDATE recurring SET expanded_until_ms = ?, next_expand_ms = ? "
@@ -184,12 +186,19 @@ class SqlRecurring(SqlBase, RecurringStore):
                 if not moved:  # changed, deleted, failed or expanded meanwhile: stale
                     continue
                 applied += 1
-                executemany(conn, d.q(_INSERT_IGNORE),
-                            [insert_values(i, buckets=buckets, now_ms=now_ms) for i in items])
-                executemany(conn, d.q(
-                    "INSERT INTO skipped_firings VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"),
-                    [(recurring.id, recurring.revision, s.firing_ms, s.reason, now_ms)
-                     for s in expansion.skipped])
+                messages += items
+                skipped += [(recurring.id, recurring.revision, s.firing_ms, s.reason, now_ms)
+                            for s in expansion.skipped]
+            # In due order, not rule by rule: the messages due together lie together in the
+            # table, as one-off schedules created together do, and their claims and
+            # acknowledgements write a tenth of the pages (10 000 rules a minute: their firing
+            # drained at half the pace of 10 000 one-off schedules due at one instant).
+            messages.sort(key=lambda item: (item.due_ms, item.id or ""))
+            executemany(conn, d.q(_INSERT_IGNORE),
+                        [insert_values(i, buckets=buckets, now_ms=now_ms) for i in messages])
+            executemany(conn, d.q(
+                "INSERT INTO skipped_firings VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"),
+                skipped)
             return applied
 
         return self._work(work)
