@@ -13,7 +13,9 @@ sampled (/proc, every 0.5 s). Writes ``bench/results/destinations.json`` (merged
 the store-side keys another run writes stay): ``p99_ms_1``, ``p99_ms_<N>``,
 ``received_ratio_<N>``, ``threads_peak_<N>`` (the Python processes, where the delivery engine
 runs), ``threads_peak_<N>_all`` (JVM included), ``rss_mb_peak_<N>`` (the sum of the processes'
-resident sets, the issue's measure), ``pss_mb_peak_<N>`` (proportional: a page that forked
+resident sets, the issue's measure; the phases start once the processes Spark started to plan
+the queries are gone, ``--settle-s``, about 70 s after the start: their memory is in
+``delivery_runs.settled``), ``pss_mb_peak_<N>`` (proportional: a page that forked
 processes share counted once), and the same for one::
 
     bench/run destinations [--store sqlite|postgres] [--rate 1000] [--seconds 20]
@@ -57,6 +59,10 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seconds", type=int, default=20, help="how long each phase sends")
     p.add_argument("--destinations", type=int, default=10_000)
     p.add_argument("--tenants", type=int, default=100)
+    p.add_argument("--settle-s", type=float, default=120.0,
+                   help="before the phases, wait at most this long for the processes Spark "
+                        "starts to plan the queries to go, as in a dispatcher that has run a "
+                        "few minutes (0: measure beside them)")
     return p.parse_args(argv)
 
 
@@ -153,10 +159,40 @@ def phase(up: TocsinUp, store: Any, receiver: Receiver, name: str,
     return out
 
 
+_START_PLANNERS = tuple(f"pyspark.sql.worker.{name}".encode() for name in (
+    "lookup_data_sources", "create_data_source", "plan_data_source_read",
+    "write_into_data_source"))
+"""The Python processes Spark starts to plan a query's data sources when it starts: they stay
+until Spark closes their idle workers (a minute, hard-coded) and their daemons follow
+(``tocsin.spark.site.sitecustomize``)."""
+
+
+def settle(root: int, *, timeout_s: float) -> dict[str, Any]:
+    """Wait (at most ``timeout_s``) until the start's planners are gone, as they are in a
+    dispatcher that has run for a few minutes; their resident memory at first, and the wait."""
+    def planners() -> dict[int, int]:
+        found = {}
+        for pid, proc in tree_sample(root).items():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if any(name in cmd for name in _START_PLANNERS):
+                found[pid] = proc.rss_kb
+        return found
+
+    started, first = time.monotonic(), planners()
+    while planners() and time.monotonic() - started < timeout_s:
+        time.sleep(1)
+    return {"start_planners": len(first), "start_planners_rss_mb": sum(first.values()) // 1024,
+            "settled_s": round(time.monotonic() - started, 1), "settled": not planners()}
+
+
 def main(argv: list[str] | None = None) -> None:
     args = _args(argv)
     results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     runs: dict[str, Any] = {}
+    settled: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="tocsin-destinations-") as tmp:
         receiver = Receiver(Path(tmp)).start()
         url = None if args.store == "sqlite" else args.store
@@ -176,6 +212,9 @@ def main(argv: list[str] | None = None) -> None:
                 store.put_channel(spec)
             print(f"[destinations] {len(many) + 1} channels registered in "
                   f"{time.monotonic() - started:.1f}s", flush=True)
+            assert up.proc is not None
+            settled = settle(up.proc.pid, timeout_s=args.settle_s)
+            print(f"[destinations] start's planners: {json.dumps(settled)}", flush=True)
             runs["one"] = phase(up, store, receiver, "one", one, args)
             runs["many"] = phase(up, store, receiver, "many", many, args)
         finally:
@@ -199,7 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     kept = {k: results[k] for k in ("date", "commit") if k in results}
     stamp = run_stamp()
     results["delivery_runs"] = {"args": vars(args), "ready_s": round(ready, 1), "runs": runs,
-                                **stamp}
+                                "settled": settled, **stamp}
     # The file's date and commit are the claims' run's: the summary stamps these figures
     # with this run's.
     results["kept_from"] = {**results.get("kept_from", {}), **{
