@@ -8,6 +8,7 @@ import csv
 import json
 import random
 from collections.abc import Callable, Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -215,3 +216,28 @@ def test_a_parquet_file_of_one_row_group_is_spread_over_the_writers(spark: Spark
                 spark.conf.set(key, value)
     assert sum(sizes) == 4_000
     assert len([size for size in sizes if size]) >= spark.sparkContext.defaultParallelism
+
+
+def test_with_ranges_each_writer_gets_its_own_stretch_of_the_order(spark: SparkSession,
+                                                                    tmp_path: Path) -> None:
+    """Rows in random order over several files: in ranges, the writers' partitions follow one
+    another along the order (each sorted, none overlapping the next), no row lost or added."""
+    from pyspark.sql import functions as F
+
+    rng = random.Random(11)
+    rows = [{"channel": "out", "payload": json.dumps({"n": n}),
+             "due_at": from_ms(NOW_MS + rng.randrange(30 * DAY_MS)).isoformat(),
+             "delay": None, "key": f"k-{rng.randrange(10**6):06d}", "ordering_key": None}
+            for n in range(3_000)]
+    path = _write(tmp_path / "in", SourceFormat.PARQUET, rows)
+    frame = spark.read.parquet(str(path)).repartition(4)  # each partition a random draw
+    seen = in_store_order(frame, RowShape(format=SourceFormat.PARQUET), ranges=3).withColumn(
+        "part", F.spark_partition_id()).collect()
+    assert sorted(r["payload"] for r in seen) == sorted(r["payload"] for r in rows)
+    stretches = []
+    for part in sorted({r["part"] for r in seen}):
+        mine = [(r["due_at"], r["key"]) for r in seen if r["part"] == part]
+        assert mine == sorted(mine)
+        stretches.append((mine[0], mine[-1]))
+    assert len(stretches) == 3
+    assert all(a[1] <= b[0] for a, b in pairwise(stretches))
