@@ -156,17 +156,21 @@ def test_shuffled_rows_store_the_same_schedules_as_rows_in_due_order(
     assert len(rejects) == counts[2] == sum(1 for r in rows if r["channel"] == "nowhere")
 
 
+def _random_rows(rng: random.Random, count: int) -> list[dict[str, Any]]:
+    """``count`` rows due at random over 30 days, each with a random key."""
+    return [{"channel": "out", "payload": json.dumps({"n": n}),
+             "due_at": from_ms(NOW_MS + rng.randrange(30 * DAY_MS)).isoformat(),
+             "delay": None, "key": f"k-{rng.randrange(10**6):06d}", "ordering_key": None}
+            for n in range(count)]
+
+
 def test_each_writer_gets_its_rows_in_due_then_key_order(spark: SparkSession,
                                                          tmp_path: Path) -> None:
     """What the writers are handed: in each partition, the rows by due time, then key; rows
     that tie (identical rows) in their order in the partition; no row lost or added."""
     from pyspark.sql import functions as F
 
-    rng = random.Random(7)
-    rows = [{"channel": "out", "payload": json.dumps({"n": n}),
-             "due_at": from_ms(NOW_MS + rng.randrange(30 * DAY_MS)).isoformat(),
-             "delay": None, "key": f"k-{rng.randrange(10**6):06d}", "ordering_key": None}
-            for n in range(2_000)]
+    rows = _random_rows(random.Random(7), 2_000)
     path = _write(tmp_path / "in", SourceFormat.PARQUET, rows)
     frame = spark.read.parquet(str(path)).repartition(3)
     seen = in_store_order(frame, RowShape(format=SourceFormat.PARQUET)).withColumn(
@@ -193,27 +197,18 @@ def test_a_parquet_file_of_one_row_group_is_spread_over_the_writers(spark: Spark
                                                                      tmp_path: Path) -> None:
     """A row group is not cut: a file of one that Spark reads in several splits has all its
     rows in one of them. The writers are counted by row groups, so its rows still spread."""
-    from tocsin.pipelines.bulk_import import _writers
+    from tocsin.pipelines.bulk_import import _writers, spark_conf
 
     path = tmp_path / "one.parquet"
     pq.write_table(pa.table({"channel": ["out"] * 4_000,
                              "payload": [json.dumps({"n": n}) for n in range(4_000)]}),
                    path, row_group_size=4_000)
     small = {"spark.sql.files.maxPartitionBytes": "4096", "spark.sql.files.openCostInBytes": "0"}
-    old = {key: spark.conf.get(key, None) for key in small}
-    try:
-        for key, value in small.items():
-            spark.conf.set(key, value)
+    with spark_conf(spark, small):
         frame = spark.read.parquet(str(path))
         splits = frame.rdd.glom().map(len).collect()
         assert len(splits) > 1 and sorted(splits)[-2] == 0  # one holds every row
         sizes = _writers(spark, frame, None, whole_files=True).rdd.glom().map(len).collect()
-    finally:
-        for key, value in old.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
     assert sum(sizes) == 4_000
     assert len([size for size in sizes if size]) >= spark.sparkContext.defaultParallelism
 
@@ -224,11 +219,7 @@ def test_with_ranges_each_writer_gets_its_own_stretch_of_the_order(spark: SparkS
     another along the order (each sorted, none overlapping the next), no row lost or added."""
     from pyspark.sql import functions as F
 
-    rng = random.Random(11)
-    rows = [{"channel": "out", "payload": json.dumps({"n": n}),
-             "due_at": from_ms(NOW_MS + rng.randrange(30 * DAY_MS)).isoformat(),
-             "delay": None, "key": f"k-{rng.randrange(10**6):06d}", "ordering_key": None}
-            for n in range(3_000)]
+    rows = _random_rows(random.Random(11), 3_000)
     path = _write(tmp_path / "in", SourceFormat.PARQUET, rows)
     frame = spark.read.parquet(str(path)).repartition(4)  # each partition a random draw
     seen = in_store_order(frame, RowShape(format=SourceFormat.PARQUET), ranges=3).withColumn(

@@ -143,10 +143,10 @@ def _nanos(frame: DataFrame) -> list[tuple[str, bool]]:
 
 
 @contextmanager
-def _job_conf(spark: SparkSession) -> Iterator[None]:
-    """:data:`_JOB_CONF` set while the job runs."""
-    before = {key: spark.conf.get(key, None) for key in _JOB_CONF}
-    for key, value in _JOB_CONF.items():
+def spark_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
+    """The session's ``conf`` set while the block runs, then as it was."""
+    before = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
         spark.conf.set(key, value)
     try:
         yield
@@ -291,7 +291,7 @@ def run_import(spark: SparkSession, path: str, *, settings: Settings,
                      tenant=shape.tenant if shape else None,
                      max_depth=settings.max_json_depth)
     rejects = rejects or str(settings.home / "rejects" / f"import-{now_ms}")
-    with _job_conf(spark):
+    with spark_conf(spark, _JOB_CONF):
         frame = _read(spark, path, fmt)  # a path that cannot be read touches no store
         store = open_store(settings.store_url, buckets=settings.buckets)  # creates, migrates
         try:
