@@ -65,7 +65,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.common import cpu_probe, write_results
+from bench.common import cpu_probe, run_stamp, write_results
 from tocsin.config import Settings
 from tocsin.domain import ChannelKind, ChannelSpec
 from tocsin.pipelines.bulk_import import run_import
@@ -274,6 +274,10 @@ def main() -> None:
             tail = "_shuffled" if args.shuffled else ""
             out[f"{kind}_growth_ratio{tail}"] = result["growth_ratio"]
             out[f"{kind}_growth{tail}"] = {**result, "date": stamp}
+            # the file's date and commit are its last run's, often a shapes run: the summary
+            # stamps this figure with its own run
+            out.setdefault("kept_from", {})[f"{kind}_growth_ratio{tail}"] = {
+                "run_at": stamp, "commit": run_stamp()["commit"]}
 
         _on_stores(args, growth)
         out["growth_load_before"] = load

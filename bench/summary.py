@@ -300,7 +300,7 @@ def import_(name: str, doc: Doc) -> Iterator[Row]:
                 yield Row(area="import", figure="last million over first" + (
                     ", shuffled" if growth.endswith("shuffled") else ""),
                     store=_store_name(store), load=f"{num(detail.get('rows'))} rows",
-                    value=ratio(value), peer="—", source=name)
+                    value=ratio(value), peer="—", source=name, key=f"{store}_{growth}")
 
 
 def ingest(name: str, doc: Doc) -> Iterator[Row]:
