@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -286,3 +287,20 @@ def test_a_policy_in_use_cannot_be_deleted(store: Store) -> None:
     assert store.get_policy("p", tenant="default").max_in_flight == 1
     with pytest.raises(NotFoundError):
         store.delete_policy("absent", tenant="default")
+
+
+def test_an_expansion_writes_its_firings_in_due_order(tmp_path: Path) -> None:
+    """The schedules of many rules are written in due order, not rule by rule: the messages
+    of one firing instant lie together in the table, as one-off schedules created together
+    do, so that their claims and acknowledgements touch few pages."""
+    from tocsin.stores.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "t.db", buckets=BUCKETS)
+    for i in range(5):
+        store.create_recurring(rec(f"rec-{i}"), now_ms=T0)
+    assert expand_all(store, T0) == 5 * 10
+    written = [int(r[0]) for r in store._conn.execute(
+        "SELECT firing_ms FROM schedules ORDER BY rowid")]
+    assert written == sorted(written)
+    assert written[:5] == [T0 + MIN] * 5  # the five rules' first firing, together
+    store.close()
