@@ -33,6 +33,7 @@ __all__ = [
     "machine_info",
     "measure_idle",
     "now_ms",
+    "pss_kb",
     "run_phase",
     "stop_group",
     "tree_sample",
@@ -96,6 +97,18 @@ def _stat(pid: int) -> tuple[int, int, int, int] | None:
         return None
     rest = data[data.rindex(b")") + 2:].split()  # field n of proc(5) is rest[n - 3]
     return int(rest[1]), int(rest[19]), int(rest[11]) + int(rest[12]), int(rest[21]) * PAGE_KB
+
+
+def pss_kb(pid: int) -> int:
+    """A process's proportional set size (a page shared by n processes counts 1/n), 0 once it
+    is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def busy_ticks() -> int:
@@ -209,16 +222,7 @@ class CpuMeter:
     def pss_mb(self, root: int | None = None) -> float:
         """Proportional resident memory of the whole tree now, or of the tree under ``root``
         (a page shared by n processes counts 1/n in each): what it takes from the machine."""
-        total = 0
-        for pid in tree_sample(root):
-            try:
-                for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                    if line.startswith("Pss:"):
-                        total += int(line.split()[1])
-                        break
-            except OSError:
-                continue
-        return round(total / 1024, 1)
+        return round(sum(pss_kb(pid) for pid in tree_sample(root)) / 1024, 1)
 
     def close(self) -> None:
         self._stop.set()

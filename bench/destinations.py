@@ -36,6 +36,7 @@ from bench.common import (
     REPO,
     lateness_summary,
     now_ms,
+    pss_kb,
     run_stamp,
     tree_sample,
     write_results,
@@ -105,7 +106,7 @@ class Sampler:
                 threads = int(status.split("Threads:", 1)[1].split()[0])
                 every += threads
                 rss += proc.rss_kb
-                pss += _pss_kb(pid)
+                pss += pss_kb(pid)
                 rss_by_kind[proc.kind] = rss_by_kind.get(proc.kind, 0) + proc.rss_kb // 1024
                 if proc.kind != "jvm":
                     python += threads
@@ -116,15 +117,6 @@ class Sampler:
             if rss // 1024 > self.peak_rss_mb:
                 self.peak_rss_mb, self.rss_mb_at_peak = rss // 1024, rss_by_kind
             self.peak_pss_mb = max(self.peak_pss_mb, pss // 1024)
-
-
-def _pss_kb(pid: int) -> int:
-    """A process's proportional set size (0 once it is gone)."""
-    try:
-        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
-    except OSError:
-        return 0
-    return int(text.split("\nPss:", 1)[1].split()[0]) if "\nPss:" in text else 0
 
 
 def phase(up: TocsinUp, store: Any, receiver: Receiver, name: str,
