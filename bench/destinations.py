@@ -141,12 +141,19 @@ def phase(up: TocsinUp, store: Any, receiver: Receiver, name: str,
             time.sleep(0.5)
     got = receiver.outcomes(name)
     lateness = [d - due for d, due in zip(got.done_ms, got.due_ms, strict=True)]
+    # where it went: due -> claimed, claimed -> acknowledged (from the store's rows)
+    rows = [s for s in store.list_schedules(due_from_ms=start,
+                                            due_to_ms=start + args.seconds * 1000, limit=n)
+            if s.claimed_ms]
+    staged = {"claim": lateness_summary([s.claimed_ms - s.due_ms for s in rows]),
+              "acknowledged": lateness_summary([s.delivered_ms - s.claimed_ms for s in rows
+                                                if s.delivered_ms])}
     out = {"sent": n, "received": len(lateness), "lateness": lateness_summary(lateness),
            "setup_slack_ms": slack, "threads_peak": sampler.peak_threads,
            "threads_peak_all": sampler.peak_threads_all, "rss_mb_peak": sampler.peak_rss_mb,
            "pss_mb_peak": sampler.peak_pss_mb,
            "threads_at_peak": sampler.threads_at_peak, "rss_mb_at_peak": sampler.rss_mb_at_peak,
-           **got.extra}
+           "stages": staged, **got.extra}
     print(f"[destinations] {name}: {json.dumps(out)}", flush=True)
     return out
 
