@@ -13,9 +13,10 @@ import psycopg
 from tocsin.abc import Store
 from tocsin.domain import Status
 from tocsin.stores.postgres import PostgresStore
-from tocsin.stores.sql.fair import NEVER_MS, due_destinations
+from tocsin.stores.sql import fair
+from tocsin.stores.sql.fair import NEVER_MS, PEEK_PAGE, Due, due_destinations
 
-from .test_store import NOW, ack, claim, new
+from .test_store import BUCKETS, LEASE, NOW, ack, claim, new
 
 _BEHIND = ("SELECT count(*) FROM schedules s LEFT JOIN destinations d "
            "ON d.tenant = s.tenant AND d.channel = s.channel "
@@ -130,3 +131,37 @@ def test_a_write_from_another_search_path_keeps_the_wake_up_time(postgres_url: s
         assert [r.id for r in claim(store, store.next_epoch())] == ["s"]
     finally:
         store.close()
+
+
+def _peek(store: Store, *, until_ms: int) -> int | None:
+    return store.next_claimable_ms(bucket_lo=0, bucket_hi=BUCKETS - 1, until_ms=until_ms,
+                                   now_ms=NOW, lease_ms=LEASE)
+
+
+def test_a_look_for_the_earliest_reads_one_page_of_many_destinations_due(
+        store: Store, monkeypatch: Any) -> None:
+    # A hand-over window's look: 40 destinations due within its horizon, each a schedule.
+    store.create([new(NOW + 10 + i, tenant=f"t{i:02d}") for i in range(40)], now_ms=NOW)
+    listed: list[Due] = []
+
+    def read(*fields: Any) -> Due:
+        listed.append(Due(*fields))
+        return listed[-1]
+
+    monkeypatch.setattr(fair, "Due", read)  # each destination the look reads
+    assert _peek(store, until_ms=NOW + 1_000) == NOW + 10
+    assert len(listed) <= PEEK_PAGE, "the later destinations cannot be earlier"
+
+
+def test_the_look_goes_on_past_pages_of_destinations_with_nothing_claimable(
+        store: Store) -> None:
+    # Ten destinations whose due schedule waits behind its key's claimed head (more than a
+    # page), then one free destination, due later.
+    blocked = [f"b{i}" for i in range(PEEK_PAGE + 2)]
+    store.create([new(NOW - 100, tenant=t, ordering_key="k") for t in blocked], now_ms=NOW - 200)
+    store.create([new(NOW + 10 + i, tenant=t, ordering_key="k") for i, t in enumerate(blocked)],
+                 now_ms=NOW - 200)
+    assert {r.tenant for r in claim(store, store.next_epoch())} == set(blocked)
+    store.create([new(NOW + 500, tenant="free")], now_ms=NOW)
+    assert _peek(store, until_ms=NOW + 1_000) == NOW + 500
+    assert _peek(store, until_ms=NOW + 400) is None

@@ -31,6 +31,7 @@ from tocsin.stores.sql.fair import (
     earliest_wake,
     raise_wakes,
     shares,
+    wake_pages,
     weights,
 )
 from tocsin.stores.sql.metrics import FENCED, add_counts, delivery_counts
@@ -441,18 +442,22 @@ class SqlDispatch(SqlBase, DispatchStore):
                 (now_ms - lease_ms, bucket_lo, bucket_hi)).fetchone()
             if reclaim:
                 return now_ms
-            due = None
-            listed = [x for x in due_destinations(conn, d, until_ms, run)
-                      if x.first_ms is not None and x.first_ms <= until_ms]
-            active = {x.destination: 1 for x in listed}
-            floor = {x.destination: x.wake_ms for x in listed}
+            due: int | None = None
             candidate = destination_candidates(d, "next_ms", lock=False)
-            for sql, args in by_destination(active, candidate, (bucket_lo, bucket_hi, until_ms),
-                                            floor, column="next_ms"):
-                row = conn.execute(d.q(f"SELECT min(next_ms) FROM ({sql}) AS m"),
-                                   args).fetchone()
-                if row[0] is not None:
-                    due = int(row[0]) if due is None else min(due, int(row[0]))
+            for page in wake_pages(conn, d, until_ms, run):
+                # none of a destination's schedules is earlier than its first pending one
+                listed = [x for x in page if x.first_ms is not None and x.first_ms <= until_ms
+                          and (due is None or x.first_ms < due)]
+                floor = {x.destination: x.wake_ms for x in listed}
+                for sql, args in by_destination({x.destination: 1 for x in listed}, candidate,
+                                                (bucket_lo, bucket_hi, until_ms), floor,
+                                                column="next_ms"):
+                    row = conn.execute(d.q(f"SELECT min(next_ms) FROM ({sql}) AS m"),
+                                       args).fetchone()
+                    if row[0] is not None:
+                        due = int(row[0]) if due is None else min(due, int(row[0]))
+                if due is not None and due <= max(x.wake_ms for x in page):
+                    break  # the later pages' destinations wake no earlier
             if due is None or due > now_ms:
                 throttled = throttled_next_ms(conn, d, now_ms=now_ms)
                 if throttled is not None and throttled <= until_ms:
