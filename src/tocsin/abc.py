@@ -8,7 +8,7 @@ implements them (``tocsin.stores.sqlite``, ``tocsin.channels.kafka``...).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from tocsin.domain import (
@@ -437,8 +437,15 @@ class ChannelStore(ABC):
         """A registered channel, or :class:`~tocsin.errors.NotFoundError`."""
 
     @abstractmethod
-    def list_channels(self, *, tenant: str | None = None) -> list[ChannelSpec]:
-        """Every registered channel (of ``tenant``), by tenant and name."""
+    def list_channels(self, *, tenant: str | None = None,
+                      kinds: Collection[str] | None = None) -> list[ChannelSpec]:
+        """Every registered channel (of ``tenant``; of one of ``kinds``), by tenant and
+        name."""
+
+    @abstractmethod
+    def channel_kinds(self) -> set[str]:
+        """The kinds of the registered channels, of every tenant (a read of one column:
+        a dispatcher asks every few seconds, however many channels there are)."""
 
     @abstractmethod
     def delete_channel(self, name: str, *, tenant: str) -> None:

@@ -143,3 +143,30 @@ def test_a_plugin_kind_not_installed_is_named(tmp_path: Path) -> None:
     assert line.startswith("acme_queue channels come from a plug-in")
     assert "entry point is 'acme_queue'" in line
     store.close()
+
+
+def test_the_look_reads_only_the_channels_of_kinds_missing_here(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every few seconds each dispatcher looks: beside many channels of kinds it can deliver
+    to, it reads their kinds, not the channels themselves."""
+    store = _store(tmp_path)
+    for i in range(50):
+        store.put_channel(ChannelSpec(name=f"hook{i}", tenant=f"t{i % 5}",
+                                      kind=ChannelKind.WEBHOOK,
+                                      config={"url": "http://127.0.0.1:9/h"}))
+    assert store.channel_kinds() == {"kafka", "rabbitmq", "file", "webhook"}
+    read: list[ChannelSpec] = []
+    listed = store.list_channels
+
+    def counted(**kwargs: object) -> list[ChannelSpec]:
+        found = listed(**kwargs)  # type: ignore[arg-type]
+        read.extend(found)
+        return found
+
+    monkeypatch.setattr(store, "list_channels", counted)
+    assert undeliverable_channels(store) == {}
+    assert read == []
+    monkeypatch.setitem(sys.modules, "pika", None)
+    assert set(undeliverable_channels(store)) == {("acme", "jobs")}
+    assert [(s.tenant, s.name) for s in read] == [("acme", "jobs")]
+    store.close()

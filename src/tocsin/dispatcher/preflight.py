@@ -19,7 +19,7 @@ import socket
 from tocsin.abc import ChannelHold, Store
 from tocsin.channels import missing_library
 from tocsin.clock import Clock
-from tocsin.domain import HoldReason
+from tocsin.domain import ChannelKind, HoldReason
 from tocsin.errors import StoreError
 
 __all__ = ["CHECK_MS", "HOLD_MS", "UndeliverableHolds", "undeliverable_channels"]
@@ -36,9 +36,13 @@ moment) does not let the destination's rows be claimed and fail."""
 
 def undeliverable_channels(store: Store) -> dict[tuple[str, str], str]:
     """Each registered channel (of any tenant) this machine cannot deliver to, by (tenant,
-    name): what to install; empty when it can deliver to all."""
-    return {(spec.tenant, spec.name): lacking for spec in store.list_channels()
-            if (lacking := missing_library(spec.kind)) is not None}
+    name): what to install; empty when it can deliver to all. The kinds are asked first, and
+    only the channels of kinds missing here are read (every channel read and parsed every
+    :data:`CHECK_MS` was 6 % of a dispatcher's CPU beside 10 000 webhook channels)."""
+    lacking = {kind: why for kind in store.channel_kinds()
+               if (why := missing_library(ChannelKind(kind))) is not None}
+    return {(spec.tenant, spec.name): lacking[spec.kind.value]
+            for spec in store.list_channels(kinds=sorted(lacking))} if lacking else {}
 
 
 class UndeliverableHolds:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import replace
 from typing import Any
 
@@ -69,10 +70,17 @@ class SqlChannels(SqlBase, ChannelStore):
             raise NotFoundError("channel", name)
         return self._opened(rows[0])
 
-    def list_channels(self, *, tenant: str | None = None) -> list[ChannelSpec]:
-        rows = self._rows(f"SELECT {CHANNEL_COLUMNS} FROM channels WHERE {tenant_is()} "
-                          "ORDER BY tenant, name", (tenant, tenant))
+    def list_channels(self, *, tenant: str | None = None,
+                      kinds: Collection[str] | None = None) -> list[ChannelSpec]:
+        among = "" if kinds is None else f" AND kind IN ({', '.join('?' * len(kinds))})"
+        if kinds is not None and not kinds:
+            return []
+        rows = self._rows(f"SELECT {CHANNEL_COLUMNS} FROM channels WHERE {tenant_is()}{among} "
+                          "ORDER BY tenant, name", (tenant, tenant, *(kinds or ())))
         return [self._opened(r) for r in rows]
+
+    def channel_kinds(self) -> set[str]:
+        return {str(r[0]) for r in self._rows("SELECT DISTINCT kind FROM channels")}
 
     def delete_channel(self, name: str, *, tenant: str) -> None:
         sql = self._dialect.q("DELETE FROM channels WHERE tenant = ? AND name = ?")
