@@ -145,7 +145,11 @@ def phase(up: TocsinUp, store: Any, receiver: Receiver, name: str,
     rows = [s for s in store.list_schedules(due_from_ms=start,
                                             due_to_ms=start + args.seconds * 1000, limit=n)
             if s.claimed_ms]
+    # and of one in ten, from the attempt log: claimed -> the send's start -> its answer
+    attempts = [(s, a) for s in rows[::10] for a in store.deliveries(s.id, tenant=s.tenant)[:1]]
     staged = {"claim": lateness_summary([s.claimed_ms - s.due_ms for s in rows]),
+              "to_send": lateness_summary([a.started_ms - s.claimed_ms for s, a in attempts]),
+              "send": lateness_summary([a.ended_ms - a.started_ms for s, a in attempts]),
               "acknowledged": lateness_summary([s.delivered_ms - s.claimed_ms for s in rows
                                                 if s.delivered_ms])}
     out = {"sent": n, "received": len(lateness), "lateness": lateness_summary(lateness),
