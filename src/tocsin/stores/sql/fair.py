@@ -6,15 +6,16 @@ destinations, and what one does not use goes to those that had more (see docs/se
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import cycle, islice
 from typing import Any, NamedTuple
 
-from tocsin.stores.sql.base import Dialect
+from tocsin.stores.sql.base import Dialect, sent
 from tocsin.stores.sql.operations import NOT_HELD_HERE
 
 __all__ = ["LAG_MS", "NEVER_MS", "ROUNDS", "Destination", "Due", "by_destination",
-           "due_destinations", "earliest_wake", "listing", "raise_wakes", "shares", "weights"]
+           "due_destinations", "earliest_wake", "listing", "raise_wakes", "send_due_destinations",
+           "shares", "weights"]
 
 Destination = tuple[str, str]
 """A channel of a tenant: ``(tenant, channel)``."""
@@ -86,12 +87,23 @@ def due_destinations(conn: Any, d: Dialect, until_ms: int, run: str = "") -> lis
     earlier, each with its earliest schedule's time, earliest first. Its cost is two seeks
     per such destination; a destination whose schedules are all later costs nothing (a
     destination keeps its wake-up time until a claim raises it, :func:`raise_wakes`)."""
-    rows = conn.execute(*listing(d, until_ms, run)).fetchall()
-    found = [Due(str(r[0]), str(r[1]), int(r[2]), None if r[3] is None else int(r[3]))
-             for r in rows]
-    found.sort(key=lambda x: (NEVER_MS if x.first_ms is None else x.first_ms, x.tenant,
-                              x.channel))
-    return found
+    return send_due_destinations(conn, d, until_ms, run)()
+
+
+def send_due_destinations(conn: Any, d: Dialect, until_ms: int,
+                          run: str = "") -> Callable[[], list[Due]]:
+    """:func:`due_destinations`, sent now and read when called
+    (:func:`~tocsin.stores.sql.base.sent`)."""
+    rows = sent(conn, d, *listing(d, until_ms, run))
+
+    def read() -> list[Due]:
+        found = [Due(str(r[0]), str(r[1]), int(r[2]), None if r[3] is None else int(r[3]))
+                 for r in rows()]
+        found.sort(key=lambda x: (NEVER_MS if x.first_ms is None else x.first_ms, x.tenant,
+                                  x.channel))
+        return found
+
+    return read
 
 
 def earliest_wake(conn: Any, d: Dialect, after_ms: int, run: str = "") -> int | None:
@@ -110,7 +122,8 @@ def raise_wakes(conn: Any, d: Dialect, dues: Sequence[Due], until_ms: int) -> No
     earliest schedule's time (:data:`NEVER_MS`: none). PostgreSQL: the rows are locked first,
     skipping those that a writer holds (it is writing a schedule of that destination: the
     bound stays, a later claim raises it), and the times are read after, by a statement that
-    sees every schedule committed before the lock."""
+    sees every schedule committed before the lock (not one statement: its snapshot would be
+    taken before its lock, and miss a schedule whose writer committed in between)."""
     for i in range(0, len(dues), _PER_STATEMENT):
         part = dues[i:i + _PER_STATEMENT]
         among = "(s.tenant, s.channel) IN (VALUES " + ", ".join("(?, ?)" for _ in part) + ")"
