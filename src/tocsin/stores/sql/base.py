@@ -65,6 +65,14 @@ class Dialect:
     one_writer: bool = False
     """Whether the database takes one writing transaction at a time (SQLite): a job's deletes
     run as one task, as more would only queue for the writer."""
+    per_row: str = ""
+    """Ends the correlated sub-select of an ``EXISTS`` that must stay a test of each row (a
+    filter of the scan), never become a join (PostgreSQL does not pull up a sub-select with an
+    ``OFFSET``). Planned as a hash anti-join, whose rows come out in no order, the claim's
+    tests of a candidate's channel (:func:`~tocsin.stores.sql.operations.not_paused`) made
+    PostgreSQL read every candidate of a destination up to the due time and sort them, where
+    the index gives them in order and the limit stops at the first: the window's peek of a
+    destination with 180 candidates due read 370 buffers (0.2 ms), now 7."""
     sends_ahead: bool = False
     """Whether a statement's rows can be read after later statements went out (psycopg: a
     cursor keeps its result, and in a pipeline a statement is sent with the next one read):
@@ -106,6 +114,7 @@ POSTGRES = Dialect(mark="%s", head=head_of_key("seq"), skip_locked=" FOR UPDATE 
                    lock_policy=" FOR UPDATE OF p", lock_row=" FOR UPDATE", blob="BYTEA",
                    analyze="ANALYZE schedules, deliveries", arrays=True,
                    unflushed="SET LOCAL synchronous_commit = off", walk=True, sends_ahead=True,
+                   per_row=" OFFSET 0",
                    stale="SELECT pg_relation_size(oid) / current_setting('block_size')::int "
                          "> greatest(%s, 2 * relpages) FROM pg_class "
                          "WHERE oid = 'schedules'::regclass")

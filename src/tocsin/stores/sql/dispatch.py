@@ -42,7 +42,7 @@ from tocsin.stores.sql.fair import (
     weights,
 )
 from tocsin.stores.sql.metrics import FENCED, add_counts, delivery_counts
-from tocsin.stores.sql.operations import NOT_PAUSED
+from tocsin.stores.sql.operations import not_paused
 from tocsin.stores.sql.outcomes import acknowledged_outcomes, record_outcomes
 from tocsin.stores.sql.owners import (
     epoch_spans,
@@ -86,7 +86,7 @@ def _claimable(d: Dialect) -> str:
     keeps the planner on the ``next_ms`` index rather than every far-future row of the range.
     The claim and the hand-over window's peek share it, so the peek names what the claim takes."""
     return ("s.status = 'PENDING' AND s.policy IS NULL AND +s.bucket BETWEEN ? AND ? "
-            f"AND s.next_ms <= ? AND {d.head} AND {NOT_PAUSED}")
+            f"AND s.next_ms <= ? AND {d.head} AND {not_paused(d)}")
 
 
 URGENT_ACK_ROWS = 64

@@ -14,7 +14,7 @@ from tocsin.errors import ConflictError, NotFoundError
 from tocsin.ids import delivery_id
 from tocsin.stores.rows import CLAIM_COLUMNS
 from tocsin.stores.sql.base import Dialect, SqlBase, executemany, sent, tenant_is
-from tocsin.stores.sql.operations import NOT_PAUSED
+from tocsin.stores.sql.operations import not_paused
 
 __all__ = [
     "POLICY_COLUMNS",
@@ -145,7 +145,7 @@ def claim_throttled(conn: Any, d: Dialect, *, epoch: int, bucket_lo: int, bucket
         got = sorted(conn.execute(d.q(
             "WITH earliest AS MATERIALIZED (SELECT s.id FROM schedules s "
             "WHERE s.status = 'PENDING' AND s.tenant = ? AND s.policy = ? AND s.next_ms <= ? "
-            f"AND {d.head} AND {NOT_PAUSED} ORDER BY s.next_ms, s.id LIMIT ?) "
+            f"AND {d.head} AND {not_paused(d)} ORDER BY s.next_ms, s.id LIMIT ?) "
             "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
             f"WHERE {d.among('SELECT id FROM earliest')} AND status = 'PENDING' "
             f"AND bucket BETWEEN ? AND ? RETURNING {CLAIM_COLUMNS}, next_ms"),
