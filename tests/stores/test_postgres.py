@@ -147,6 +147,39 @@ def _commit_levels(pg: PostgresStore) -> list[tuple[str, str]]:
             "SELECT tab, level FROM commit_levels").fetchall()]
 
 
+def _meta_keys(pg: PostgresStore) -> list[str]:
+    return [str(r[0]) for r in pg._rows("SELECT k FROM meta WHERE k IN ('x1', 'x2') ORDER BY k")]
+
+
+def test_a_pipelined_transaction_is_one_transaction(pg: PostgresStore) -> None:
+    """A pipelined transaction (a claim's: statements sent ahead of their results) commits
+    the statements it never read with the rest, and rolls them all back when one fails, read
+    or not, or when its own code fails; its connection serves the next call."""
+    from typing import Any
+
+    def run(*statements: str, fail: bool = False) -> None:
+        def work(conn: Any) -> None:
+            for sql in statements:
+                cursor = conn.execute(sql)  # never read, except a SELECT
+                if sql.startswith("SELECT"):
+                    cursor.fetchall()
+            if fail:
+                raise ValueError("the work's own code failed")
+
+        pg._work(work, pipelined=True)
+
+    pg.open()
+    with pytest.raises(StoreError, match="division by zero"):
+        run("INSERT INTO meta VALUES ('x1', '')", "SELECT 1 / 0", "SELECT 1")
+    with pytest.raises(StoreError, match="duplicate key"):  # found only at COMMIT
+        run("INSERT INTO meta VALUES ('x1', '')", "INSERT INTO meta VALUES ('x1', '')")
+    with pytest.raises(ValueError):
+        run("INSERT INTO meta VALUES ('x1', '')", fail=True)
+    assert _meta_keys(pg) == []
+    run("INSERT INTO meta VALUES ('x1', '')", "SELECT 1", "INSERT INTO meta VALUES ('x2', '')")
+    assert _meta_keys(pg) == ["x1", "x2"]
+
+
 def test_verdicts_commit_unflushed_creates_and_claims_flushed(pg: PostgresStore) -> None:
     """An acknowledgement commits without waiting for the WAL flush (a lost one is sent again
     under the same delivery id); a strict tenant's create and a claim (the compare-and-set a

@@ -1,7 +1,8 @@
 """PostgreSQL over time (schema 16): names compare in "C" in a database created with a
 linguistic locale; the claim reads the destination indexes whether the planner's statistics
-are absent, stale or fresh; and a transaction held open elsewhere, which keeps every claimed
-row's dead index entries, does not make the claim read them."""
+are absent, stale or fresh, and a destination's candidates in their order, up to its limit;
+and a transaction held open elsewhere, which keeps every claimed row's dead index entries,
+does not make the claim read them."""
 
 from __future__ import annotations
 
@@ -76,15 +77,17 @@ def test_names_compare_in_c_in_a_linguistic_database(linguistic_url: str) -> Non
 
 
 def _plan(url: str, tenant: str, *, generic: bool = False, analyze: bool = False,
-          floor: int | None = None) -> str:
-    """The plan of one destination's candidates (the claim's read of ``schedules_dest``)."""
-    sql = destination_candidates(POSTGRES, "id", lock=False)
+          floor: int | None = None, until_ms: int = NOW, limit: int = 100,
+          column: str = "id", lock: bool = False) -> str:
+    """The plan of one destination's candidates (the claim's read of ``schedules_dest``, or
+    with ``column`` ``next_ms`` the window's peek)."""
+    sql = destination_candidates(POSTGRES, column, lock=lock)
     with psycopg.connect(url, autocommit=True) as conn:
         if floor is None:
             rows = conn.execute("SELECT wake_ms FROM destinations WHERE tenant = %s "
                                 "AND channel = 'out'", (tenant,)).fetchall()
             floor = int(rows[0][0]) if rows else 0
-        args = (0, BUCKETS - 1, NOW, tenant, "out", floor, 100)
+        args = (0, BUCKETS - 1, until_ms, tenant, "out", floor, limit)
         return _explain(conn, POSTGRES.q(sql), args, generic=generic, analyze=analyze)
 
 
@@ -151,6 +154,30 @@ def _buffers(plan: str) -> int:
     found = re.search(r"Buffers: shared hit=(\d+)(?: read=(\d+))?", plan)
     assert found, plan
     return int(found[1]) + int(found[2] or 0)
+
+
+@pytest.mark.parametrize("statistics", ["absent", "fresh"])
+def test_a_destination_s_candidates_stop_at_the_limit(postgres_store_url: str,
+                                                      statistics: str) -> None:
+    """The window's peek (the first candidate) and a claim's share read a destination's
+    candidates in the index's order and stop at the limit, with custom and generic plans:
+    the tests of their channel (paused, held) are made of each row. Planned as a hash
+    anti-join, whose rows come in no order, the 180 candidates due in the window were all read
+    and sorted: 370 buffers for the first."""
+    store = PostgresStore(postgres_store_url, buckets=BUCKETS)
+    try:
+        store.open()
+        _one(postgres_store_url, "ALTER TABLE schedules SET (autovacuum_enabled = off)")
+        store.create([new(NOW + 5 * i, tenant="t") for i in range(2_000)], now_ms=NOW - 1_000)
+        if statistics == "fresh":
+            _one(postgres_store_url, "ANALYZE schedules, destinations")
+        for generic in (False, True):
+            for column, lock in (("next_ms", False), ("id", True)):
+                plan = _plan(postgres_store_url, "t", generic=generic, analyze=True,
+                             until_ms=NOW + 900, limit=1, column=column, lock=lock)
+                assert "Sort" not in plan and _buffers(plan) < 20, plan
+    finally:
+        store.close()
 
 
 def test_a_held_transaction_does_not_slow_the_claim(postgres_store_url: str) -> None:

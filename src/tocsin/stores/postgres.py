@@ -25,6 +25,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tocsin.domain.defaults import BUCKETS
@@ -116,6 +117,33 @@ def delivered_ack(ids: Sequence[str], rows: Sequence[Sequence[Any]],
     args = [now_ms, list(ids), epoch, *(list(c) for c in zip(*rows, strict=True)),
             shard, names, labs, values, len(ids)]
     return sql, args
+
+
+def _pipelined(conn: psycopg.Connection[Any], work: Callable[[psycopg.Connection[Any]], T], *,
+               transaction: bool) -> T:
+    """``work`` in pipeline mode (in one ``transaction``, or as reads): each statement whose
+    rows ``work`` does not read yet goes out with the next one it reads, BEGIN with the first,
+    COMMIT with the pipeline's closing sync, one round trip for each such group (a claim's
+    statements take PostgreSQL a fraction of the round trips between them). Not
+    ``conn.transaction()``: in a pipeline it syncs, a round trip each, after BEGIN and again
+    before COMMIT."""
+    from psycopg import Error
+    from psycopg.pq import TransactionStatus
+
+    try:
+        with conn.pipeline():
+            if transaction:
+                conn.execute("BEGIN")
+            result = work(conn)
+            if transaction:
+                conn.execute("COMMIT")
+    except BaseException:
+        if conn.info.transaction_status in (TransactionStatus.INTRANS,
+                                            TransactionStatus.INERROR):
+            with suppress(Error):  # a lost connection: the pool drops it
+                conn.rollback()
+        raise
+    return result
 
 
 def run_session_name(run: str) -> str:
@@ -272,7 +300,8 @@ class PostgresStore(SqlStore):
         return pool
 
     def _run(self, work: Callable[[psycopg.Connection[Any]], T], *, write: bool = True,
-             idempotent: bool = False, migrating: bool = False, single: bool = False) -> T:
+             idempotent: bool = False, migrating: bool = False, single: bool = False,
+             pipelined: bool = False) -> T:
         """Run ``work`` on a pooled connection, in one transaction when ``write``: the single
         place every transaction begins (per-transaction settings such as a tenant's
         ``SET LOCAL synchronous_commit`` belong right after its BEGIN).
@@ -282,7 +311,8 @@ class PostgresStore(SqlStore):
         serialization failure (rolled back as a whole) is retried too. ``single``: ``work``
         runs one statement, which is its own transaction (no BEGIN and COMMIT, each a round
         trip that waits for the server: under CPU contention a millisecond or more each);
-        it is retried as a write. While the server has not answered since the last failure, a
+        it is retried as a write. ``pipelined``: the transaction runs in pipeline mode
+        (:func:`_pipelined`). While the server has not answered since the last failure, a
         direct connection attempt first makes an unreachable server fail fast instead of
         after the pool's ``timeout_s``.
         """
@@ -298,7 +328,10 @@ class PostgresStore(SqlStore):
             begun = False
             try:
                 with pool.connection() as conn:
-                    if write and not single:
+                    if pipelined:
+                        begun = True
+                        result = _pipelined(conn, work, transaction=write)
+                    elif write and not single:
                         with conn.transaction():
                             begun = True
                             result = work(conn)
@@ -336,8 +369,8 @@ class PostgresStore(SqlStore):
         return None
 
     def _work(self, fn: Callable[[Any], T], *, write: bool = True,
-              idempotent: bool = False, urgent: bool = False) -> T:
-        return self._run(fn, write=write, idempotent=idempotent)
+              idempotent: bool = False, urgent: bool = False, pipelined: bool = False) -> T:
+        return self._run(fn, write=write, idempotent=idempotent, pipelined=pipelined)
 
     def _migrate(self) -> None:
         """Create or upgrade the schema, one process at a time (transaction advisory lock)."""

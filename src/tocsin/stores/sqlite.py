@@ -214,7 +214,7 @@ class SQLiteStore(SqlStore):
             raise
 
     def _work(self, fn: Callable[[Any], T], *, write: bool = True,
-              idempotent: bool = False, urgent: bool = False) -> T:
+              idempotent: bool = False, urgent: bool = False, pipelined: bool = False) -> T:
         """Every statement runs here (or in :meth:`_tx`): a sqlite3 error of a read or a
         write becomes :class:`~tocsin.errors.StoreError`."""
         if not write:

@@ -5,7 +5,7 @@ earliest first (``_claim_sorted``) and marking a batch delivered (``_mark_delive
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tocsin.abc import BucketOwner, ChannelHold, ClaimedRow, DispatchStore, Membership, RunInfo
@@ -20,32 +20,46 @@ from tocsin.stores.rows import (
     earliest,
     insert_values,
 )
-from tocsin.stores.sql.base import Dialect, SqlBase, executemany, refresh_statistics, tenant_is
+from tocsin.stores.sql.base import (
+    Dialect,
+    SqlBase,
+    executemany,
+    refresh_statistics,
+    sent,
+    tenant_is,
+)
 from tocsin.stores.sql.fair import (
     NEVER_MS,
     ROUNDS,
     Destination,
     Due,
+    WakePages,
     by_destination,
     due_destinations,
     earliest_wake,
     raise_wakes,
+    send_due_destinations,
     shares,
-    wake_pages,
     weights,
 )
 from tocsin.stores.sql.metrics import FENCED, add_counts, delivery_counts
-from tocsin.stores.sql.operations import NOT_PAUSED
+from tocsin.stores.sql.operations import not_paused
 from tocsin.stores.sql.outcomes import acknowledged_outcomes, record_outcomes
 from tocsin.stores.sql.owners import (
-    epoch_run,
+    epoch_spans,
     free_slot,
     holder_run,
     owned_spans,
     release,
     share,
 )
-from tocsin.stores.sql.policies import claim_throttled, return_tokens, throttled_next_ms
+from tocsin.stores.sql.policies import (
+    claim_throttled,
+    return_tokens,
+    send_throttled_due,
+    send_throttled_next_ms,
+    throttled_next_ms,
+)
 from tocsin.stores.sql.schedules import INSERT
 
 __all__ = ["SqlDispatch"]
@@ -73,7 +87,7 @@ def _claimable(d: Dialect) -> str:
     keeps the planner on the ``next_ms`` index rather than every far-future row of the range.
     The claim and the hand-over window's peek share it, so the peek names what the claim takes."""
     return ("s.status = 'PENDING' AND s.policy IS NULL AND +s.bucket BETWEEN ? AND ? "
-            f"AND s.next_ms <= ? AND {d.head} AND {NOT_PAUSED}")
+            f"AND s.next_ms <= ? AND {d.head} AND {not_paused(d)}")
 
 
 URGENT_ACK_ROWS = 64
@@ -293,20 +307,20 @@ class SqlDispatch(SqlBase, DispatchStore):
         d = self._dialect
 
         def work(conn: Any) -> list[tuple[Any, ...]]:
-            # The marker first: a concurrent replay of this (epoch, range) waits on it.
-            marked = not replay or conn.execute(d.q("INSERT INTO claims VALUES (?, ?, ?, ?) "
-                                                    "ON CONFLICT DO NOTHING"),
-                                                (epoch, bucket_lo, bucket_hi, now_ms)).rowcount
-            if not marked:
+            # The marker first: a concurrent replay of this (epoch, range) waits on it. It is
+            # read after the epoch's buckets, and sent with them.
+            marked = sent(conn, d, d.q("INSERT INTO claims VALUES (?, ?, ?, ?) "
+                                       "ON CONFLICT DO NOTHING RETURNING 1"),
+                          (epoch, bucket_lo, bucket_hi, now_ms)) if replay else None
+            # Only in the buckets the epoch's run owns now (read in this transaction).
+            run, spans = epoch_spans(conn, d, epoch, lo=bucket_lo, hi=bucket_hi)
+            if marked is not None and not marked():
                 return list(conn.execute(d.q(
                     f"SELECT {CLAIM_COLUMNS} FROM schedules WHERE status = 'CLAIMED' "
                     "AND claim_epoch = ? AND bucket BETWEEN ? AND ? ORDER BY next_ms, id"),
                     (epoch, bucket_lo, bucket_hi)).fetchall())
-            # Only in the buckets the epoch's run owns now (read in this transaction).
-            run = epoch_run(conn, d, epoch)
             rows: list[tuple[Any, ...]] = []
-            for lo, hi in ([(bucket_lo, bucket_hi)] if run is None else
-                           owned_spans(conn, d, run=run, lo=bucket_lo, hi=bucket_hi)):
+            for lo, hi in spans:
                 rows += self._claim_span(conn, epoch=epoch, span=(lo, hi, until_ms),
                                          now_ms=now_ms, lease_ms=lease_ms, run=run or "",
                                          limit=limit - len(rows))
@@ -315,7 +329,8 @@ class SqlDispatch(SqlBase, DispatchStore):
             return rows
 
         # Repeating a claim is a replay: it returns what the first run claimed.
-        return [claimed_from_row(r) for r in self._work(work, idempotent=replay, urgent=True)]
+        return [claimed_from_row(r) for r in self._work(work, idempotent=replay, urgent=True,
+                                                        pipelined=True)]
 
     def _claim_span(self, conn: Any, *, epoch: int, span: tuple[int, int, int], now_ms: int,
                     lease_ms: int, run: str, limit: int) -> list[tuple[Any, ...]]:
@@ -323,28 +338,32 @@ class SqlDispatch(SqlBase, DispatchStore):
         (``span``: its first and last bucket, and the time due by): ended leases, then by
         destination, then throttled."""
         d, (bucket_lo, bucket_hi, until_ms) = self._dialect, span
+        # read after the ended leases, and sent with them (one round trip in a pipeline)
+        listed = send_due_destinations(conn, d, until_ms, run)
+        throttled = send_throttled_due(conn, d, bucket_lo=bucket_lo, bucket_hi=bucket_hi,
+                                       until_ms=until_ms)
         rows = self._claim_sorted(conn, d.q(
             "UPDATE schedules SET claim_epoch = ?, claimed_ms = ? WHERE " + d.among(
                 "SELECT s.id FROM schedules s WHERE s.status = 'CLAIMED' AND s.claimed_ms < ? "
                 f"AND s.bucket BETWEEN ? AND ? ORDER BY s.claimed_ms LIMIT ?{d.skip_locked}")),
             (epoch, now_ms, now_ms - lease_ms, bucket_lo, bucket_hi, limit))
         if len(rows) < limit:
-            rows += self._claim_fair(conn, epoch=epoch, span=span, now_ms=now_ms, run=run,
-                                     room=limit - len(rows))
-        if len(rows) < limit:
+            rows += self._claim_fair(conn, epoch=epoch, span=span, now_ms=now_ms,
+                                     listed=listed(), room=limit - len(rows))
+        if len(rows) < limit and throttled():
             rows += claim_throttled(conn, d, epoch=epoch, bucket_lo=bucket_lo,
                                     bucket_hi=bucket_hi, until_ms=until_ms, now_ms=now_ms,
                                     limit=limit - len(rows))
         return rows
 
     def _claim_fair(self, conn: Any, *, epoch: int, span: tuple[int, int, int], now_ms: int,
-                    run: str, room: int) -> list[tuple[Any, ...]]:
+                    listed: list[Due], room: int) -> list[tuple[Any, ...]]:
         """Claim up to ``room`` due rows of a bucket range (``span``: its first and last
-        bucket, and the time due by), destination by destination, each its fair share
-        (:mod:`~tocsin.stores.sql.fair`); a share a destination cannot fill goes, in the next
-        round, to those that filled theirs. Rows as :meth:`_claim_sorted`'s, over all."""
+        bucket, and the time due by), destination by destination (``listed``: those whose
+        wake-up time has come, :func:`~tocsin.stores.sql.fair.due_destinations`), each its fair
+        share (:mod:`~tocsin.stores.sql.fair`); a share a destination cannot fill goes, in the
+        next round, to those that filled theirs. Rows as :meth:`_claim_sorted`'s, over all."""
         d = self._dialect
-        listed = due_destinations(conn, d, span[2], run)
         due = [x for x in listed if x.first_ms is not None and x.first_ms <= span[2]]
         active: list[Destination] = [x.destination for x in due]
         floor = {x.destination: x.wake_ms for x in due}
@@ -378,16 +397,14 @@ class SqlDispatch(SqlBase, DispatchStore):
             if conn.execute(d.q(_OPEN_OR_PAUSED), (tenant, channel, tenant, channel)).fetchone():
                 return []
             wake = _wake(conn, d, tenant, channel)
-            run = epoch_run(conn, d, epoch)
+            run, spans = epoch_spans(conn, d, epoch, lo=0, hi=self.buckets - 1)
             rows: list[tuple[Any, ...]] = []
             if run is None:
                 rows = self._claim_sorted(conn, d.q(
                     "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
                     f"WHERE {d.among(candidates)}"),
                     (epoch, now_ms, tenant, channel, wake, now_ms, limit))
-            owned = [] if run is None else owned_spans(conn, d, run=run, lo=0,
-                                                         hi=self.buckets - 1)
-            for lo, hi in owned:  # only in the buckets the epoch's run owns
+            for lo, hi in [] if run is None else spans:  # only in the buckets the run owns
                 rows += self._claim_sorted(conn, d.q(
                     "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
                     f"WHERE {d.among(in_range)}"),
@@ -417,7 +434,7 @@ class SqlDispatch(SqlBase, DispatchStore):
                 row = conn.execute(d.q(earliest), (tenant, channel, wake, until_ms, 1)).fetchone()
                 return None if row is None else int(row[0])
             found = [int(r[0]) for lo, hi in owned_spans(conn, d, run=run, lo=0,
-                                                          hi=self.buckets - 1, lock=False)
+                                                          hi=self.buckets - 1)
                      if (r := conn.execute(d.q(in_range), (tenant, channel, wake, until_ms,
                                                            lo, hi, 1)).fetchone())]
             return min(found, default=None)
@@ -429,13 +446,18 @@ class SqlDispatch(SqlBase, DispatchStore):
         d = self._dialect
 
         def work(conn: Any) -> int | None:
-            owned = owned_spans(conn, d, run=run, lo=bucket_lo, hi=bucket_hi,
-                                lock=False) if run else None
-            found = [due for lo, hi in ([(bucket_lo, bucket_hi)] if owned is None else owned)
-                     if (due := span(conn, lo, hi)) is not None]
+            # sent together with the first statement read (the run's buckets, or a look for
+            # ended leases): one round trip of the pipeline for all
+            pages = WakePages(conn, d, until_ms, run)
+            throttled = send_throttled_next_ms(conn, d, now_ms=now_ms)
+            spans = owned_spans(conn, d, run=run, lo=bucket_lo,
+                                hi=bucket_hi) if run else [(bucket_lo, bucket_hi)]
+            found = [due for lo, hi in spans
+                     if (due := span(conn, lo, hi, pages, throttled)) is not None]
             return min(found, default=None)
 
-        def span(conn: Any, bucket_lo: int, bucket_hi: int) -> int | None:
+        def span(conn: Any, bucket_lo: int, bucket_hi: int, pages: WakePages,
+                 throttled: Callable[[], int | None]) -> int | None:
             reclaim = conn.execute(d.q(
                 "SELECT 1 FROM schedules WHERE status = 'CLAIMED' AND claimed_ms < ? "
                 "AND bucket BETWEEN ? AND ? LIMIT 1"),
@@ -444,7 +466,7 @@ class SqlDispatch(SqlBase, DispatchStore):
                 return now_ms
             due: int | None = None
             candidate = destination_candidates(d, "next_ms", lock=False)
-            for page in wake_pages(conn, d, until_ms, run):
+            for page in pages:
                 # none of a destination's schedules is earlier than its first pending one
                 listed = [x for x in page if x.first_ms is not None and x.first_ms <= until_ms
                           and (due is None or x.first_ms < due)]
@@ -459,12 +481,12 @@ class SqlDispatch(SqlBase, DispatchStore):
                 if due is not None and due <= max(x.wake_ms for x in page):
                     break  # the later pages' destinations wake no earlier
             if due is None or due > now_ms:
-                throttled = throttled_next_ms(conn, d, now_ms=now_ms)
-                if throttled is not None and throttled <= until_ms:
-                    due = throttled if due is None else min(due, throttled)
+                wait = throttled()
+                if wait is not None and wait <= until_ms:
+                    due = wait if due is None else min(due, wait)
             return due
 
-        return self._work(work, write=False)
+        return self._work(work, write=False, pipelined=True)
 
     def acknowledge(self, *, epoch: int, acks: Sequence[Ack], now_ms: int) -> int:
         if not acks:

@@ -6,16 +6,16 @@ destinations, and what one does not use goes to those that had more (see docs/se
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from itertools import cycle, islice
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import count, cycle, islice
 from typing import Any, NamedTuple
 
-from tocsin.stores.sql.base import Dialect
+from tocsin.stores.sql.base import Dialect, sent
 from tocsin.stores.sql.operations import NOT_HELD_HERE
 
-__all__ = ["LAG_MS", "NEVER_MS", "PEEK_PAGE", "ROUNDS", "Destination", "Due", "by_destination",
-           "due_destinations", "earliest_wake", "listing", "raise_wakes", "shares", "wake_pages",
-           "weights"]
+__all__ = ["LAG_MS", "NEVER_MS", "PEEK_PAGE", "ROUNDS", "Destination", "Due", "WakePages",
+           "by_destination", "due_destinations", "earliest_wake", "listing", "raise_wakes",
+           "send_due_destinations", "shares", "weights"]
 
 Destination = tuple[str, str]
 """A channel of a tenant: ``(tenant, channel)``."""
@@ -99,30 +99,60 @@ def due_destinations(conn: Any, d: Dialect, until_ms: int, run: str = "", *,
     per such destination; a destination whose schedules are all later costs nothing (a
     destination keeps its wake-up time until a claim raises it, :func:`raise_wakes`).
     With ``limit``, only the first ``limit`` of them by wake-up time (then tenant and
-    channel), after ``after`` in that order: a page of :func:`wake_pages`."""
-    rows = conn.execute(*listing(d, until_ms, run, after=after, limit=limit)).fetchall()
-    found = [Due(str(r[0]), str(r[1]), int(r[2]), None if r[3] is None else int(r[3]))
-             for r in rows]
-    found.sort(key=lambda x: (NEVER_MS if x.first_ms is None else x.first_ms, x.tenant,
-                              x.channel))
-    return found
+    channel), after ``after`` in that order: a page of :class:`WakePages`."""
+    return send_due_destinations(conn, d, until_ms, run, after=after, limit=limit)()
 
 
-def wake_pages(conn: Any, d: Dialect, until_ms: int, run: str = "",
-               page: int = PEEK_PAGE) -> Iterator[list[Due]]:
-    """:func:`due_destinations` by pages of ``page`` destinations, in wake-up order: a
-    destination's schedules are no earlier than its wake-up time, so a caller after the
-    earliest claimable time stops once a page's last wake-up time is past what it found (with
+def send_due_destinations(conn: Any, d: Dialect, until_ms: int, run: str = "", *,
+                          after: Due | None = None,
+                          limit: int | None = None) -> Callable[[], list[Due]]:
+    """:func:`due_destinations`, sent now and read when called
+    (:func:`~tocsin.stores.sql.base.sent`)."""
+    rows = sent(conn, d, *listing(d, until_ms, run, after=after, limit=limit))
+
+    def read() -> list[Due]:
+        found = [Due(str(r[0]), str(r[1]), int(r[2]), None if r[3] is None else int(r[3]))
+                 for r in rows()]
+        found.sort(key=lambda x: (NEVER_MS if x.first_ms is None else x.first_ms, x.tenant,
+                                  x.channel))
+        return found
+
+    return read
+
+
+class WakePages:
+    """:func:`due_destinations` by pages of ``page`` destinations, in wake-up order, for one
+    look at the earliest claimable time: a destination's schedules are no earlier than its
+    wake-up time, so the look stops once a page's last wake-up time is past what it found (with
     10 000 destinations due within a hand-over window, listing them all for each look was a
-    fifth of a dispatcher's CPU)."""
-    after: Due | None = None
-    while True:
-        found = due_destinations(conn, d, until_ms, run, after=after, limit=page)
+    fifth of a dispatcher's CPU). The first page is sent at once (read with the next statement
+    read); each page is read once and kept for every bucket range of the look."""
+
+    def __init__(self, conn: Any, d: Dialect, until_ms: int, run: str = "",
+                 page: int = PEEK_PAGE) -> None:
+        self._conn, self._d, self._until_ms, self._run, self._page = conn, d, until_ms, run, page
+        self._next: Callable[[], list[Due]] | None = send_due_destinations(
+            conn, d, until_ms, run, limit=page)
+        self._pages: list[list[Due]] = []
+
+    def __iter__(self) -> Iterator[list[Due]]:
+        for i in count():
+            if i == len(self._pages) and not self._read():
+                return
+            yield self._pages[i]
+
+    def _read(self) -> bool:
+        """Read the next page; False when there is none."""
+        if self._next is None:
+            return False
+        found, self._next = self._next(), None
+        if len(found) == self._page:
+            after = max(found, key=lambda x: (x.wake_ms, x.tenant, x.channel))
+            self._next = lambda: due_destinations(self._conn, self._d, self._until_ms,
+                                                  self._run, after=after, limit=self._page)
         if found:
-            yield found
-        if len(found) < page:
-            return
-        after = max(found, key=lambda x: (x.wake_ms, x.tenant, x.channel))
+            self._pages.append(found)
+        return bool(found)
 
 
 def earliest_wake(conn: Any, d: Dialect, after_ms: int, run: str = "") -> int | None:
@@ -141,7 +171,8 @@ def raise_wakes(conn: Any, d: Dialect, dues: Sequence[Due], until_ms: int) -> No
     earliest schedule's time (:data:`NEVER_MS`: none). PostgreSQL: the rows are locked first,
     skipping those that a writer holds (it is writing a schedule of that destination: the
     bound stays, a later claim raises it), and the times are read after, by a statement that
-    sees every schedule committed before the lock."""
+    sees every schedule committed before the lock (not one statement: its snapshot would be
+    taken before its lock, and miss a schedule whose writer committed in between)."""
     for i in range(0, len(dues), _PER_STATEMENT):
         part = dues[i:i + _PER_STATEMENT]
         among = "(s.tenant, s.channel) IN (VALUES " + ", ".join("(?, ?)" for _ in part) + ")"

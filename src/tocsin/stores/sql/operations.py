@@ -10,29 +10,33 @@ from tocsin.abc import OperationsStore, PausedChannel
 from tocsin.domain import Schedule, Status
 from tocsin.errors import ConflictError, NotFoundError, ValidationError
 from tocsin.stores.rows import SCHEDULE_COLUMNS, list_filters, schedule_from_row
-from tocsin.stores.sql.base import SqlBase, tenant_is
+from tocsin.stores.sql.base import Dialect, SqlBase, tenant_is
 from tocsin.stores.sql.labels import rarest_first, selected
 
-__all__ = ["NOT_HELD_HERE", "NOT_PAUSED", "SqlOperations"]
+__all__ = ["NOT_HELD_HERE", "SqlOperations", "not_paused"]
 
-NOT_PAUSED = ("NOT EXISTS (SELECT 1 FROM paused_channels pc "
-              "WHERE pc.tenant = s.tenant AND pc.name = s.channel) "
-              "AND NOT EXISTS (SELECT 1 FROM channel_holds ch "
-              "WHERE ch.tenant = s.tenant AND ch.name = s.channel AND (ch.run = '' "
-              "OR EXISTS (SELECT 1 FROM bucket_owners o WHERE o.run = ch.run "
-              "AND s.bucket BETWEEN o.bucket_lo AND o.bucket_hi)))")
-"""The claim's predicate for a candidate schedule aliased ``s``: its channel is neither paused
-by an operator nor held by the dispatcher (an open breaker, a full lane). A full lane's hold
-names its dispatcher run (:func:`~tocsin.stores.sql.owners.holder_run`) and passes the
-destination over only in the buckets that run owns: its lane pulls those, and the other
-dispatchers' claims take theirs (one run's hold had kept every other run off the destination,
-whose pulls are fenced to their own buckets)."""
+
+def not_paused(d: Dialect) -> str:
+    """The claim's predicate for a candidate schedule aliased ``s``: its channel is neither
+    paused by an operator nor held by the dispatcher (an open breaker, a full lane). A full
+    lane's hold names its dispatcher run (:func:`~tocsin.stores.sql.owners.holder_run`) and
+    passes the destination over only in the buckets that run owns: its lane pulls those, and
+    the other dispatchers' claims take theirs (one run's hold had kept every other run off the
+    destination, whose pulls are fenced to their own buckets). Each test is of the row
+    (``d.per_row``), so candidates read in order stay in order."""
+    return ("NOT EXISTS (SELECT 1 FROM paused_channels pc "
+            f"WHERE pc.tenant = s.tenant AND pc.name = s.channel{d.per_row}) "
+            "AND NOT EXISTS (SELECT 1 FROM channel_holds ch "
+            "WHERE ch.tenant = s.tenant AND ch.name = s.channel AND (ch.run = '' "
+            "OR EXISTS (SELECT 1 FROM bucket_owners o WHERE o.run = ch.run "
+            f"AND s.bucket BETWEEN o.bucket_lo AND o.bucket_hi)){d.per_row})")
+
 
 NOT_HELD_HERE = ("NOT EXISTS (SELECT 1 FROM paused_channels pc "
                  "WHERE pc.tenant = s.tenant AND pc.name = s.channel) "
                  "AND NOT EXISTS (SELECT 1 FROM channel_holds ch "
                  "WHERE ch.tenant = s.tenant AND ch.name = s.channel AND ch.run IN ('', ?))")
-""":data:`NOT_PAUSED` for a destination as a whole, as one dispatcher run (one argument: its
+""":func:`not_paused` for a destination as a whole, as one dispatcher run (one argument: its
 id, or '' for none) sees it: neither paused, nor held by its breaker, nor held by a full lane
 of that run (whose puller takes the run's rows of it). A full lane of another run holds the
 destination only in that run's buckets, which this run's claims do not reach."""

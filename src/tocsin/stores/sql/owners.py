@@ -12,7 +12,7 @@ written as ``bucket_owners`` rows under a new *generation* whenever the assignme
 batch done) are the members; while none is, every live run is, so a lone dispatcher owns every
 bucket from its start and a joining one takes its share only once it can deliver.
 
-Ownership is fenced in the claim itself (:func:`owned_spans`): a claim, a pull or a window's
+Ownership is fenced in the claim itself (:func:`epoch_spans`): a claim, a pull or a window's
 claim reads, in its own transaction and under a share lock on PostgreSQL (a change of the
 assignment waits for the claims under way, and they for it), the ranges its epoch's run owns,
 and claims only inside them. A run that lost its share claims nothing from it; its late
@@ -28,7 +28,7 @@ from typing import Any
 from tocsin.abc import BucketOwner, Membership
 from tocsin.stores.sql.base import Dialect
 
-__all__ = ["assignment", "epoch_run", "free_slot", "holder_run", "intersect",
+__all__ = ["assignment", "epoch_spans", "free_slot", "holder_run", "intersect",
            "owned_spans", "release", "share"]
 
 _BOUNDED_WAIT = "SET LOCAL lock_timeout = '2s'"
@@ -51,20 +51,30 @@ def intersect(ranges: Iterable[tuple[int, int]], lo: int, hi: int) -> list[tuple
     return sorted((max(a, lo), min(b, hi)) for a, b in ranges if max(a, lo) <= min(b, hi))
 
 
-def epoch_run(conn: Any, d: Dialect, epoch: int) -> str | None:
-    """The run that took ``epoch``, or None (an epoch taken without a run: not fenced)."""
-    row = conn.execute(d.q("SELECT run FROM epoch_runs WHERE epoch = ?"), (epoch,)).fetchone()
-    return None if row is None else str(row[0])
+def epoch_spans(conn: Any, d: Dialect, epoch: int, *, lo: int,
+                hi: int) -> tuple[str | None, list[tuple[int, int]]]:
+    """The run that took ``epoch`` (None: an epoch taken without a run, not fenced) and the
+    parts of buckets ``[lo, hi]`` it may claim in: all of them without a run, else those the
+    run owns now, read in the caller's transaction and share-locked where rows are locked (an
+    assignment changing them waits for this transaction). One statement, not a read of the
+    run and then of its ranges: each is a round trip of the claim."""
+    share_lock = " FOR SHARE OF b" if d.lock_row else ""
+    rows = conn.execute(d.q(
+        "SELECT e.run, o.bucket_lo, o.bucket_hi FROM epoch_runs e LEFT JOIN ("
+        "SELECT b.run, b.bucket_lo, b.bucket_hi FROM bucket_owners b WHERE b.run IN "
+        f"(SELECT run FROM epoch_runs WHERE epoch = ?){share_lock}) o ON o.run = e.run "
+        "WHERE e.epoch = ?"), (epoch, epoch)).fetchall()
+    if not rows:
+        return None, [(lo, hi)]
+    owned = ((int(a), int(b)) for _, a, b in rows if a is not None)
+    return str(rows[0][0]), intersect(owned, lo, hi)
 
 
-def owned_spans(conn: Any, d: Dialect, *, run: str, lo: int, hi: int,
-                lock: bool = True) -> list[tuple[int, int]]:
-    """The parts of buckets ``[lo, hi]`` that ``run`` owns now, read in the caller's
-    transaction (with ``lock``, share-locked where rows are locked, so an assignment changing
-    them waits for this transaction)."""
-    share_lock = " FOR SHARE" if d.lock_row and lock else ""
-    owned = conn.execute(d.q("SELECT bucket_lo, bucket_hi FROM bucket_owners WHERE run = ?"
-                             f"{share_lock}"), (run,)).fetchall()
+def owned_spans(conn: Any, d: Dialect, *, run: str, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The parts of buckets ``[lo, hi]`` that ``run`` owns now, as a read sees them (not
+    locked: a look ahead of a claim, which reads them again, :func:`epoch_spans`)."""
+    owned = conn.execute(d.q("SELECT bucket_lo, bucket_hi FROM bucket_owners WHERE run = ?"),
+                         (run,)).fetchall()
     return intersect(((int(a), int(b)) for a, b in owned), lo, hi)
 
 

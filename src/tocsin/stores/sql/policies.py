@@ -5,7 +5,7 @@ draws on the policy (its tenant, its ``policy`` name)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tocsin.abc import PolicyStore
@@ -13,8 +13,8 @@ from tocsin.domain import Policy, RateBucket
 from tocsin.errors import ConflictError, NotFoundError
 from tocsin.ids import delivery_id
 from tocsin.stores.rows import CLAIM_COLUMNS
-from tocsin.stores.sql.base import Dialect, SqlBase, executemany, tenant_is
-from tocsin.stores.sql.operations import NOT_PAUSED
+from tocsin.stores.sql.base import Dialect, SqlBase, executemany, sent, tenant_is
+from tocsin.stores.sql.operations import not_paused
 
 __all__ = [
     "POLICY_COLUMNS",
@@ -22,6 +22,8 @@ __all__ = [
     "claim_throttled",
     "policy_from_row",
     "return_tokens",
+    "send_throttled_due",
+    "send_throttled_next_ms",
     "throttled_next_ms",
 ]
 
@@ -92,6 +94,25 @@ class SqlPolicies(SqlBase, PolicyStore):
             (delivery, now_ms, tenant, tenant)))
 
 
+_DUE_POLICIES = (f"SELECT {_P_COLUMNS} FROM policies p "
+                 "WHERE EXISTS (SELECT 1 FROM schedules s WHERE s.tenant = p.tenant "
+                 "AND s.policy = p.name AND s.status = 'PENDING' AND s.next_ms <= ? "
+                 "AND s.bucket BETWEEN ? AND ?) ORDER BY p.tenant, p.name")
+"""The policies with a schedule due by a time (first argument) in a bucket range (two
+more)."""
+
+
+def send_throttled_due(conn: Any, d: Dialect, *, bucket_lo: int, bucket_hi: int,
+                       until_ms: int) -> Callable[[], bool]:
+    """Whether a policy has a schedule of bucket range ``[bucket_lo, bucket_hi]`` due by
+    ``until_ms``, read without a lock: sent now, with a claim's first statements, and read
+    when called (:func:`~tocsin.stores.sql.base.sent`). A claim with room left takes the
+    policies' locks (:func:`claim_throttled`) only when one has: most have none, and their
+    locked read was a round trip of every claim."""
+    rows = sent(conn, d, d.q(f"{_DUE_POLICIES} LIMIT 1"), (until_ms, bucket_lo, bucket_hi))
+    return lambda: bool(rows())
+
+
 def claim_throttled(conn: Any, d: Dialect, *, epoch: int, bucket_lo: int, bucket_hi: int,
                     until_ms: int, now_ms: int, limit: int) -> list[tuple[Any, ...]]:
     """Claim, inside the caller's claim transaction, due schedules of bucket range
@@ -102,12 +123,8 @@ def claim_throttled(conn: Any, d: Dialect, *, epoch: int, bucket_lo: int, bucket
     claims, so tokens stay exact however its schedules are spread, and a policy's earliest go
     first whichever task claims them. Rows are ``CLAIM_COLUMNS`` plus ``next_ms``, each
     policy's earliest first."""
-    policies = conn.execute(d.q(
-        f"SELECT {_P_COLUMNS} FROM policies p "
-        "WHERE EXISTS (SELECT 1 FROM schedules s WHERE s.tenant = p.tenant "
-        "AND s.policy = p.name AND s.status = 'PENDING' AND s.next_ms <= ? "
-        f"AND s.bucket BETWEEN ? AND ?) ORDER BY p.tenant, p.name{d.lock_policy}"),
-        (until_ms, bucket_lo, bucket_hi)).fetchall()
+    policies = conn.execute(d.q(_DUE_POLICIES + d.lock_policy),
+                            (until_ms, bucket_lo, bucket_hi)).fetchall()
     claimed: list[tuple[Any, ...]] = []
     for row in policies:
         if len(claimed) >= limit:
@@ -128,7 +145,7 @@ def claim_throttled(conn: Any, d: Dialect, *, epoch: int, bucket_lo: int, bucket
         got = sorted(conn.execute(d.q(
             "WITH earliest AS MATERIALIZED (SELECT s.id FROM schedules s "
             "WHERE s.status = 'PENDING' AND s.tenant = ? AND s.policy = ? AND s.next_ms <= ? "
-            f"AND {d.head} AND {NOT_PAUSED} ORDER BY s.next_ms, s.id LIMIT ?) "
+            f"AND {d.head} AND {not_paused(d)} ORDER BY s.next_ms, s.id LIMIT ?) "
             "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
             f"WHERE {d.among('SELECT id FROM earliest')} AND status = 'PENDING' "
             f"AND bucket BETWEEN ? AND ? RETURNING {CLAIM_COLUMNS}, next_ms"),
@@ -157,7 +174,13 @@ def return_tokens(conn: Any, d: Dialect, deliveries: Sequence[str]) -> None:
 def throttled_next_ms(conn: Any, d: Dialect, *, now_ms: int) -> int | None:
     """The earliest time a schedule waiting on a policy can be claimed: its next time once the
     policy has a free token, or else when a held token's lease runs out."""
-    rows = conn.execute(d.q(
+    return send_throttled_next_ms(conn, d, now_ms=now_ms)()
+
+
+def send_throttled_next_ms(conn: Any, d: Dialect, *, now_ms: int) -> Callable[[], int | None]:
+    """:func:`throttled_next_ms`, sent now and read when called
+    (:func:`~tocsin.stores.sql.base.sent`)."""
+    rows = sent(conn, d, d.q(
         f"SELECT {_P_COLUMNS}, "
         "(SELECT min(s.next_ms) FROM schedules s WHERE s.tenant = p.tenant "
         "AND s.policy = p.name AND s.status = 'PENDING'), "
@@ -165,13 +188,17 @@ def throttled_next_ms(conn: Any, d: Dialect, *, now_ms: int) -> int | None:
         "AND t.expires_ms > ?), "
         "(SELECT min(t.expires_ms) FROM tokens t WHERE t.tenant = p.tenant "
         "AND t.policy = p.name AND t.expires_ms > ?) FROM policies p"),
-        (now_ms, now_ms)).fetchall()
-    times = []
-    for row in rows:
-        waiting, held, returns = row[7], int(row[8]), row[9]
-        if waiting is None:
-            continue
-        policy, rate = policy_from_row(row[:7])
-        ready = rate.ready_ms(policy, now_ms) if held < policy.max_in_flight else returns
-        times.append(max(int(waiting), int(ready if ready is not None else now_ms)))
-    return min(times) if times else None
+        (now_ms, now_ms))
+
+    def read() -> int | None:
+        times = []
+        for row in rows():
+            waiting, held, returns = row[7], int(row[8]), row[9]
+            if waiting is None:
+                continue
+            policy, rate = policy_from_row(row[:7])
+            ready = rate.ready_ms(policy, now_ms) if held < policy.max_in_flight else returns
+            times.append(max(int(waiting), int(ready if ready is not None else now_ms)))
+        return min(times) if times else None
+
+    return read
