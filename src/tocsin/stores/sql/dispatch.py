@@ -449,7 +449,9 @@ class SqlDispatch(SqlBase, DispatchStore):
             # sent together with the first statement read (the run's buckets, or a look for
             # ended leases): one round trip of the pipeline for all
             pages = WakePages(conn, d, until_ms, run)
-            throttled = send_throttled_next_ms(conn, d, now_ms=now_ms)
+            # (where nothing is sent ahead, asked only when nothing unthrottled is due first)
+            throttled = send_throttled_next_ms(conn, d, now_ms=now_ms) if d.sends_ahead else (
+                lambda: throttled_next_ms(conn, d, now_ms=now_ms))
             spans = owned_spans(conn, d, run=run, lo=bucket_lo,
                                 hi=bucket_hi) if run else [(bucket_lo, bucket_hi)]
             found = [due for lo, hi in spans
