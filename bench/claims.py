@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.common import machine_info
+from bench.common import machine_info, run_stamp
 from tocsin.abc import Store
 from tocsin.domain import NewSchedule
 from tocsin.stores import open_store
@@ -126,6 +126,7 @@ def main() -> None:
               f"next_due {due_1:.3f} -> {due_n:.3f} ms; peek {peek_1:.3f} -> {peek_n:.3f} ms",
               flush=True)
     out["claims_machine"] = machine_info()
+    out.update(run_stamp())  # the file's date and commit are this run's (see destinations.py)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(out, indent=2) + "\n")
 
