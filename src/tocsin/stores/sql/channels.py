@@ -72,9 +72,9 @@ class SqlChannels(SqlBase, ChannelStore):
 
     def list_channels(self, *, tenant: str | None = None,
                       kinds: Collection[str] | None = None) -> list[ChannelSpec]:
-        among = "" if kinds is None else f" AND kind IN ({', '.join('?' * len(kinds))})"
         if kinds is not None and not kinds:
             return []
+        among = "" if kinds is None else f" AND kind IN ({', '.join('?' * len(kinds))})"
         rows = self._rows(f"SELECT {CHANNEL_COLUMNS} FROM channels WHERE {tenant_is()}{among} "
                           "ORDER BY tenant, name", (tenant, tenant, *(kinds or ())))
         return [self._opened(r) for r in rows]

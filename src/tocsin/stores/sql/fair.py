@@ -31,7 +31,7 @@ rows claimed since, which a long transaction elsewhere keeps (a quarter of a sec
 destination's rows), and each raise is one row version of ``destinations``."""
 PEEK_PAGE = 8
 """How many destinations a look for the earliest claimable time reads at a time
-(:func:`wake_pages`)."""
+(:class:`WakePages`)."""
 _PER_STATEMENT = 100
 """Most destinations one claiming statement names (SQLite takes at most 500 terms of a
 compound select)."""
@@ -80,12 +80,11 @@ _WALK = (
 def listing(d: Dialect, until_ms: int, run: str = "", *, after: Due | None = None,
             limit: int | None = None) -> tuple[str, tuple[int | str, ...]]:
     """The statement of :func:`due_destinations`, in dialect ``d``, and its arguments."""
-    start = ("", ()) if after is None else (
-        " AND (x.wake_ms, x.tenant, x.channel) > (?, ?, ?)" if d.walk else
-        " AND (s.wake_ms, s.tenant, s.channel) > (?, ?, ?)",
-        (after.wake_ms, after.tenant, after.channel))
-    walk = (_WALK if d.walk else _RANGE).format(after=start[0])
-    args = (until_ms, *start[1], until_ms) if d.walk else (until_ms, *start[1])
+    t = "x" if d.walk else "s"  # the table's alias in the walk, or in the range
+    past = "" if after is None else f" AND ({t}.wake_ms, {t}.tenant, {t}.channel) > (?, ?, ?)"
+    start = () if after is None else (after.wake_ms, after.tenant, after.channel)
+    walk = (_WALK if d.walk else _RANGE).format(after=past)
+    args = (until_ms, *start, until_ms) if d.walk else (until_ms, *start)
     return (d.q(f"SELECT s.tenant, s.channel, s.wake_ms, {_FIRST} FROM ({walk}) s "
                 f"WHERE {NOT_HELD_HERE}" + ("" if limit is None else " LIMIT ?")),
             (*args, run, *(() if limit is None else (limit,))))
