@@ -38,7 +38,9 @@ order and in a random order (a seeded shuffle across the files, as an export sor
 customer or order id has them): ``<store>_rows_per_s_<shape>_shuffled`` and
 ``<store>_shuffled_ratio_<shape>`` (shuffled over in order, the same round; target 0.8, and
 every shuffled shape at least 50 000 rows/s). With ``--growth``, each step imports a million
-rows drawn at random from all N (``<store>_growth_ratio_shuffled``).
+rows drawn at random from all N (``<store>_growth_ratio_shuffled``). The PostgreSQL server the
+run starts has PostgreSQL's defaults but for ``$TOCSIN_PG_SETTINGS`` (server options, e.g.
+``-c shared_buffers=6GB``), which the growth records as ``server_settings``.
 
     bench/run import [--rows 1000000] [--stores sqlite,postgres] [--files 8] [--shapes all]
                      [--rounds 3] [--shuffled]
@@ -272,6 +274,10 @@ def main() -> None:
             result = run_growth(spark, kind, server_url, args.growth, args.growth_step, home,
                                 args.partitions, args.files, in_any_order=args.shuffled)
             tail = "_shuffled" if args.shuffled else ""
+            if kind == "postgres" and not args.postgres_url:
+                # the throw-away server's options beyond PostgreSQL's defaults
+                result["server_settings"] = (os.environ.get("TOCSIN_PG_SETTINGS", "").strip()
+                                             or "defaults")
             out[f"{kind}_growth_ratio{tail}"] = result["growth_ratio"]
             out[f"{kind}_growth{tail}"] = {**result, "date": stamp}
             # the file's date and commit are its last run's, often a shapes run: the summary
@@ -319,13 +325,17 @@ def main() -> None:
                 ratios = sorted(a["rows_per_s"] / b["rows_per_s"] for a, b in zip(
                     runs[f"{shape}_shuffled"], runs[shape], strict=True))
                 out[f"{kind}_shuffled_ratio_{shape}"] = round(ratios[(len(ratios) - 1) // 2], 3)
-            rates = {s: out[f"{kind}_rows_per_s_{s}"] for s in shapes}
+            # over every shape the file holds: a run of some shapes keeps the others' figures
+            known = [s for s in SHAPES if f"{kind}_rows_per_s_{s}" in out]
+            rates = {s: out[f"{kind}_rows_per_s_{s}"] for s in known}
             out[f"{kind}_worst_over_best"] = round(min(rates.values()) / max(rates.values()),
                                                    3)
-            if args.shuffled:
+            mixed_known = [s for s in known if f"{kind}_shuffled_ratio_{s}" in out]
+            if mixed_known:
                 out[f"{kind}_shuffled_worst"] = {
-                    "ratio": min(out[f"{kind}_shuffled_ratio_{s}"] for s in shapes),
-                    "rows_per_s": min(out[f"{kind}_rows_per_s_{s}_shuffled"] for s in shapes),
+                    "ratio": min(out[f"{kind}_shuffled_ratio_{s}"] for s in mixed_known),
+                    "rows_per_s": min(out[f"{kind}_rows_per_s_{s}_shuffled"]
+                                      for s in mixed_known),
                     "targets": {"ratio": TARGET_SHUFFLED_RATIO,
                                 "rows_per_s": TARGET_PER_SHAPE}}
 

@@ -297,9 +297,11 @@ def import_(name: str, doc: Doc) -> Iterator[Row]:
         for growth in ("growth_ratio", "growth_ratio_shuffled"):
             if (value := doc.get(f"{store}_{growth}")) is not None:
                 detail = doc.get(f"{store}_{growth.replace('_ratio', '')}") or {}
+                server = detail.get("server_settings", "defaults")
                 yield Row(area="import", figure="last million over first" + (
                     ", shuffled" if growth.endswith("shuffled") else ""),
-                    store=_store_name(store), load=f"{num(detail.get('rows'))} rows",
+                    store=_store_name(store), load=f"{num(detail.get('rows'))} rows" + (
+                        "" if server == "defaults" else f", server `{server}`"),
                     value=ratio(value), peer="—", source=name, key=f"{store}_{growth}")
 
 
