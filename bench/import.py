@@ -78,6 +78,8 @@ RESULTS = Path(__file__).parent / "results"
 TARGETS = {"postgres": 50_000, "sqlite": 40_000}
 TARGET_PER_SHAPE = 50_000
 """Every shape, on each store (rows/s)."""
+_SHAPE_KEYS = ("sqlite_rows_per_s_", "postgres_rows_per_s_")
+"""The beginnings of a shape's figures in the results file."""
 SHAPES = ("delay", "due_at_timestamp", "due_at_text", "due_at_epoch_ms", "nested", "csv",
           "jsonl", "one_file")
 TARGET_SHUFFLED_RATIO = 0.8
@@ -304,6 +306,16 @@ def main() -> None:
             data[f"{shape}_shuffled"] = write_shape(home / f"{shape}_shuffled", shape,
                                                     args.rows, args.files, numbers=mixed)
         runs_of = [*shapes, *(f"{shape}_shuffled" for shape in shapes if args.shuffled)]
+        # The figures of shapes this run leaves alone keep the run that made them
+        # (``kept_from``: the summary stamps them with it); this run's are its own.
+        before = {"run_at": out.get("date"), "commit": out.get("commit")}
+        kept = out.setdefault("kept_from", {})
+        for key in [k for k in out if k.startswith(_SHAPE_KEYS)]:
+            shape = key.split("_rows_per_s_", 1)[1].removesuffix("_shuffled")
+            if shape in shapes:
+                kept.pop(key, None)
+            elif before["run_at"]:
+                kept.setdefault(key, before)
         out.update({"rows": args.rows, "files": args.files, "date": stamp,
                     "load_before": load, "rounds": max(1, args.rounds)})
 

@@ -284,7 +284,8 @@ def import_(name: str, doc: Doc) -> Iterator[Row]:
         yield Row(area="import", figure="rows/s, slowest shape", store=_store_name(store),
                   load=f"{load}, {worst}", value=num(rates[worst], "/s"),
                   peer=f"fastest shape ({best}) {num(rates[best], '/s')} "
-                       f"({ratio(doc.get(f'{store}_worst_over_best'))})", source=name)
+                       f"({ratio(doc.get(f'{store}_worst_over_best'))})", source=name,
+                  key=f"{store}_rows_per_s_{worst}")
         shuffled = {k.removeprefix(f"{store}_shuffled_ratio_"): v for k, v in doc.items()
                     if k.startswith(f"{store}_shuffled_ratio_")}
         if shuffled:
@@ -293,7 +294,8 @@ def import_(name: str, doc: Doc) -> Iterator[Row]:
                       store=_store_name(store), load=f"{load}, {low}, rows shuffled",
                       value=num(doc.get(f"{store}_rows_per_s_{low}_shuffled"), "/s"),
                       peer=f"same rows in due order {num(rates.get(low), '/s')} "
-                           f"({ratio(shuffled[low])})", source=name)
+                           f"({ratio(shuffled[low])})", source=name,
+                      key=f"{store}_rows_per_s_{low}_shuffled")
         for growth in ("growth_ratio", "growth_ratio_shuffled"):
             if (value := doc.get(f"{store}_{growth}")) is not None:
                 detail = doc.get(f"{store}_{growth.replace('_ratio', '')}") or {}
