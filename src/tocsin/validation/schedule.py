@@ -294,8 +294,8 @@ class ScheduleCheck:
         if delay is not None and type(delay) not in (int, float, str):
             return None
         headers = get("headers", _DUMP["headers"])
-        if type(headers) is not dict or headers and not all(
-                type(k) is str and type(v) is str for k, v in headers.items()):
+        if type(headers) is not dict or (headers and not all(
+                type(k) is str and type(v) is str for k, v in headers.items())):
             return None
         if headers and headers_problem(headers) is not None:
             return None
