@@ -250,11 +250,18 @@ class PostgresStore(SqlStore):
 
     def open(self) -> PostgresStore:
         """Connect this process and create or migrate the schema if needed (every call does
-        it lazily; :func:`~tocsin.stores.open_store` calls it to fail early)."""
-        if self._buckets is None:
-            self._migrate()
-        else:
-            self._connections()
+        it lazily; :func:`~tocsin.stores.open_store` calls it to fail early). A store it
+        refuses (a schema newer than this code, a server it cannot reach) is closed: its pool
+        would otherwise be left to the garbage collector, whose ``__del__`` cannot join the
+        pool's threads from one of them."""
+        try:
+            if self._buckets is None:
+                self._migrate()
+            else:
+                self._connections()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def _connections(self) -> ConnectionPool[Any]:
