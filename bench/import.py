@@ -307,8 +307,12 @@ def main() -> None:
                                                     args.rows, args.files, numbers=mixed)
         runs_of = [*shapes, *(f"{shape}_shuffled" for shape in shapes if args.shuffled)]
         # The figures of shapes this run leaves alone keep the run that made them
-        # (``kept_from``: the summary stamps them with it); this run's are its own.
-        before = {"run_at": out.get("date"), "commit": out.get("commit")}
+        # (``kept_from``: the summary stamps them with it); this run's are its own. That run
+        # is the last shapes run (``shapes_run``), not the file's date and commit, which a
+        # growth run since may have stamped.
+        before = out.get("shapes_run") or {"run_at": out.get("date"),
+                                           "commit": out.get("commit")}
+        out["shapes_run"] = {"run_at": stamp, "commit": run_stamp()["commit"]}
         kept = out.setdefault("kept_from", {})
         for key in [k for k in out if k.startswith(_SHAPE_KEYS)]:
             shape = key.split("_rows_per_s_", 1)[1].removesuffix("_shuffled")
