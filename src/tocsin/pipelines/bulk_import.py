@@ -264,12 +264,12 @@ def in_store_order(frame: DataFrame, shape: RowShape, *,
         # of the JVM's time, against 4.4-5.2 s with plain columns.
         read = StructType([StructField(name, StringType()) for name in names])
         parsed = F.col(_FIELDS)
-        made = [f"{_FIELDS}_{n}" for n in range(4)]
-        numbered = numbered.withColumn(_FIELDS, F.from_json(F.col("value"), read)).select(
-            "*", *(key.alias(name) for key, name in zip(
-                (parsed[names[0]], parsed[names[1]].try_cast("double"), parsed[names[1]],
-                 parsed[names[2]]), made, strict=True)),
-        ).drop(_FIELDS)
+        columns_of = {f"{_FIELDS}_due_at": parsed[names[0]],
+                      f"{_FIELDS}_delay_s": parsed[names[1]].try_cast("double"),
+                      f"{_FIELDS}_delay": parsed[names[1]], f"{_FIELDS}_key": parsed[names[2]]}
+        made = list(columns_of)
+        numbered = numbered.withColumn(_FIELDS, F.from_json(F.col("value"), read)).withColumns(
+            columns_of).drop(_FIELDS)
         keys = [F.col(name) for name in made]
     else:
         sortable = (StringType, NumericType, TimestampType, TimestampNTZType, DateType)
