@@ -85,6 +85,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--env", action="append", default=[],
                    help="NAME=VALUE for tocsin up (repeatable), e.g. a pool size")
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--keep", action="store_true",
+                   help="keep each store's home (its logs) after the run; the path is printed")
     a = p.parse_args(argv)
     a.rate_list = [int(r) for r in a.rates.split(",") if r]
     return a
@@ -342,7 +344,9 @@ def main(argv: list[str] | None = None) -> None:
                 log(f"{kind}: failed: {exc!r} (logs in {tmp / kind})")
                 stores[kind] = {"failed": repr(exc)}
     finally:
-        if all("failed" not in s for s in stores.values()):
+        if args.keep or any("failed" in s for s in stores.values()):
+            log(f"homes kept in {tmp}")
+        else:
             shutil.rmtree(tmp, ignore_errors=True)
     doc = report(args, argv, stores, started)
     write_results(doc, args.out)

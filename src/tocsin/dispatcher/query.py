@@ -189,12 +189,26 @@ def run_dispatcher(settings: Settings) -> None:
             expander.stop()
         if relay is not None:
             relay.stop()
-        for query in queries:
-            query.stop()
-        spark.stop()
+        _stop_spark(queries, spark, signalled=stopping.is_set())
         beat.stop()
         signal.signal(signal.SIGTERM, previous)
         log.info("dispatcher stopped", extra={"run": run})
+
+
+def _stop_spark(queries: list[StreamingQuery], spark: SparkSession, *,
+                signalled: bool) -> None:
+    """Stop the queries, then the session. A SIGTERM sent to the process group (a supervisor's
+    stop, ``systemctl stop``) reaches Spark's JVM too, which shuts its context down on its own:
+    then the stops find it gone, which is the end they were after, not an error."""
+    try:
+        for query in queries:
+            query.stop()
+        spark.stop()
+    except Exception as exc:
+        if not signalled:
+            raise
+        log.info("dispatcher: Spark had stopped already (it had the same signal)",
+                 extra={"reason": type(exc).__name__})
 
 
 def _hand_over(beat: RunBeat, store: Store, relay: DriverRelay | None) -> None:

@@ -131,3 +131,5 @@ class AtRest:
         except Exception:
             return
         self.rests += 1
+        log.info("spark session at rest: idle Python workers retired, heap collected",
+                 extra={"rests": self.rests})
