@@ -4,6 +4,7 @@ writer that is not urgent lets the lock go again while a claim waits)."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import threading
 import time
@@ -118,3 +119,60 @@ def test_a_writer_that_is_not_urgent_waits_for_claims_a_bounded_time(tmp_path: P
         fcntl.flock(intent.fileno(), fcntl.LOCK_UN)
     writer.join(10)
     assert done and order == ["beat"], "the write waited without bound behind claims"
+
+
+class _Steps:
+    """A connection that counts the executions it is asked for: one per ``execute``, one per
+    row of ``executemany`` (each a step with the GIL let go and taken back)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn, self.steps = conn, 0
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        self.steps += 1
+        return self.conn.execute(sql, *args)
+
+    def executemany(self, sql: str, rows: Any) -> Any:
+        rows = list(rows)
+        self.steps += len(rows)
+        return self.conn.executemany(sql, rows)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
+def test_an_acknowledgements_statements_do_not_grow_with_its_rows(tmp_path: Path) -> None:
+    """Bug: the attempt log and the counters went in by executemany, one step per row, and
+    sqlite3 takes the GIL back between steps: beside the engine's busy threads, an
+    acknowledgement of 1 000 deliveries held the writer lock for seconds, and every other
+    writer of every process waited. Each now goes in as one statement, whatever the rows;
+    every row and count is still written."""
+    from tocsin.domain import Ack, NewSchedule, Outcome, Status
+    from tocsin.stores.sql.metrics import DELIVERIES
+
+    store = SQLiteStore(tmp_path / "t.db", buckets=4)
+    steps: dict[int, int] = {}
+    for n in (10, 500):
+        ids = [s.id for s, _ in store.create(
+            [NewSchedule(channel="c", payload=b"{}", due_ms=1_000) for _ in range(n)],
+            now_ms=1_000)]
+        rows = store.claim(epoch=store.next_epoch(), bucket_lo=0, bucket_hi=3, until_ms=2_000,
+                           now_ms=2_000, lease_ms=60_000, limit=n)
+        acks = [Ack(schedule_id=r.id, delivery_id=f"{r.id}-1", attempt=1,
+                    outcome=Outcome.DELIVERED, error="é\"'" if i % 2 else None,
+                    started_ms=2_000, ended_ms=2_010, due_ms=1_000, status=Status.DELIVERED)
+                for i, r in enumerate(rows)]
+        counting = store._local.conn = _Steps(store._conn)  # this thread's connection
+        try:
+            assert store.acknowledge(epoch=rows[0].epoch, acks=acks, now_ms=2_010) == n
+        finally:
+            store._local.conn = counting.conn
+        steps[n] = counting.steps
+        assert {store.get(i).status for i in ids} == {Status.DELIVERED}
+        logged = store._rows("SELECT count(*), sum(lateness_ms), count(error) FROM deliveries "
+                             "WHERE schedule_id IN (SELECT value FROM json_each(?))",
+                             (json.dumps(ids),))
+        assert logged == [(n, n * 1_010, n // 2)]
+    assert steps[500] == steps[10], steps
+    delivered = sum(v for (name, _), v in store.counter_totals().items() if name == DELIVERIES)
+    assert delivered == 510

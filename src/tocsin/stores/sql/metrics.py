@@ -18,7 +18,7 @@ from typing import Any
 
 from tocsin.abc import MetricsStore
 from tocsin.domain import Ack, Status
-from tocsin.stores.sql.base import Dialect, SqlBase, executemany, tenant_is
+from tocsin.stores.sql.base import Dialect, SqlBase, tenant_is
 from tocsin.stores.sql.stats import FINISHED_AT, finished_rows
 
 __all__ = ["DELIVERIES", "FENCED", "LATENESS", "LATENESS_SUM", "SHARDS", "SqlMetrics",
@@ -78,20 +78,23 @@ def lateness_index(le: object, bounds_ms: Sequence[int]) -> int:
 def add_counts(conn: Any, d: Dialect, counts: Mapping[tuple[str, str], int]) -> None:
     """Add ``counts`` to their counters inside the caller's transaction."""
     shard = random.randrange(SHARDS)
-    if d.arrays:  # one statement of three arrays: one execution, not one per counter
-        items = [(name, lab, n) for (name, lab), n in sorted(counts.items()) if n]
-        if items:
-            names, labs, values = (list(c) for c in zip(*items, strict=True))
-            conn.execute(
-                "INSERT INTO counters SELECT c.name, c.labels, %s, c.value FROM "
-                "unnest(%b::text[], %b::text[], %b::bigint[]) AS c(name, labels, value) "
-                "ON CONFLICT (name, labels, shard) DO UPDATE "
-                "SET value = counters.value + excluded.value", (shard, names, labs, values))
+    items = [(name, lab, n) for (name, lab), n in sorted(counts.items()) if n]
+    if not items:
         return
-    executemany(conn, d.q(
-        "INSERT INTO counters VALUES (?, ?, ?, ?) ON CONFLICT (name, labels, shard) "
-        "DO UPDATE SET value = counters.value + excluded.value"),
-        [(name, lab, shard, n) for (name, lab), n in sorted(counts.items()) if n])
+    if d.arrays:  # one statement of three arrays: one execution, not one per counter
+        names, labs, values = (list(c) for c in zip(*items, strict=True))
+        conn.execute(
+            "INSERT INTO counters SELECT c.name, c.labels, %s, c.value FROM "
+            "unnest(%b::text[], %b::text[], %b::bigint[]) AS c(name, labels, value) "
+            "ON CONFLICT (name, labels, shard) DO UPDATE "
+            "SET value = counters.value + excluded.value", (shard, names, labs, values))
+        return
+    # SQLite: one statement over a JSON array too (see SQLiteStore._log_deliveries)
+    conn.execute(
+        "INSERT INTO counters SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), "
+        "?, json_extract(value, '$[2]') FROM json_each(?) WHERE true "
+        "ON CONFLICT (name, labels, shard) DO UPDATE SET value = counters.value + excluded.value",
+        (shard, json.dumps(items)))
 
 
 class SqlMetrics(SqlBase, MetricsStore):
