@@ -53,3 +53,36 @@ def test_only_the_dispatcher_session_takes_the_dispatcher_java_options(
     session.session_for(Settings(spark_java_options="-XX:+UseSerialGC",
                                  dispatcher_java_options=""), app_name="tocsin", dispatcher=True)
     assert made["tocsin"] == "-XX:+UseSerialGC"  # empty: both compilers, as every other JVM
+
+
+@pytest.mark.spark
+def test_the_dispatchers_sources_are_found_from_the_thread_that_registers_them(
+        spark: Any, tmp_path: Any) -> None:
+    """Bug: Spark looks a Python data source up through the calling thread's active session,
+    and a thread whose py4j connection had none read from ``tocsin`` and then failed to write
+    to it (``DATA_SOURCE_NOT_FOUND`` at ``writeStream.start()``: 24 tests of one CI worker).
+    Registering the sources now makes the session the thread's active one."""
+    import threading
+
+    from tocsin.dispatcher.query import register_sources
+
+    jvm = spark.sparkContext._jvm
+    found: dict[str, object] = {}
+
+    def probe() -> None:  # a fresh Python thread: a JVM thread with no active session
+        found["active before"] = jvm.org.apache.spark.sql.SparkSession.getActiveSession() \
+            .isDefined()
+        register_sources(spark)
+        try:
+            query = (spark.readStream.format("rate").load().writeStream.format("tocsin")
+                     .option("checkpointLocation", str(tmp_path / "ck")).start())
+            query.stop()
+            found["start"] = "started"
+        except Exception as exc:  # reported below
+            found["start"] = str(exc)[:2000]
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join(120)
+    assert found["active before"] is False, "the probe must start without an active session"
+    assert found["start"] == "started", found

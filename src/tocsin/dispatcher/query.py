@@ -15,7 +15,7 @@ from tocsin.dispatcher.options import DispatchOptions
 from tocsin.errors import StoreError
 from tocsin.logs import setup_logging
 from tocsin.redact import redact_url
-from tocsin.spark.session import master_for, session_for
+from tocsin.spark.session import master_for, register_python_sources, session_for
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,9 +45,7 @@ def register_sources(spark: SparkSession) -> None:
     from tocsin.dispatcher.expander import ExpansionDataSource
     from tocsin.dispatcher.source import RelayDataSource, TocsinDataSource
 
-    spark.dataSource.register(TocsinDataSource)
-    spark.dataSource.register(RelayDataSource)
-    spark.dataSource.register(ExpansionDataSource)
+    register_python_sources(spark, TocsinDataSource, RelayDataSource, ExpansionDataSource)
 
 
 def _start(spark: SparkSession, source: str, options: DispatchOptions, *,

@@ -170,8 +170,9 @@ def start_ingest(spark: SparkSession, settings: Settings, *,
                  trigger_seconds: float | None = None) -> StreamingQuery:
     """Start the ingest query over ``settings.ingest_topic`` (checkpoint default: the
     ``ingest`` folder under the ``checkpoint`` setting)."""
-    spark.dataSource.register(KafkaDataSource)
-    spark.dataSource.register(CommandsDataSource)
+    from tocsin.spark.session import register_python_sources
+
+    register_python_sources(spark, KafkaDataSource, CommandsDataSource)
     options = IngestOptions.of(settings)
     client = kafka_client_settings(settings.ingest_kafka)  # refused here, before Spark reads
     return (

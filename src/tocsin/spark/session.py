@@ -18,8 +18,8 @@ from tocsin.logs import SPARK_JAVA_OPTIONS, SparkLogLevel, spark_java_options
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["SITE", "NumpyOnly", "master_for", "numpy_only_converters", "session_for",
-           "spark_session"]
+__all__ = ["SITE", "NumpyOnly", "master_for", "numpy_only_converters", "register_python_sources",
+           "session_for", "spark_session"]
 
 SITE = Path(__file__).parent / "site"
 """The directory put on the ``PYTHONPATH`` of every Python process a session starts: its
@@ -140,3 +140,17 @@ def session_for(settings: Settings, *, app_name: str, master: str | None = None,
 
         AtRest(spark.sparkContext).start()
     return spark
+
+
+def register_python_sources(spark: SparkSession, *sources: type) -> None:
+    """Register Python data sources with ``spark`` and make it the calling thread's active
+    session in the JVM: Spark looks a Python data source up through the thread's active
+    session (``DataSource.lookupDataSource``), and a thread whose py4j connection has none
+    (another Python thread, or a connection opened anew) found the source when reading and
+    not when writing: ``DATA_SOURCE_NOT_FOUND`` at ``writeStream.start()`` (24 tests of one
+    pytest-xdist worker in a CI run)."""
+    for source in sources:
+        spark.dataSource.register(source)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)

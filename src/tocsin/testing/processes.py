@@ -14,17 +14,13 @@ __all__ = ["descendants", "executor_jvms", "freeze", "kill_tree", "start_tocsin"
 def start_tocsin(verb: str, *, env: dict[str, str], log: Path,
                  cwd: Path | None = None) -> subprocess.Popen[bytes]:
     """``python -m tocsin <verb>`` in its own process group, output to ``log``, in the
-    working directory ``cwd`` (default: this process's). It is sent SIGTERM when the test
-    process dies: a test run stopped from outside (a timeout's SIGTERM, kill -9) left its
-    ``tocsin up`` servers running, with their JVMs and databases, under a later run's feet."""
-    from tocsin.cli.runner import die_with_parent
-
+    working directory ``cwd`` (default: this process's)."""
     full_env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
                 **env}
     with log.open("ab") as sink:
         return subprocess.Popen([sys.executable, "-m", "tocsin", verb], env=full_env,
                                 stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
-                                cwd=cwd, preexec_fn=die_with_parent)
+                                cwd=cwd)
 
 
 def kill_tree(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
