@@ -27,8 +27,8 @@ from tocsin.redact import redact_url
 if TYPE_CHECKING:
     from tocsin.api.deps import Deps
 
-__all__ = ["DispatcherSupervisor", "PortTakenError", "ReadyLog", "bind_api", "die_with_parent",
-           "run_api", "run_up"]
+__all__ = ["DispatcherSupervisor", "PortTakenError", "ReadyLog", "bind_api", "run_api",
+           "run_up"]
 
 log = logging.getLogger("tocsin.runner")
 JVM_NOISE = (b"WARNING: Using incubator modules",)
@@ -36,7 +36,7 @@ JVM_NOISE = (b"WARNING: Using incubator modules",)
 incubating vector module): dropped from the dispatcher child's output."""
 
 
-def die_with_parent() -> None:
+def _die_with_parent() -> None:
     """In the child: ask Linux to SIGTERM it when the parent dies, even by kill -9."""
     with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
@@ -71,7 +71,7 @@ class DispatcherSupervisor:
             env = {**self._env, RUN_ENV: self._run or new_run_id()}
             self._run = None
             self._proc = subprocess.Popen([sys.executable, "-m", "tocsin", "dispatcher"],
-                                          env=env, preexec_fn=die_with_parent,
+                                          env=env, preexec_fn=_die_with_parent,
                                           stderr=subprocess.PIPE)
             _forward(self._proc.stderr)
             code = self._proc.wait()
