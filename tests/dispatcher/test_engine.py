@@ -4,6 +4,7 @@ waits alone, backlogs that pull, an ordered stop, threads that do not grow with 
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -13,6 +14,7 @@ from functools import partial
 import pytest
 
 from tocsin.abc import Channel, ChannelHold, ClaimedRow, Store
+from tocsin.channels.shared import LoopChannel
 from tocsin.clock import ManualClock
 from tocsin.dispatcher.breaker import Breaker, BreakerPolicy, BreakerState
 from tocsin.dispatcher.channel_cache import ChannelCache
@@ -25,7 +27,7 @@ from tocsin.dispatcher.knobs import (
     SEND_GRACE_MS,
 )
 from tocsin.dispatcher.options import DispatchOptions
-from tocsin.dispatcher.workers import ThreadedWorkers
+from tocsin.dispatcher.workers import ThreadedWorkers, Workers
 from tocsin.domain import (
     ChannelKind,
     ChannelSpec,
@@ -85,6 +87,35 @@ class FakeChannel(Channel):
         self.destinations.events.append(f"close {self.spec.name}")
 
 
+class AsyncFakeChannel(LoopChannel):
+    """:class:`FakeChannel` with an asynchronous client: its sends run on the channel loop."""
+
+    def __init__(self, spec: ChannelSpec, destinations: Destinations) -> None:
+        self.spec = spec
+        self.destinations = destinations
+
+    async def _send(self, envelopes: Sequence[Envelope]) -> list[Result]:
+        d = self.destinations
+        while d.modes.get(self.spec.name) == "hang" and not d.release.is_set():
+            await asyncio.sleep(0.01)
+        with d.lock:
+            d.got.setdefault(self.spec.name, []).extend(e.schedule_id for e in envelopes)
+        return [Result(e.delivery_id, Outcome.DELIVERED) for e in envelopes]
+
+    def close(self) -> None:
+        pass
+
+
+class CountingWorkers(ThreadedWorkers):
+    """The engine's threads, counting the jobs given to the send pools."""
+
+    jobs = 0
+
+    def send(self, job: Callable[[], None], *, backlog: bool) -> None:
+        self.jobs += 1
+        super().send(job, backlog=backlog)
+
+
 @dataclass
 class Rig:
     store: Store
@@ -110,7 +141,8 @@ class Rig:
 
 def _rig(backend_url: str, *, threaded: bool, names: Sequence[str] = ("up", "down", "slow"),
          build: Callable[[ChannelSpec, Destinations], Channel] = FakeChannel,
-         build_deadline_s: float | None = None, **settings: object) -> Iterator[Rig]:
+         build_deadline_s: float | None = None, workers: Workers | None = None,
+         **settings: object) -> Iterator[Rig]:
     store = open_store(backend_url, buckets=8)
     clock = ManualClock(NOW)
     destinations = Destinations(clock)
@@ -123,7 +155,8 @@ def _rig(backend_url: str, *, threaded: bool, names: Sequence[str] = ("up", "dow
     options = DispatchOptions(store_url=backend_url, buckets=8, breaker_failures=3,
                               breaker_open_ms=5_000, breaker_max_open_ms=60_000)
     core = DispatchCore(store, options=options, clock=clock, channels=cache,
-                        workers=ThreadedWorkers(send_threads=SEND_THREADS) if threaded else None)
+                        workers=workers or (ThreadedWorkers(send_threads=SEND_THREADS)
+                                            if threaded else None))
     core.engine.settings = replace(core.engine.settings, **settings)  # type: ignore[arg-type]
     try:
         yield Rig(store, clock, core, destinations)
@@ -588,6 +621,34 @@ def test_threads_do_not_grow_with_destinations(backend_url: str) -> None:
         assert rig.core.engine.drain(5)
         wait_until(lambda: rig.core.engine.info() == [], timeout_s=5,
                    what="idle destinations forgotten")
+    finally:
+        next(rigs, None)
+
+
+def test_one_steps_sends_to_many_destinations_go_to_the_pool_as_one_job(
+        backend_url: str) -> None:
+    """Two hundred destinations with one row each, claimed at once, their asynchronous
+    channels built: the chunks reach the send pool as one job per step of the loop, not one
+    each, and start together; every row is delivered, and a destination whose send hangs
+    holds none of the others."""
+    names = [f"d{i}" for i in range(200)]
+    workers = CountingWorkers(send_threads=SEND_THREADS)
+    rig = next(rigs := _rig(backend_url, threaded=True, names=names, build=AsyncFakeChannel,
+                            workers=workers, build_deadline_s=10))
+    try:
+        specs = [rig.core.channels.spec(name) for name in names]
+        assert rig.core.channels.warm([s for s in specs if s is not None]) == {}
+        rig.destinations.modes["d0"] = "hang"
+        ids = [i for name in names for i in rig.add(name, 1)]
+        rig.core.deliver(rig.claim(limit=1000))
+        wait_until(lambda: rig.status(ids[1:]) == [Status.DELIVERED] * 199, timeout_s=30,
+                   what="every destination's row but the hanging one's")
+        assert rig.status(ids[:1]) == [Status.CLAIMED]
+        assert workers.jobs <= 3, f"{workers.jobs} jobs for 200 chunks"
+        rig.destinations.release.set()
+        wait_until(lambda: rig.status(ids[:1]) == [Status.DELIVERED], timeout_s=10,
+                   what="the hanging destination's row once it answers")
+        assert sorted(i for got in rig.destinations.got.values() for i in got) == sorted(ids)
     finally:
         next(rigs, None)
 

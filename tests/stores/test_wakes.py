@@ -165,3 +165,52 @@ def test_the_look_goes_on_past_pages_of_destinations_with_nothing_claimable(
     store.create([new(NOW + 500, tenant="free")], now_ms=NOW)
     assert _peek(store, until_ms=NOW + 1_000) == NOW + 500
     assert _peek(store, until_ms=NOW + 400) is None
+
+
+class _Recording:
+    """A connection that keeps every statement run on it, with its arguments."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.statements: list[tuple[str, tuple[Any, ...]]] = []
+
+    def execute(self, sql: str, args: Any = ()) -> Any:
+        self.statements.append((sql, tuple(args)))
+        return self.conn.execute(sql, args)
+
+
+def test_raising_wake_up_times_finds_each_destination_by_its_key(store: Store) -> None:
+    """A claim raises the wake-up times of the destinations it listed, each found by its key:
+    beside 2 000 idle destinations, SQLite's plan reads none of them (a membership test of
+    the pairs had it read every destination for each claim: half a claim's time beside
+    10 000, holding the writer)."""
+    store.create([new(NOW + 86_400_000 + i, tenant=f"idle{i}") for i in range(2000)],
+                 now_ms=NOW)
+    store.create([new(NOW - 10, tenant=f"due{i}") for i in range(4)]
+                 + [new(NOW + 60_000, tenant="due0")], now_ms=NOW - 1_000)
+    d = store._dialect  # type: ignore[attr-defined]
+    sqlite = "sqlite" in type(store).__name__.lower()
+    if sqlite:
+        store._changed("ANALYZE")  # type: ignore[attr-defined]
+    dues = [Due(f"due{i}", "out", NOW - 10, NOW - 10) for i in range(4)]
+    recorded: list[tuple[str, tuple[Any, ...]]] = []
+
+    def work(conn: Any) -> None:
+        recording = _Recording(conn)
+        for i in range(4):
+            conn.execute(d.q("UPDATE schedules SET status = 'CLAIMED' WHERE tenant = ? "
+                             "AND next_ms < ?"), (f"due{i}", NOW))
+        fair.raise_wakes(recording, d, dues, NOW)
+        recorded.extend(recording.statements)
+        if sqlite:
+            plans = [" / ".join(str(r[-1]) for r in conn.execute(
+                "EXPLAIN QUERY PLAN " + sql, args).fetchall()) for sql, args in recorded]
+            assert len(plans) == 2, plans  # the stale ones found, then raised
+            for plan in plans:
+                assert "SEARCH s USING PRIMARY KEY" in plan, plan
+                assert "SCAN s" not in plan, plan
+
+    store._work(work)  # type: ignore[attr-defined]
+    assert _wake(store, "due0") == NOW + 60_000
+    assert [_wake(store, f"due{i}") for i in (1, 2, 3)] == [NEVER_MS] * 3
+    assert _wake(store, "idle7") == NOW + 86_400_000 + 7

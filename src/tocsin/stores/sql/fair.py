@@ -174,20 +174,31 @@ def raise_wakes(conn: Any, d: Dialect, dues: Sequence[Due], until_ms: int) -> No
     taken before its lock, and miss a schedule whose writer committed in between)."""
     for i in range(0, len(dues), _PER_STATEMENT):
         part = dues[i:i + _PER_STATEMENT]
-        among = "(s.tenant, s.channel) IN (VALUES " + ", ".join("(?, ?)" for _ in part) + ")"
         args = [a for x in part for a in x.destination]
         stale = conn.execute(d.q(
-            f"SELECT s.tenant, s.channel FROM destinations s WHERE {among} "
-            f"AND NOT EXISTS (SELECT 1 FROM schedules f WHERE {_PENDING} "
+            f"SELECT s.tenant, s.channel FROM {_named(len(part))} JOIN destinations s "
+            f"ON {_NAMED} WHERE NOT EXISTS (SELECT 1 FROM schedules f WHERE {_PENDING} "
             "AND f.tenant = s.tenant AND f.channel = s.channel AND f.next_ms >= s.wake_ms "
             f"AND f.next_ms <= ? AND f.next_ms < s.wake_ms + ?){d.skip_locked}"),
             (*args, until_ms, LAG_MS)).fetchall()
         if not stale:
             continue
-        among = "(s.tenant, s.channel) IN (VALUES " + ", ".join("(?, ?)" for _ in stale) + ")"
         conn.execute(d.q(
-            f"UPDATE destinations AS s SET wake_ms = coalesce({_FIRST}, ?) WHERE {among}"),
+            f"UPDATE destinations AS s SET wake_ms = coalesce({_FIRST}, ?) "
+            f"FROM {_named(len(stale))} WHERE {_NAMED}"),
             (NEVER_MS, *(a for r in stale for a in r)))
+
+
+_NAMED = "s.tenant = v.column1 AND s.channel = v.column2"
+"""A row ``s`` of ``destinations`` is the destination ``v`` of a :func:`_named` list."""
+
+
+def _named(n: int) -> str:
+    """A list of ``n`` destinations, each two placeholders (tenant, channel), as ``v`` to join
+    ``destinations`` on by its key (:data:`_NAMED`). Not ``(tenant, channel) IN (VALUES …)``:
+    SQLite answers that by reading every destination (a claim of four destinations beside
+    10 000 idle ones spent 2-4 ms there, half its time, holding the writer)."""
+    return "(VALUES " + ", ".join("(?, ?)" for _ in range(n)) + ") AS v"
 
 
 def weights(conn: Any, d: Dialect, tenants: Sequence[str]) -> dict[str, int]:
