@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +15,7 @@ from tocsin.errors import StoreError
 from tocsin.stores import open_store
 from tocsin.stores.rows import migrations
 from tocsin.stores.sql.schedules import INSERT
+from tocsin.stores.sqlite import SQLiteStore
 
 from .conftest import OpenStore
 
@@ -169,3 +171,30 @@ def test_sqlite_writes_a_schedule_without_a_temporary_table(tmp_path: Path) -> N
         ops = [row[1] for row in conn.execute(f"EXPLAIN {sql}", [None] * sql.count("?"))]
         assert "OpenEphemeral" not in ops, sql
     conn.close()
+
+
+def test_a_refused_sqlite_store_leaves_nothing_open(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refusing a store of a newer schema closes what the attempt opened (its connections
+    and lock files), even while the error is still held."""
+    import tocsin.stores.sqlite
+
+    SQLiteStore(tmp_path / "t.db").close()
+    monkeypatch.setattr(tocsin.stores.sqlite, "migrations",
+                        lambda dialect: [m for m in migrations(dialect) if m[0] < LATEST])
+
+    def open_here() -> list[str]:
+        found = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith(str(tmp_path)):
+                found.append(target)
+        return found
+
+    with pytest.raises(StoreError, match="newer than this Tocsin") as refused:
+        SQLiteStore(tmp_path / "t.db")
+    assert refused.traceback, "the error (and its frames) still held"
+    assert open_here() == []

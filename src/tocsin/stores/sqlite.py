@@ -83,9 +83,13 @@ class SQLiteStore(SqlStore):
         self.path = path
         self._local = threading.local()
         self._keepalive = self._connect()  # keeps a shared in-memory database alive
-        if not self._uri:
-            self._enable_wal(self._keepalive)
-        self._migrate(buckets)
+        try:
+            if not self._uri:
+                self._enable_wal(self._keepalive)
+            self._migrate(buckets)
+        except BaseException:  # refused (a newer schema) or broken: nothing is left open
+            self.close()
+            raise
 
     # -- plumbing --------------------------------------------------------------------------
 
