@@ -586,9 +586,8 @@ class Engine:
     def send_chunk(self, key: Key, flight: int, rows: list[ClaimedRow],
                    ready: list[tuple[_Chunk, Channel]] | None = None) -> None:
         """Hand one chunk to the channel and judge each answer (a chunk whose channel is
-        built and asynchronous is added to ``ready`` instead, when given, for
-        :meth:`send_chunks` to start). No
-        thread waits for a channel's build: one not built yet is awaited on the process's
+        built is added to ``ready`` instead, when given, for :meth:`send_chunks` to send).
+        No thread waits for a channel's build: one not built yet is awaited on the process's
         channel loop, and the send goes on when it is built (:meth:`_send_on`). A channel
         whose client is asynchronous (webhooks) is awaited on that loop too, so the worker is
         free at once (with :class:`SteppedWorkers` the job waits for both, so a step ends
