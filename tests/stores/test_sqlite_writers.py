@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tests.support.statements import StatementLog
 from tocsin.stores.sqlite import SQLiteStore
 
 SETTLE_S = 0.3
@@ -121,26 +122,6 @@ def test_a_writer_that_is_not_urgent_waits_for_claims_a_bounded_time(tmp_path: P
     assert done and order == ["beat"], "the write waited without bound behind claims"
 
 
-class _Steps:
-    """A connection that counts the executions it is asked for: one per ``execute``, one per
-    row of ``executemany`` (each a step with the GIL let go and taken back)."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn, self.steps = conn, 0
-
-    def execute(self, sql: str, *args: Any) -> Any:
-        self.steps += 1
-        return self.conn.execute(sql, *args)
-
-    def executemany(self, sql: str, rows: Any) -> Any:
-        rows = list(rows)
-        self.steps += len(rows)
-        return self.conn.executemany(sql, rows)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.conn, name)
-
-
 def test_an_acknowledgements_statements_do_not_grow_with_its_rows(tmp_path: Path) -> None:
     """Bug: the attempt log and the counters went in by executemany, one step per row, and
     sqlite3 takes the GIL back between steps: beside the engine's busy threads, an
@@ -162,7 +143,7 @@ def test_an_acknowledgements_statements_do_not_grow_with_its_rows(tmp_path: Path
                     outcome=Outcome.DELIVERED, error="é\"'" if i % 2 else None,
                     started_ms=2_000, ended_ms=2_010, due_ms=1_000, status=Status.DELIVERED)
                 for i, r in enumerate(rows)]
-        counting = store._local.conn = _Steps(store._conn)  # this thread's connection
+        counting = store._local.conn = StatementLog(store._conn)  # this thread's connection
         try:
             assert store.acknowledge(epoch=rows[0].epoch, acks=acks, now_ms=2_010) == n
         finally:

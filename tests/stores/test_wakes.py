@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 
+from tests.support.statements import StatementLog
 from tocsin.abc import Store
 from tocsin.domain import Status
 from tocsin.stores.postgres import PostgresStore
@@ -167,18 +168,6 @@ def test_the_look_goes_on_past_pages_of_destinations_with_nothing_claimable(
     assert _peek(store, until_ms=NOW + 400) is None
 
 
-class _Recording:
-    """A connection that keeps every statement run on it, with its arguments."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-        self.statements: list[tuple[str, tuple[Any, ...]]] = []
-
-    def execute(self, sql: str, args: Any = ()) -> Any:
-        self.statements.append((sql, tuple(args)))
-        return self.conn.execute(sql, args)
-
-
 def test_raising_wake_up_times_finds_each_destination_by_its_key(store: Store) -> None:
     """A claim raises the wake-up times of the destinations it listed, each found by its key:
     beside 2 000 idle destinations, SQLite's plan reads none of them (a membership test of
@@ -196,7 +185,7 @@ def test_raising_wake_up_times_finds_each_destination_by_its_key(store: Store) -
     recorded: list[tuple[str, tuple[Any, ...]]] = []
 
     def work(conn: Any) -> None:
-        recording = _Recording(conn)
+        recording = StatementLog(conn)
         for i in range(4):
             conn.execute(d.q("UPDATE schedules SET status = 'CLAIMED' WHERE tenant = ? "
                              "AND next_ms < ?"), (f"due{i}", NOW))
