@@ -195,6 +195,28 @@ def test_outside_its_zone_the_relay_leaves_a_backlog_to_the_batches(rig: Rig) ->
     assert rig.store.get(backlog).lateness_ms == T0 + W - due  # in its zone only
 
 
+def test_a_window_that_lost_the_relays_zone_to_it_takes_over_when_the_zone_ends(
+        rig: Rig) -> None:
+    # a batch that started late: its window opens inside the relay's zone (T0 .. T0+1000),
+    # where the relay takes every schedule at its due instant, before the window's claim
+    rig.clock.set(T0 + 300)
+    epoch = rig.store.next_epoch()
+    for due in (*range(T0 + 400, T0 + 900, 100), T0 + 960):
+        rig.schedule(due)
+
+        def relay(at: int = due) -> None:
+            rig.store.claim(epoch=epoch, bucket_lo=0, bucket_hi=rig.store.buckets - 1,
+                            until_ms=at, now_ms=at, lease_ms=LEASE, limit=10, replay=False)
+
+        rig.clock.at(due, relay)
+    after = rig.schedule(T0 + 1_010)  # the relay's zone has ended: the window's
+    assert rig.window() == 1
+    assert rig.got() == [after]
+    # six claims in a row that found nothing back the window off (a poll after the last one),
+    # but not past the zone's end
+    assert rig.store.get(after).lateness_ms == 0
+
+
 def test_a_keyed_run_is_handed_over_in_order_in_one_window(rig: Rig) -> None:
     ids = [rig.schedule(T0 + 100, ordering_key="k") for _ in range(50)]
     assert rig.window() == 50
