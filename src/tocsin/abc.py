@@ -337,6 +337,7 @@ class DispatchStore(ABC):
         lease_ms: int,
         limit: int,
         replay: bool = True,
+        cover: str = "",
     ) -> list[ClaimedRow]:
         """Claim, for ``epoch``, up to ``limit`` schedules in buckets ``[bucket_lo, bucket_hi]``
         that are PENDING with next time ``<= until_ms`` (no lower bound), or CLAIMED longer ago
@@ -345,7 +346,9 @@ class DispatchStore(ABC):
         ``replay=False``: an epoch's further claims of the range within one task (a hand-over
         window, :mod:`tocsin.dispatcher.handover`): no replay marker, always claim anew.
         An epoch taken by a run claims only in the buckets its run owns at that moment
-        (:meth:`share_buckets`), and so does :meth:`pull`."""
+        (:meth:`share_buckets`), and so does :meth:`pull`. ``cover``: another run whose buckets
+        this claim covers (:mod:`tocsin.dispatcher.cover`): only in those it owns, as it sees
+        its holds, and only while the epoch's run is a member itself (never a replay)."""
 
     @abstractmethod
     def pull(self, *, epoch: int, tenant: str, channel: str, now_ms: int,

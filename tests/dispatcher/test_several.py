@@ -102,6 +102,15 @@ def p99_late_ms(receiver: Receiver, ids: set[str], *, after_ms: int = 0) -> int 
     return late[len(late) * 99 // 100] if late else None
 
 
+def first_arrivals(receiver: Receiver) -> dict[str, int]:
+    """When each schedule id first arrived."""
+    first: dict[str, int] = {}
+    for r in receiver.received():
+        sid = r.headers["tocsin-schedule-id"]
+        first[sid] = min(first.get(sid, r.at_ms), r.at_ms)
+    return first
+
+
 def wait_delivered(store: Any, receiver: Receiver, ids: set[str], *, timeout_s: float) -> None:
     wait_until(lambda: set(delivered_ids(receiver)) >= ids, timeout_s=timeout_s, interval_s=0.5,
                what="every schedule received")
@@ -161,10 +170,12 @@ def test_three_dispatchers_share_the_buckets_and_survive_kill_and_freeze(
     wait_serving(store, 2, timeout_s=5, other_than=frozenset({killed_run}))
     wait_delivered(store, receiver, second, timeout_s=90)
 
-    # 3. SIGSTOP of one: fenced out after the beats' timeout; on SIGCONT it exits and what it
-    # acknowledges after its fence is nothing
+    # 3. SIGSTOP of one: the others cover for it until it is fenced out after the beats'
+    # timeout; on SIGCONT it exits and what it acknowledges after its fence is nothing
     frozen = procs[1]
     frozen_run = pid_of[frozen.pid]
+    its_buckets = {b for o in store.owners() if o.run == frozen_run
+                   for b in range(o.lo, o.hi + 1)}
     third = stream(store, receiver.url, 800, start_in_ms=1_000, over_ms=10_000)
     wait_until(lambda: len(delivered_ids(receiver)) > len(first) + len(second) + 100,
                timeout_s=60, what="the third stream under way")
@@ -175,6 +186,13 @@ def test_three_dispatchers_share_the_buckets_and_survive_kill_and_freeze(
     fence = fenced_ms(postgres_store_url, frozen_run)
     assert fence is not None
     wait_delivered(store, receiver, third, timeout_s=90)
+    # its schedules due while it was frozen did not wait for its fence: a live member covered
+    covered = {sid: store.get(sid) for sid in third}
+    covered = {sid: s for sid, s in covered.items() if s.bucket in its_buckets
+               and frozen_at + 1_000 <= s.due_ms <= fence - 1_000}
+    assert covered, "no schedule of the frozen run fell due before its fence"
+    arrived = first_arrivals(receiver)
+    assert all(arrived[sid] < fence for sid in covered), "waited for the fence"
     thaw(frozen)
     assert frozen.wait(timeout=60) == FENCED_EXIT
     assert acknowledged_by(postgres_store_url, frozen_run, after_ms=fence) == 0

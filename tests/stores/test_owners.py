@@ -238,6 +238,50 @@ def test_a_full_lane_holds_its_destination_only_in_its_runs_buckets(store: Store
     assert claim(store, store.next_epoch(run="b", now_ms=NOW)) == []
 
 
+def covering(store: Store, epoch: int, peer: str, *, at: int = NOW) -> list[ClaimedRow]:
+    return store.claim(epoch=epoch, bucket_lo=0, bucket_hi=BUCKETS - 1, until_ms=at, now_ms=at,
+                       lease_ms=LEASE, limit=1000, replay=False, cover=peer)
+
+
+def test_a_member_covers_for_another_only_in_that_ones_buckets(store: Store) -> None:
+    for run in ("a", "b", "c"):
+        join(store, run)
+    look(store)
+    ids = spread(store)
+    b_epoch = store.next_epoch(run="b", now_ms=NOW)
+    taken = covering(store, b_epoch, "a")  # "a" froze: "b" covers for it
+    assert taken and {bucket_of(store, r.id) for r in taken} <= owned(store, "a")
+    assert {r.id for r in taken} == {i for i in ids if bucket_of(store, i) in owned(store, "a")}
+    assert all(store.get(r.id).status is Status.CLAIMED for r in taken)
+    # nobody's ownership moved; the covered rows are acknowledged under the cover's epoch
+    assert owned(store, "a") and store.run_claims("b") == len(taken)
+    assert store.acknowledge(epoch=b_epoch, acks=[delivered(r, NOW) for r in taken],
+                             now_ms=NOW) == len(taken)
+    # what "a" then claims is the rest of its own buckets only: nothing of it left
+    assert claim(store, store.next_epoch(run="a", now_ms=NOW)) == []
+    assert covering(store, b_epoch, "b") == []  # a run does not cover for itself
+
+
+def test_a_fenced_run_covers_for_nobody_and_the_cover_respects_the_peers_holds(
+        store: Store) -> None:
+    join(store, "a")
+    join(store, "b")
+    look(store)
+    spread(store)
+    # a run that is not a member (fenced, or never joined) claims nothing for another
+    store.beat_run("stranger", now_ms=NOW)
+    assert covering(store, store.next_epoch(run="stranger", now_ms=NOW), "a") == []
+    # the peer's full lane holds its destination in its buckets: its puller's, not the cover's
+    store.hold_channel(ChannelHold("default", "out", "busy", NOW, NOW + 10_000, 0, None,
+                                   "host:1@a"))
+    assert covering(store, store.next_epoch(run="b", now_ms=NOW), "a") == []
+    assert store.next_claimable_ms(bucket_lo=0, bucket_hi=BUCKETS - 1, until_ms=NOW,
+                                   now_ms=NOW, lease_ms=NOW - 1, run="a") is None
+    store.unhold_channel("default", "out")
+    got = covering(store, store.next_epoch(run="b", now_ms=NOW), "a")
+    assert got and {bucket_of(store, r.id) for r in got} <= owned(store, "a")
+
+
 def test_a_dead_process_is_fenced_at_once_where_its_lock_shows_it(
         open_backend: OpenStore, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if not store_url.startswith("postgres"):

@@ -97,13 +97,15 @@ def key_runs(core: DispatchCore, partition: int, rows: Sequence[ClaimedRow], *,
 
 
 def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
-         relay: bool = False, span: BucketSpan | None = None) -> tuple[Tally, int]:
+         relay: bool = False, span: BucketSpan | None = None,
+         cover: str = "") -> tuple[Tally, int]:
     """Keep ``partition``'s range (or ``span``'s buckets) until ``end_ms``, handing each
     schedule over at its due time (``relay``: inside :func:`relay_zone`, and outside it what
-    nobody took :data:`BACKSTOP_MS` after it fell due). The window's tally and how many it
-    claimed."""
+    nobody took :data:`BACKSTOP_MS` after it fell due; ``cover``: in the buckets that run owns,
+    :mod:`tocsin.dispatcher.cover`). The window's tally and how many it claimed."""
     tally, claimed = Tally(), 0
     store, clock, opts = core.store, core.clock, core.options
+    owner = cover or opts.run  # whose buckets (and holds) the window looks at
     span = span or core.span(partition)
     limit = min(span.limit, CLAIM_ROWS)  # also without a window (wait=False)
     epoch: int | None = None
@@ -139,7 +141,7 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
             # 5 % of a window's CPU in a burst, where every claim is full)
             due = now if full else store.next_claimable_ms(
                 bucket_lo=span.lo, bucket_hi=span.hi, until_ms=horizon, now_ms=now,
-                lease_ms=released_only(now), run=opts.run)  # in the buckets its run owns
+                lease_ms=released_only(now), run=owner)  # in the buckets its run owns
             if due is None or due > now + POLL_MS:
                 if not wait:
                     break
@@ -154,7 +156,7 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
             at = clock.now_ms()
             rows = store.claim(epoch=epoch, bucket_lo=span.lo, bucket_hi=span.hi, until_ms=at,
                                now_ms=at, lease_ms=released_only(at), limit=limit,
-                               replay=False)
+                               replay=False, cover=cover)
         except StoreError as exc:  # nothing is claimed: the next micro-batch takes over
             log.warning("hand-over window ends early, store unavailable: %s", exc)
             break

@@ -12,7 +12,8 @@ __all__ = [
     "BACKLOG_NICE", "BACKSTOP_MS", "CHANNEL_IDLE_MS", "CHANNEL_SWEEP_MS", "CLAIM_MARKER_KEEP_MS",
     "CLAIM_MARKER_PRUNE_MS", "CLAIM_ROWS", "CLOSE_GRACE_MS", "COVER_MS", "HOLD_MS",
     "KEY_RUN_BUDGET_MS",
-    "LINGER_MS", "LOOP_TICK_MS", "POLL_MS", "PULL_CHUNKS", "PULL_EPOCH_MS", "RACE_PAUSE_MS",
+    "LINGER_MS", "LOOP_TICK_MS", "PEER_COVER_MS", "PEER_LATE_MS", "PEER_LOOK_MS", "POLL_MS",
+    "PULL_CHUNKS", "PULL_EPOCH_MS", "RACE_PAUSE_MS",
     "READER_LAG_MS", "SEND_GRACE_MS", "WAKE_AHEAD_MS", "WEIGHT_TTL_MS", "WORKER_IDLE_MS",
     "WORK_OUT_BATCH_MS",
 ]
@@ -55,6 +56,15 @@ at rest for 20 s (``tocsin.spark.rest.REST_S``) retires them sooner. A backlog t
 itself is passed over by the batches' claims, so without this a drain longer than 20 s lost its
 engine mid-send, and its rows waited for the lease."""
 
+PEER_LOOK_MS = 50
+"""A dispatcher that shares the buckets looks this often in each other member's buckets for a
+schedule left overdue (:mod:`tocsin.dispatcher.cover`): one indexed read per member."""
+PEER_LATE_MS = 50
+"""A schedule this long past its due time in another member's buckets makes this dispatcher
+cover for that member (a frozen one keeps its buckets until its beats time out, 5 s)."""
+PEER_COVER_MS = 500
+"""A cover's window: after each, it goes on while the covered member has not beaten since it
+was found behind (a live one beats every second)."""
 # -- the delivery engine -----------------------------------------------------------------------
 AHEAD_CHUNKS = 2
 """A destination sends while fewer than this many chunks wait for their acknowledgement."""

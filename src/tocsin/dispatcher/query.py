@@ -101,6 +101,7 @@ def run_dispatcher(settings: Settings) -> None:
     from tocsin.clock import SystemClock
     from tocsin.config import CheckpointQuery, ExpanderMode
     from tocsin.dispatcher.core import DispatchCore
+    from tocsin.dispatcher.cover import PeerCover
     from tocsin.dispatcher.driver_expander import DriverExpander
     from tocsin.dispatcher.driver_relay import DriverRelay, relay_options
     from tocsin.dispatcher.expansion import ExpansionCore
@@ -155,6 +156,7 @@ def run_dispatcher(settings: Settings) -> None:
         expander = DriverExpander(ExpansionCore(store, options=options, clock=SystemClock()),
                                   trigger_s=settings.trigger_seconds).start()
     relay: DriverRelay | None = None
+    cover: PeerCover | None = None  # covers for a frozen peer (tocsin.dispatcher.cover)
     if settings.ingest_topic:  # the Kafka commands topic (docs/pipelines.md)
         from tocsin.pipelines.ingest import start_ingest
 
@@ -172,12 +174,18 @@ def run_dispatcher(settings: Settings) -> None:
         if (settings.relay and options.hand_over_ms > 0
                 and _await_warm(queries, warm, terminated, stopping)):
             relay_opts = relay_options(options)
-            relay = DriverRelay(DispatchCore(
-                store, options=relay_opts, clock=SystemClock(),
-                workers=ThreadedWorkers(send_threads=relay_opts.send_threads)),
-                trigger_s=settings.trigger_seconds).start()
+
+            def driver_core() -> DispatchCore:
+                return DispatchCore(store, options=relay_opts, clock=SystemClock(),
+                                    workers=ThreadedWorkers(send_threads=relay_opts.send_threads))
+
+            relay = DriverRelay(driver_core(), trigger_s=settings.trigger_seconds).start()
+            cover = PeerCover(driver_core, run, lambda: beat.membership,
+                              clock=SystemClock()).start()
         _await_any_termination(queries, terminated, stopping)
     finally:
+        if cover is not None:
+            cover.stop()
         if stopping.is_set():
             log.info("dispatcher stopping: handing its buckets over", extra={"run": run})
             _hand_over(beat, store, relay)

@@ -83,6 +83,8 @@ class RunBeat:
         self.on_fenced = on_fenced
         self.slot = 0
         """The run's checkpoint slot (from :meth:`start`)."""
+        self.membership: Membership | None = None
+        """What the last look at the membership found (None before the first)."""
         self._lock_id: int | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="tocsin-run-beat", daemon=True)
@@ -112,8 +114,8 @@ class RunBeat:
                         self._fenced()
                         return
                     next_beat = now + RUN_BEAT_MS
-                membership = self.store.share_buckets(now_ms=now, stale_ms=RUN_STALE_MS,
-                                                      me=self.run)
+                membership = self.membership = self.store.share_buckets(
+                    now_ms=now, stale_ms=RUN_STALE_MS, me=self.run)
                 if membership.released:
                     log.warning("dispatcher: released %d claims of dispatcher runs that "
                                 "stopped beating", membership.released)

@@ -46,6 +46,7 @@ from tocsin.stores.sql.metrics import FENCED, add_counts, delivery_counts
 from tocsin.stores.sql.operations import not_paused
 from tocsin.stores.sql.outcomes import acknowledged_outcomes, record_outcomes
 from tocsin.stores.sql.owners import (
+    cover_spans,
     epoch_spans,
     free_slot,
     holder_run,
@@ -303,8 +304,10 @@ class SqlDispatch(SqlBase, DispatchStore):
         lease_ms: int,
         limit: int,
         replay: bool = True,
+        cover: str = "",
     ) -> list[ClaimedRow]:
         d = self._dialect
+        replay = replay and not cover
 
         def work(conn: Any) -> list[tuple[Any, ...]]:
             # The marker first: a concurrent replay of this (epoch, range) waits on it. It is
@@ -312,8 +315,11 @@ class SqlDispatch(SqlBase, DispatchStore):
             marked = sent(conn, d, d.q("INSERT INTO claims VALUES (?, ?, ?, ?) "
                                        "ON CONFLICT DO NOTHING RETURNING 1"),
                           (epoch, bucket_lo, bucket_hi, now_ms)) if replay else None
-            # Only in the buckets the epoch's run owns now (read in this transaction).
-            run, spans = epoch_spans(conn, d, epoch, lo=bucket_lo, hi=bucket_hi)
+            # Only in the buckets the epoch's run owns now (read in this transaction), or,
+            # covering, in those the peer owns (as the peer sees its holds)
+            run, spans = (cover, cover_spans(conn, d, epoch, cover, lo=bucket_lo,
+                                             hi=bucket_hi)) if cover \
+                else epoch_spans(conn, d, epoch, lo=bucket_lo, hi=bucket_hi)
             if marked is not None and not marked():
                 return list(conn.execute(d.q(
                     f"SELECT {CLAIM_COLUMNS} FROM schedules WHERE status = 'CLAIMED' "

@@ -12,6 +12,11 @@ written as ``bucket_owners`` rows under a new *generation* whenever the assignme
 batch done) are the members; while none is, every live run is, so a lone dispatcher owns every
 bucket from its start and a joining one takes its share only once it can deliver.
 
+A live member may also *cover* for another (:func:`cover_spans`): claim, under its own epoch,
+in the buckets the other owns, what that one left overdue (a frozen process keeps its buckets
+until its beats time out; :mod:`tocsin.dispatcher.cover`). Only a member covers: a run that
+was fenced out owns nothing and claims nothing, its own buckets or another's.
+
 Ownership is fenced in the claim itself (:func:`epoch_spans`): a claim, a pull or a window's
 claim reads, in its own transaction and under a share lock on PostgreSQL (a change of the
 assignment waits for the claims under way, and they for it), the ranges its epoch's run owns,
@@ -28,7 +33,7 @@ from typing import Any
 from tocsin.abc import BucketOwner, Membership
 from tocsin.stores.sql.base import Dialect
 
-__all__ = ["assignment", "epoch_spans", "free_slot", "holder_run", "intersect",
+__all__ = ["assignment", "cover_spans", "epoch_spans", "free_slot", "holder_run", "intersect",
            "owned_spans", "release", "share"]
 
 _BOUNDED_WAIT = "SET LOCAL lock_timeout = '2s'"
@@ -68,6 +73,20 @@ def epoch_spans(conn: Any, d: Dialect, epoch: int, *, lo: int,
         return None, [(lo, hi)]
     owned = ((int(a), int(b)) for _, a, b in rows if a is not None)
     return str(rows[0][0]), intersect(owned, lo, hi)
+
+
+def cover_spans(conn: Any, d: Dialect, epoch: int, peer: str, *, lo: int,
+                hi: int) -> list[tuple[int, int]]:
+    """The parts of buckets ``[lo, hi]`` that run ``peer`` owns now, where ``epoch``'s run may
+    cover for it: it is a member itself (owns buckets), and is not ``peer``; else none. Read
+    and share-locked as :func:`epoch_spans` (an assignment changing either run's buckets waits
+    for the claim)."""
+    share_lock = " FOR SHARE OF b, m" if d.lock_row else ""
+    rows = conn.execute(d.q(
+        "SELECT b.bucket_lo, b.bucket_hi FROM bucket_owners b, bucket_owners m, epoch_runs e "
+        f"WHERE b.run = ? AND e.epoch = ? AND m.run = e.run AND e.run <> ?{share_lock}"),
+        (peer, epoch, peer)).fetchall()
+    return intersect({(int(a), int(b)) for a, b in rows}, lo, hi)
 
 
 def owned_spans(conn: Any, d: Dialect, *, run: str, lo: int, hi: int) -> list[tuple[int, int]]:
