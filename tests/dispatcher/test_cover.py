@@ -4,50 +4,39 @@ and engine of the local dispatcher."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
 
 from tests.dispatcher.conftest import rig_over
-from tests.dispatcher.test_handover import ScriptedClock
+from tests.dispatcher.test_handover import T0
+from tests.dispatcher.test_handover import Rig as HandOverRig
 from tocsin.abc import Membership, Store
 from tocsin.dispatcher.cover import PeerCover, behind_peers
 from tocsin.dispatcher.knobs import PEER_COVER_MS, PEER_LATE_MS
-from tocsin.dispatcher.local import LocalDispatcher
-from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runs import RUN_STALE_MS
-from tocsin.domain import ChannelKind, ChannelSpec, NewSchedule, Status
-from tocsin.testing.recording import Recordings
-
-T0 = 1_700_000_040_000
-LEASE = 120_000
+from tocsin.domain import NewSchedule, Status
 
 
-class Rig:
+class Rig(HandOverRig):
+    """The hand-over tests' rig as run "me" of two members, "me" and "peer"."""
+
     def __init__(self, store: Store) -> None:
-        self.store = store
-        self.clock = ScriptedClock(T0)
-        self.recordings = Recordings()
-        options = DispatchOptions(store_url="", buckets=store.buckets, lease_ms=LEASE,
-                                  partitions=1, run="me")
-        self.local = LocalDispatcher(store, clock=self.clock, options=options,
-                                     recordings=self.recordings, rng=random.Random(7))
-        self.local.dispatch.options = replace(self.local.dispatch.options, hand_over_ms=2_000)
-        store.put_channel(ChannelSpec(name="out", kind=ChannelKind.RECORDING, config={}))
+        super().__init__(store)
+        self.core.options = replace(self.core.options, run="me")
         for run in ("me", "peer"):
             store.join_run(run, now_ms=T0, host="h", pid=1, stale_ms=RUN_STALE_MS)
             store.beat_run(run, now_ms=T0, ready=True)
         self.membership = store.share_buckets(now_ms=T0, stale_ms=RUN_STALE_MS, me="me")
-        self.cover = PeerCover(lambda: self.local.dispatch, "me", lambda: self.membership,
+        self.cover = PeerCover(lambda: self.core, "me", lambda: self.membership,
                                clock=self.clock)
 
     def owned(self, run: str) -> set[int]:
         return {b for o in self.membership.owners if o.run == run
                 for b in range(o.lo, o.hi + 1)}
 
-    def schedule(self, due_ms: int, *, of: str) -> str:
+    def schedule_of(self, due_ms: int, of: str) -> str:
         """A schedule due at ``due_ms`` in a bucket ``of`` owns."""
         while True:
             [(made, _)] = self.store.create(
@@ -57,8 +46,6 @@ class Rig:
                 return made.id
             self.store.cancel(made.id, now_ms=self.clock.now_ms())
 
-    def got(self) -> list[str]:
-        return [e.schedule_id for e in self.recordings.recorded("out")]
 
 
 @pytest.fixture
@@ -79,16 +66,16 @@ def test_only_a_member_covers_and_only_for_the_others() -> None:
 
 def test_a_peer_that_left_a_schedule_overdue_is_covered_until_it_beats_again(
         rig: Rig) -> None:
-    late = rig.schedule(T0 + 100, of="peer")
-    mine = rig.schedule(T0 + 100, of="me")  # this run's own windows take it, not the cover
+    late = rig.schedule_of(T0 + 100, "peer")
     rig.clock.set(T0 + 100 + PEER_LATE_MS - 1)
     assert rig.cover.step() == 0  # not late enough: the peer may still take it
     assert rig.store.get(late).status is Status.PENDING
     rig.clock.set(T0 + 100 + PEER_LATE_MS)
-    later = [rig.schedule(T0 + 300 + i * 400, of="peer") for i in range(3)]
+    later = [rig.schedule_of(T0 + 300 + i * 400, "peer") for i in range(3)]
     beats_at = T0 + 100 + PEER_LATE_MS + PEER_COVER_MS + 300  # in the second window
     rig.clock.at(beats_at, lambda: rig.store.beat_run("peer", now_ms=beats_at))
-    after = rig.schedule(beats_at + PEER_COVER_MS + 100, of="peer")
+    after = rig.schedule_of(beats_at + PEER_COVER_MS + 100, "peer")
+    mine = rig.schedule_of(beats_at + 5_000, "me")  # its own windows', not the cover's
     assert rig.cover.step() == 4
     assert rig.got() == [late, *later]
     assert rig.store.get(late).lateness_ms == PEER_LATE_MS
@@ -100,7 +87,7 @@ def test_a_peer_that_left_a_schedule_overdue_is_covered_until_it_beats_again(
 
 
 def test_a_peer_that_is_on_time_is_not_covered(rig: Rig) -> None:
-    rig.schedule(T0 + 100, of="peer")
+    rig.schedule_of(T0 + 100, "peer")
     rig.clock.set(T0 + 100)  # due now: the peer's to take
     assert rig.cover.step() == 0
     # "me" was fenced (it owns nothing): it covers for nobody, however late
@@ -109,3 +96,11 @@ def test_a_peer_that_is_on_time_is_not_covered(rig: Rig) -> None:
     rig.clock.set(T0 + 10_000)
     assert rig.cover.step() == 0
     assert rig.got() == []
+
+
+def test_a_run_that_is_behind_itself_covers_for_nobody(rig: Rig) -> None:
+    theirs = rig.schedule_of(T0 + 100, "peer")
+    rig.schedule_of(T0 + 100, "me")  # this run is as late: the machine is behind, not the peer
+    rig.clock.set(T0 + 100 + PEER_LATE_MS)
+    assert rig.cover.step() == 0
+    assert rig.store.get(theirs).status is Status.PENDING

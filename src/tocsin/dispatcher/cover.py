@@ -8,15 +8,17 @@ freezes (SIGSTOP, a stalled virtual machine) keeps its buckets until its beats t
 within a heartbeat would fence healthy dispatchers on a busy machine. Its schedules must not
 wait for the fence.
 
-Each dispatcher that shares the buckets looks, every :data:`~tocsin.dispatcher.knobs.PEER_LOOK_MS`,
-in each other member's buckets for a schedule a claim would take that fell due
-:data:`~tocsin.dispatcher.knobs.PEER_LATE_MS` ago or earlier (one indexed read per member, as
-that member sees its holds and pauses). A member that left one so late is *covered*: this
+Each dispatcher that shares the buckets looks, every
+:data:`~tocsin.dispatcher.knobs.PEER_LOOK_MS`, in each other member's buckets for a schedule a
+claim would take that fell due :data:`~tocsin.dispatcher.knobs.PEER_LATE_MS` ago or earlier
+(one indexed read per member, as that member sees its holds and pauses). A member that left
+one so late, while this dispatcher's own buckets have none (else the machine is behind, not
+the member, and covering would only add claims to a starved machine), is *covered*: this
 dispatcher holds windows over its buckets (:func:`~tocsin.dispatcher.handover.hold` with
 ``cover``), claiming there under its own epoch and handing each schedule over at its due time,
 until that member beats again (a live one beats every
-:data:`~tocsin.dispatcher.runs.RUN_BEAT_MS`) or leaves the membership (fenced: its buckets are
-shared out, this dispatcher's share with them).
+:data:`~tocsin.dispatcher.runs.RUN_BEAT_MS`), leaves the membership (fenced: its buckets are
+shared out, this dispatcher's share with them), or this dispatcher falls behind itself.
 
 Covering changes nobody's ownership. A claim is the same compare-and-set whoever makes it, so a
 schedule goes out once whether its owner or the cover took it; what the frozen dispatcher had
@@ -30,7 +32,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from tocsin.abc import Membership
+from tocsin.abc import Membership, Store
 from tocsin.clock import Clock
 from tocsin.dispatcher.core import BucketSpan, DispatchCore, log
 from tocsin.dispatcher.handover import hold, released_only
@@ -85,31 +87,39 @@ class PeerCover:
     def _cover_if_behind(self, peer: str) -> int:
         if self._core is None:
             self._core = self.make_core()
-        core, store, now = self._core, self._core.store, self.clock.now_ms()
-        late = store.next_claimable_ms(bucket_lo=0, bucket_hi=store.buckets - 1,
-                                       until_ms=now - PEER_LATE_MS, now_ms=now,
-                                       lease_ms=released_only(now), run=peer)
-        if late is None:
-            return 0
-        beat = self._beat_ms(core, peer)
+        core, store = self._core, self._core.store
+        late = self._overdue_ms(store, peer)
+        if late is None or self._overdue_ms(store, self.run) is not None:
+            return 0  # on time, or this run is behind too: the machine is, not the peer
+        beat = self._beat_ms(store, peer)
         log.warning("dispatcher: covering for run %s, behind by %d ms (it keeps its buckets "
-                    "until its beats time out or it beats again)", peer, now - late)
+                    "until its beats time out or it beats again)", peer,
+                    self.clock.now_ms() - late)
         core.warm()
         span = BucketSpan(0, 0, store.buckets - 1, 0, CLAIM_ROWS)
         claimed = 0
         while not self._stop.is_set():
             claimed += hold(core, 0, span=span, cover=peer,
                             end_ms=self.clock.now_ms() + PEER_COVER_MS)[1]
-            if peer not in behind_peers(self.membership(), self.run) \
-                    or self._beat_ms(core, peer) != beat:
+            if (peer not in behind_peers(self.membership(), self.run)
+                    or self._beat_ms(store, peer) != beat
+                    or self._overdue_ms(store, self.run) is not None):
                 break
         log.info("dispatcher: stopped covering for run %s", peer,
                  extra={"claimed": claimed})
         return claimed
 
+    def _overdue_ms(self, store: Store, run: str) -> int | None:
+        """The due time of a schedule a claim would take in ``run``'s buckets that fell due
+        :data:`~tocsin.dispatcher.knobs.PEER_LATE_MS` ago or earlier, or None."""
+        now = self.clock.now_ms()
+        return store.next_claimable_ms(bucket_lo=0, bucket_hi=store.buckets - 1,
+                                       until_ms=now - PEER_LATE_MS, now_ms=now,
+                                       lease_ms=released_only(now), run=run)
+
     @staticmethod
-    def _beat_ms(core: DispatchCore, run: str) -> int | None:
-        return next((r.beat_ms for r in core.store.runs() if r.run == run), None)
+    def _beat_ms(store: Store, run: str) -> int | None:
+        return next((r.beat_ms for r in store.runs() if r.run == run), None)
 
     def _loop(self) -> None:
         pause_ms = PEER_LOOK_MS
