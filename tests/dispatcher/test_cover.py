@@ -47,7 +47,6 @@ class Rig(HandOverRig):
             self.store.cancel(made.id, now_ms=self.clock.now_ms())
 
 
-
 @pytest.fixture
 def rig(backend_url: str) -> Iterator[Rig]:
     with rig_over(backend_url, Rig) as rig:

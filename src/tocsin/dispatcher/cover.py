@@ -87,40 +87,38 @@ class PeerCover:
         return claimed
 
     def _cover_if_behind(self, peer: str) -> int:
-        store = self.store
-        late = self._overdue_ms(store, peer)
+        late = self._overdue_ms(peer)
         if late is None:
             return 0
         if self._core is None:
             self._core = self.make_core()
-        core, beat = self._core, self._beat_ms(store, peer)
+        core, beat = self._core, self._beat_ms(peer)
         log.warning("dispatcher: covering for run %s, behind by %d ms (it keeps its buckets "
                     "until its beats time out or it beats again)", peer,
                     self.clock.now_ms() - late)
         core.warm()
-        span = BucketSpan(0, 0, store.buckets - 1, 0, CLAIM_ROWS)
+        span = BucketSpan(0, 0, self.store.buckets - 1, 0, CLAIM_ROWS)
         claimed = 0
         while not self._stop.is_set():
             claimed += hold(core, 0, span=span, cover=peer,
                             end_ms=self.clock.now_ms() + PEER_COVER_MS)[1]
             if (peer not in behind_peers(self.membership(), self.run)
-                    or self._beat_ms(store, peer) != beat):
+                    or self._beat_ms(peer) != beat):
                 break
         log.info("dispatcher: stopped covering for run %s", peer,
                  extra={"claimed": claimed})
         return claimed
 
-    def _overdue_ms(self, store: Store, run: str) -> int | None:
+    def _overdue_ms(self, run: str) -> int | None:
         """The due time of a schedule a claim would take in ``run``'s buckets that fell due
         :data:`~tocsin.dispatcher.knobs.PEER_LATE_MS` ago or earlier, or None."""
         now = self.clock.now_ms()
-        return store.next_claimable_ms(bucket_lo=0, bucket_hi=store.buckets - 1,
-                                       until_ms=now - PEER_LATE_MS, now_ms=now,
-                                       lease_ms=released_only(now), run=run)
+        return self.store.next_claimable_ms(bucket_lo=0, bucket_hi=self.store.buckets - 1,
+                                            until_ms=now - PEER_LATE_MS, now_ms=now,
+                                            lease_ms=released_only(now), run=run)
 
-    @staticmethod
-    def _beat_ms(store: Store, run: str) -> int | None:
-        return next((r.beat_ms for r in store.runs() if r.run == run), None)
+    def _beat_ms(self, run: str) -> int | None:
+        return next((r.beat_ms for r in self.store.runs() if r.run == run), None)
 
     def _loop(self) -> None:
         pause_ms = PEER_LOOK_MS
