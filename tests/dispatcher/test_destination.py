@@ -11,13 +11,20 @@ from tocsin.dispatcher.destination import (
     EngineSettings,
     acknowledged,
     idle,
+    is_backlog,
     offer,
     plan,
     pulled,
     room,
     sent,
 )
-from tocsin.dispatcher.knobs import AHEAD_CHUNKS, HOLD_MS, PULL_CHUNKS, SEND_GRACE_MS
+from tocsin.dispatcher.knobs import (
+    AHEAD_CHUNKS,
+    BACKLOG_LAG_MS,
+    HOLD_MS,
+    PULL_CHUNKS,
+    SEND_GRACE_MS,
+)
 from tocsin.domain import HoldReason, Outcome
 
 SETTINGS = EngineSettings(min_rows=4, max_rows=40, chunk_rows=2, room_s=1.0,
@@ -108,6 +115,30 @@ def test_a_backlog_pulls_as_it_has_room_and_lingers_for_its_next_instant() -> No
     assert [len(c) for _, c in p.chunks] == [1] and p.pull == 0 and p.wake_ms == 150
     clock.set(150)
     assert plan(d, 150, SETTINGS, holder=ME).pull > 0, "pulls on at the instant"
+
+
+def test_a_pulling_destination_is_a_backlog_only_while_its_pulls_find_rows_behind() -> None:
+    """A fast stream on time pulls too (its queue fills between sends); only rows due
+    BACKLOG_LAG_MS ago or more make it a backlog that yields the CPU, and a new pulling spell
+    starts on time until its first pull says otherwise."""
+    d = destination()
+    offer(d, rows(4), 0)
+    plan(d, 0, SETTINGS, holder=ME)
+    assert d.pulling and not is_backlog(d), "pulling, but nothing says it is behind"
+    now = 10 * BACKLOG_LAG_MS  # rows() are due at 0
+    pulled(d, rows(2, start=4), 100, None, BACKLOG_LAG_MS - 1)
+    assert not is_backlog(d), "due less than BACKLOG_LAG_MS ago: on time"
+    d.pulling = True
+    pulled(d, rows(2, start=6), 100, 5, now)
+    assert is_backlog(d), "a row due long ago: behind"
+    pulled(d, [], 100, 5, now)
+    assert not is_backlog(d), "a pull that found nothing is not behind"
+    d.behind, d.pulling = True, False
+    d.queue.clear()
+    d.ids.clear()
+    offer(d, rows(4, start=20), now)
+    plan(d, now, SETTINGS, holder=ME)
+    assert d.pulling and not is_backlog(d), "a new spell starts on time"
 
 
 def test_rows_queued_too_long_are_handed_back_and_woken_for() -> None:

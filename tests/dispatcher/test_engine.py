@@ -22,6 +22,7 @@ from tocsin.dispatcher.core import DispatchCore, channel_spec
 from tocsin.dispatcher.knobs import (
     ADOPT_MS,
     AHEAD_CHUNKS,
+    BACKLOG_LAG_MS,
     BACKLOG_NICE,
     LINGER_MS,
     SEND_GRACE_MS,
@@ -474,30 +475,65 @@ def test_a_backlogs_destination_that_caught_up_takes_the_next_rows_at_their_inst
                what="the puller's end, nothing more due, and the hold's")
 
 
-def test_a_backlogs_sends_and_pulls_run_at_a_lower_priority(threaded_rig: Rig) -> None:
-    """A backlog's sends run on the niced pool and its pulls on the niced puller; another
-    destination's sends keep the normal priority."""
+def test_only_a_destination_that_is_behind_yields_the_cpu(backend_url: str) -> None:
+    """A destination pulls once min_rows wait: a backlog, or a stream so fast that its queue
+    fills between two sends (5 000 webhooks a second queue 256 rows in 50 ms). Only one whose
+    pull found a row due BACKLOG_LAG_MS ago pulls on the niced puller and sends on the niced
+    pool; the fast stream on time keeps the dispatcher's priority (niced, it lost the CPU to
+    each batch start and fell 1-2 s behind). Other destinations' sends keep it too."""
     import os
 
-    rig = threaded_rig
-    rig.destinations.modes["slow"] = "hang"
-    slow, up = rig.add("slow", 10), rig.add("up", 1)
-    rig.core.deliver(rig.claim())
-    wait_until(lambda: rig.status(up) == [Status.DELIVERED], timeout_s=5, what="the trickle")
+    rig = next(rigs := _rig(backend_url, threaded=True, min_rows=4, chunk_rows=2,
+                            send_deadline_ms=300))
+    try:
+        pulled_by: dict[str, set[str]] = {}
+        sent_niced: dict[str, set[bool]] = {}
+        pull, workers = rig.core.pull, rig.core.engine.workers
+        send = workers.send
 
-    def nices(prefix: str) -> set[int]:
-        return {os.getpriority(os.PRIO_PROCESS, t.native_id) for t in engine_threads()
-                if t.name.startswith(prefix) and t.native_id is not None}
+        def recorded_pull(**kw: object) -> list[ClaimedRow]:
+            rows = pull(**kw)  # type: ignore[arg-type]
+            if rows:
+                pulled_by.setdefault(str(kw["channel"]), set()).add(
+                    threading.current_thread().name)
+            return rows
 
-    base = os.getpriority(os.PRIO_PROCESS, os.getpid())  # the suite may run under nice
-    wait_until(lambda: nices("tocsin-backlog") == {min(19, base + BACKLOG_NICE)}, timeout_s=5,
-               what="the backlog's send on the niced pool")
-    assert nices("tocsin-puller") == {min(19, base + BACKLOG_NICE)}
-    assert nices("tocsin-send") == {base} and nices("tocsin-engine") == {base}
-    rig.destinations.release.set()
-    rig.destinations.modes["slow"] = "ok"
-    wait_until(lambda: rig.status(slow) == [Status.DELIVERED] * 10, timeout_s=10,
-               what="the backlog sent")
+        def recorded_send(job: Callable[[], None], *, backlog: bool) -> None:
+            for (_, name), _, _ in getattr(job, "chunks", ()):
+                sent_niced.setdefault(name, set()).add(backlog)
+            send(job, backlog=backlog)
+
+        rig.core.pull = recorded_pull  # type: ignore[method-assign]
+        workers.send = recorded_send  # type: ignore[method-assign]
+        now = rig.clock.now_ms()
+        for name in ("up", "slow"):
+            rig.destinations.modes[name] = "hang"
+        up, slow = rig.add("up", 6), rig.add("slow", 6, due_ms=now - 2 * BACKLOG_LAG_MS)
+        rig.core.deliver(rig.claim())
+        wait_until(lambda: sorted(h.name for h in rig.store.channel_holds())
+                   == ["slow", "up"], timeout_s=5, what="both held: both pull")
+        up += rig.add("up", 6)  # due now: the fast stream is on time
+        slow += rig.add("slow", 6, due_ms=now - 2 * BACKLOG_LAG_MS)  # behind
+        for name in ("up", "slow"):
+            rig.destinations.modes[name] = "ok"
+        rig.destinations.release.set()
+        wait_until(lambda: rig.status(up + slow) == [Status.DELIVERED] * 24, timeout_s=10,
+                   what="both sent")
+        assert pulled_by["up"] == {"tocsin-puller"} and sent_niced["up"] == {False}
+        # its first pull could not know it was behind; every later one did
+        assert pulled_by["slow"] == {"tocsin-puller", "tocsin-backlog-puller"}
+        assert sent_niced["slow"] == {False, True}
+
+        def nices(prefix: str) -> set[int]:
+            return {os.getpriority(os.PRIO_PROCESS, t.native_id) for t in engine_threads()
+                    if t.name.startswith(prefix) and t.native_id is not None}
+
+        base = os.getpriority(os.PRIO_PROCESS, os.getpid())  # the suite may run under nice
+        niced = min(19, base + BACKLOG_NICE)
+        assert nices("tocsin-backlog") == {niced}, "the backlog's pool and puller"
+        assert nices("tocsin-puller") == nices("tocsin-send") == nices("tocsin-engine") == {base}
+    finally:
+        next(rigs, None)
 
 
 def test_rows_too_old_to_send_are_handed_back_when_stepped(backend_url: str) -> None:
@@ -665,7 +701,7 @@ def test_a_core_that_only_plans_or_records_batches_runs_no_engine_thread(
         core.next_offset({"until": 0, "epoch": 0})
         assert len(engine_threads()) == before
         core.deliver([])
-        assert len(engine_threads()) == before + 3  # the loop, the writer, the puller
+        assert len(engine_threads()) == before + 4  # the loop, the writer, the two pullers
     finally:
         core.close()
         store.close()

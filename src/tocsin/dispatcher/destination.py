@@ -20,6 +20,7 @@ from tocsin.abc import ChannelHold, ClaimedRow
 from tocsin.dispatcher.breaker import Breaker, BreakerPolicy, BreakerState
 from tocsin.dispatcher.knobs import (
     AHEAD_CHUNKS,
+    BACKLOG_LAG_MS,
     CLAIM_ROWS,
     HOLD_MS,
     PULL_CHUNKS,
@@ -27,8 +28,8 @@ from tocsin.dispatcher.knobs import (
 )
 from tocsin.domain import HoldReason, Outcome
 
-__all__ = ["Destination", "EngineSettings", "Flight", "Plan", "acknowledged", "idle", "offer",
-           "plan", "pulled", "room", "sent"]
+__all__ = ["Destination", "EngineSettings", "Flight", "Plan", "acknowledged", "idle", "is_backlog",
+           "offer", "plan", "pulled", "room", "sent"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -83,7 +84,9 @@ class Destination:
     busy_since: int | None = None
     """When this process last wrote its busy hold (None: it holds none)."""
     pulling: bool = False
-    """It has a backlog: it is held, and the puller takes its next rows."""
+    """It has a backlog or a fast stream: it is held, and the puller takes its next rows."""
+    behind: bool = False
+    """Its last pull found a row due :data:`BACKLOG_LAG_MS` ago or more (:func:`is_backlog`)."""
     pull_out: bool = False
     """A pull for it is with the puller."""
     linger_until: int | None = None
@@ -173,6 +176,7 @@ def plan(d: Destination, now: int, s: EngineSettings, *, holder: str,
     elif not d.pulling and not stopping and b.state is BreakerState.CLOSED \
             and queued >= s.min_rows:
         d.pulling = True  # a backlog: the destination is held and takes its next rows itself
+        d.behind = False  # until a pull says otherwise
     if (queued >= r or d.pulling) and not stopping:
         if d.busy_since is None or now - d.busy_since >= HOLD_MS // 2:
             p.hold = ChannelHold(tenant, name, HoldReason.BUSY, now, now + HOLD_MS, 0, None,
@@ -239,9 +243,11 @@ def acknowledged(d: Destination, ids: Sequence[str], started_ms: int, now: int) 
 
 def pulled(d: Destination, rows: Sequence[ClaimedRow], want: int, next_due: int | None,
            now: int) -> list[ClaimedRow]:
-    """The puller answered: queue its rows (those to hand back are returned). Fewer than
-    asked: the backlog caught up, and lingers until ``next_due`` (None: it is over)."""
+    """The puller answered: queue its rows (those to hand back are returned), and note
+    whether they were behind. Fewer than asked: the backlog caught up, and lingers until
+    ``next_due`` (None: it is over)."""
     d.pull_out = False
+    d.behind = bool(rows) and now - min(r.due_ms for r in rows) >= BACKLOG_LAG_MS
     back = offer(d, rows, now) if d.pulling else list(rows)
     if len(rows) < want:
         if next_due is None:
@@ -249,6 +255,13 @@ def pulled(d: Destination, rows: Sequence[ClaimedRow], want: int, next_due: int 
         else:
             d.linger_until = next_due
     return back
+
+
+def is_backlog(d: Destination) -> bool:
+    """Whether ``d`` pulls rows that are behind: its pulls, sends and acknowledgements yield
+    to on-time work (:data:`~tocsin.dispatcher.knobs.BACKLOG_NICE`). A destination that pulls
+    because its stream is fast, on time, keeps the dispatcher's priority."""
+    return d.pulling and d.behind
 
 
 def idle(d: Destination) -> bool:

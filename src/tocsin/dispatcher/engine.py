@@ -52,6 +52,7 @@ from tocsin.dispatcher.destination import (
     EngineSettings,
     acknowledged,
     idle,
+    is_backlog,
     offer,
     plan,
     pulled,
@@ -209,7 +210,9 @@ class Engine:
         self._acks: deque[_AckJob] = deque()
         self._ops: deque[_Op] = deque()
         self._plock = threading.Lock()
-        self._pulls: deque[tuple[Key, int, bool]] = deque()
+        self._pulls: dict[bool, deque[tuple[Key, int, bool]]] = {False: deque(), True: deque()}
+        """Pulls to make, by whether the destination is behind (the niced puller takes
+        those): the key, how many rows, and whether it is an adoption."""
         self._pull_epoch: tuple[int, int] | None = None
         self._adopted_ms: int | None = None
         self._started = False
@@ -444,11 +447,12 @@ class Engine:
         self._hand_back(key, p.stale)
         for flight in p.overdue:
             self._overdue(d, flight, now)
-        self._outgoing[d.pulling].extend((key, flight, chunk) for flight, chunk in p.chunks)
+        behind = is_backlog(d)
+        self._outgoing[behind].extend((key, flight, chunk) for flight, chunk in p.chunks)
         if p.pull:
             with self._plock:
-                self._pulls.append((key, p.pull, False))
-            self.workers.pull()
+                self._pulls[behind].append((key, p.pull, False))
+            self.workers.pull(backlog=behind)
         wake = now if p.overdue else p.wake_ms
         if wake is not None and wake < self._wakes.get(key, wake + 1):
             self._wakes[key] = wake
@@ -480,7 +484,7 @@ class Engine:
         else:
             with self._wlock:
                 self._acks.append(_AckJob(m.key, m.by_epoch, [r.id for r in m.rows],
-                                          m.started_ms, m.tally, d.pulling))
+                                          m.started_ms, m.tally, is_backlog(d)))
             self.workers.write()
         self._dirty.add(m.key)
 
@@ -758,14 +762,18 @@ class Engine:
             return len(op) if isinstance(op, list) else 0
         return 0
 
-    def pull_round(self) -> bool:
-        """The puller's round: one destination's next rows (False: none was asked). Every
-        :data:`ADOPT_MS` it first asks for a share of the backlogs other processes pull."""
-        self._adopt_round()
+    def pull_round(self, *, backlog: bool = True) -> bool:
+        """A puller's round: one destination's next rows (False: none was asked), of a
+        destination that is behind (``backlog``: the niced puller, which every
+        :data:`ADOPT_MS` first asks for a share of the backlogs other processes pull) or of
+        one that is on time."""
+        if backlog:
+            self._adopt_round()
         with self._plock:
-            if not self._pulls:
+            pulls = self._pulls[backlog]
+            if not pulls:
                 return False
-            key, want, adopted = self._pulls.popleft()
+            key, want, adopted = pulls.popleft()
         tenant, name = key
         rows: list[ClaimedRow] = []
         next_due = None
@@ -805,7 +813,7 @@ class Engine:
         except StoreError:
             return
         with self._plock:
-            self._pulls.extend((key, self.settings.min_rows, True) for key in keys)
+            self._pulls[True].extend((key, self.settings.min_rows, True) for key in keys)
 
     def _puller_epoch(self, now: int) -> int:
         """The puller's epoch, a new one every :data:`PULL_EPOCH_MS`."""

@@ -23,6 +23,7 @@ import time
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from tocsin.dispatcher.knobs import BACKLOG_NICE, CLOSE_GRACE_MS
@@ -68,8 +69,9 @@ class Workers(ABC):
         """The store-writer has work: run :meth:`Engine.write_round` (one round)."""
 
     @abstractmethod
-    def pull(self) -> None:
-        """The puller has work: run :meth:`Engine.pull_round` (one round)."""
+    def pull(self, *, backlog: bool) -> None:
+        """A puller has work (``backlog``: the one for destinations that are behind): run
+        :meth:`Engine.pull_round` (one round)."""
 
     @abstractmethod
     def kick(self) -> None:
@@ -112,7 +114,7 @@ class SteppedWorkers(Workers):
         while self._engine.write_round():
             pass
 
-    def pull(self) -> None:
+    def pull(self, *, backlog: bool) -> None:
         if not self._pulling:
             self._pulling = True
             self._jobs.append(self._pull)
@@ -120,8 +122,8 @@ class SteppedWorkers(Workers):
     def _pull(self) -> None:
         assert self._engine is not None
         self._pulling = False
-        while self._engine.pull_round():
-            pass
+        while self._engine.pull_round(backlog=False) or self._engine.pull_round(backlog=True):
+            pass  # what is on time first
 
     def kick(self) -> None:
         """Step the engine and run its jobs until none is left (not re-entered by a job)."""
@@ -149,7 +151,8 @@ class SteppedWorkers(Workers):
 
 class ThreadedWorkers(Workers):
     """A fixed set of threads, however many destinations: the loop, ``send_threads`` send
-    threads (and a quarter as many, niced, for backlogs), one store-writer, one puller."""
+    threads (and a quarter as many, niced, for backlogs), one store-writer, two pullers (one
+    niced, for backlogs)."""
 
     def __init__(self, *, send_threads: int) -> None:
         self.send_threads = max(1, send_threads)
@@ -158,7 +161,7 @@ class ThreadedWorkers(Workers):
         self._backlog: concurrent.futures.ThreadPoolExecutor | None = None
         self._threads: list[threading.Thread] = []
         self._write_wake = threading.Event()
-        self._pull_wake = threading.Event()
+        self._pull_wake = {False: threading.Event(), True: threading.Event()}
         self._stopped = threading.Event()
 
     def start(self, engine: Engine) -> None:
@@ -177,7 +180,8 @@ class ThreadedWorkers(Workers):
             initializer=renice, initargs=(BACKLOG_NICE,))
         for name, target in (("tocsin-engine", engine.run),
                              ("tocsin-writer", self._write_loop),
-                             ("tocsin-puller", self._pull_loop)):
+                             ("tocsin-puller", partial(self._pull_loop, backlog=False)),
+                             ("tocsin-backlog-puller", partial(self._pull_loop, backlog=True))):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -190,8 +194,8 @@ class ThreadedWorkers(Workers):
     def write(self) -> None:
         self._write_wake.set()
 
-    def pull(self) -> None:
-        self._pull_wake.set()
+    def pull(self, *, backlog: bool) -> None:
+        self._pull_wake[backlog].set()
 
     def kick(self) -> None:
         pass  # the loop waits on the inbox itself
@@ -207,14 +211,16 @@ class ThreadedWorkers(Workers):
             if self._stopped.is_set() and not engine.writer_has_work():
                 return
 
-    def _pull_loop(self) -> None:
+    def _pull_loop(self, *, backlog: bool) -> None:
         engine = self._engine
         assert engine is not None
-        renice(BACKLOG_NICE)
+        wake = self._pull_wake[backlog]
+        if backlog:
+            renice(BACKLOG_NICE)
         while not self._stopped.is_set():
-            self._pull_wake.wait(0.1)
-            self._pull_wake.clear()
-            while engine.pull_round():
+            wake.wait(0.1)
+            wake.clear()
+            while engine.pull_round(backlog=backlog):
                 pass
 
     def pause_until(self, ms: int) -> None:
@@ -236,7 +242,8 @@ class ThreadedWorkers(Workers):
             engine.finished = True
         self._stopped.set()
         self._write_wake.set()
-        self._pull_wake.set()
+        for wake in self._pull_wake.values():
+            wake.set()
         for thread in self._threads[1:]:
             thread.join(max(0.0, deadline - time.monotonic()))
         for pool in (self._sends, self._backlog):
