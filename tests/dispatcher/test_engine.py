@@ -21,6 +21,7 @@ from tocsin.dispatcher.channel_cache import ChannelCache
 from tocsin.dispatcher.core import DispatchCore, channel_spec
 from tocsin.dispatcher.knobs import (
     ADOPT_MS,
+    ADOPT_QUIET_MS,
     AHEAD_CHUNKS,
     BACKLOG_LAG_MS,
     BACKLOG_NICE,
@@ -398,7 +399,8 @@ def test_a_backlog_another_process_pulls_is_pulled_here_too_and_let_go_when_done
         rig: Rig) -> None:
     """The batches pass a busy destination over, so only pulls reach its backlog, and it
     stayed with the one process that first held it. A process without it takes a share when
-    it looks (every ADOPT_MS), holds it while it pulls, and lets go when nothing is left;
+    it looks (every ADOPT_MS while another is busy, ADOPT_QUIET_MS when none was at its last
+    look), holds it while it pulls, and lets go when nothing is left;
     while no other process holds anything, or while the held destination is on time (no row
     due ADOPT_LAG_MS ago), it pulls nothing."""
     engine, store = rig.core.engine, rig.store
@@ -419,6 +421,9 @@ def test_a_backlog_another_process_pulls_is_pulled_here_too_and_let_go_when_done
     engine.pull_round()
     assert rig.status(ids) == [Status.PENDING] * 12, "looked less than ADOPT_MS ago"
     rig.clock.advance(ADOPT_MS)
+    engine.pull_round()
+    assert rig.status(ids) == [Status.PENDING] * 12, "nobody was busy: ADOPT_QUIET_MS"
+    rig.clock.advance(ADOPT_QUIET_MS - ADOPT_MS)
     engine.pull_round()
     assert rig.status(ids) == [Status.DELIVERED] * 12
     assert sorted(rig.destinations.got["up"]) == sorted(ids)

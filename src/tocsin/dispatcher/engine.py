@@ -64,6 +64,7 @@ from tocsin.dispatcher.knobs import (
     ADOPT_KEYS,
     ADOPT_LAG_MS,
     ADOPT_MS,
+    ADOPT_QUIET_MS,
     CHANNEL_IDLE_MS,
     CHANNEL_SWEEP_MS,
     LINGER_MS,
@@ -215,6 +216,8 @@ class Engine:
         those): the key, how many rows, and whether it is an adoption."""
         self._pull_epoch: tuple[int, int] | None = None
         self._adopted_ms: int | None = None
+        self._others_busy = False
+        """Whether the last look for other processes' backlogs found a busy destination."""
         self._started = False
         self._start_lock = threading.Lock()
 
@@ -796,16 +799,20 @@ class Engine:
         """Queue a pull for up to :data:`ADOPT_KEYS` destinations that other processes hold
         busy and this one does not have, and that are behind (a row due
         :data:`ADOPT_LAG_MS` ago): what a pull finds becomes this process's backlog too
-        (:data:`ADOPT_MS`). A pull that finds nothing writes nothing."""
+        (every :data:`ADOPT_MS` while the last look found another process busy, else every
+        :data:`ADOPT_QUIET_MS`). A pull that finds nothing writes nothing."""
         now = self.clock.now_ms()
-        if self._adopted_ms is not None and now - self._adopted_ms < ADOPT_MS:
+        every = ADOPT_MS if self._others_busy else ADOPT_QUIET_MS
+        if self._adopted_ms is not None and now - self._adopted_ms < every:
             return
         self._adopted_ms = now
         with self._lock:
             if self._closing:
                 return
         try:
-            keys = [k for k in self.core.busy_elsewhere(self.holder) if k not in self._dests]
+            busy = self.core.busy_elsewhere(self.holder)
+            self._others_busy = bool(busy)
+            keys = [k for k in busy if k not in self._dests]
             if len(keys) > ADOPT_KEYS:
                 keys = self.core.rng.sample(keys, ADOPT_KEYS)
             keys = [k for k in keys if self.core.next_pull_ms(
