@@ -9,15 +9,12 @@ from __future__ import annotations
 
 __all__ = [
     "ACK_ROWS", "ADOPT_KEYS", "ADOPT_LAG_MS", "ADOPT_MS", "ADOPT_QUIET_MS", "AHEAD_CHUNKS",
-    "AHEAD_ROWS",
-    "BACKLOG_LAG_MS", "BACKLOG_NICE", "BACKSTOP_MS", "CHANNEL_IDLE_MS", "CHANNEL_SWEEP_MS",
-    "CLAIM_MARKER_KEEP_MS",
-    "CLAIM_MARKER_PRUNE_MS", "CLAIM_ROWS", "CLOSE_GRACE_MS", "COVER_MS", "HOLD_MS",
-    "KEY_RUN_BUDGET_MS",
-    "LINGER_MS", "LOOP_TICK_MS", "PEER_COVER_MS", "PEER_LATE_MS", "PEER_LOOK_MS", "POLL_MS",
-    "PULL_CHUNKS", "PULL_EPOCH_MS", "RACE_PAUSE_MS",
-    "READER_LAG_MS", "SEND_GRACE_MS", "WAKE_AHEAD_MS", "WEIGHT_TTL_MS", "WORKER_IDLE_MS",
-    "WORK_OUT_BATCH_MS",
+    "AHEAD_ROWS", "BACKLOG_LAG_MS", "BACKLOG_NICE", "BACKSTOP_MS", "CHANNEL_IDLE_MS",
+    "CHANNEL_SWEEP_MS", "CLAIM_MARKER_KEEP_MS", "CLAIM_MARKER_PRUNE_MS", "CLAIM_ROWS",
+    "CLOSE_GRACE_MS", "COVER_MS", "HOLD_MS", "KEY_RUN_BUDGET_MS", "LINGER_MS", "LOOP_TICK_MS",
+    "PEER_COVER_MS", "PEER_LATE_MS", "PEER_LOOK_MS", "POLL_MS", "PULL_CHUNKS", "PULL_EPOCH_MS",
+    "RACE_PAUSE_MS", "READER_LAG_MS", "SEND_GRACE_MS", "WAKE_AHEAD_MS", "WEIGHT_TTL_MS",
+    "WORKER_IDLE_MS", "WORK_OUT_BATCH_MS",
 ]
 
 # -- claims ------------------------------------------------------------------------------------
@@ -84,9 +81,9 @@ PULL_EPOCH_MS = 60_000
 """The puller takes a new epoch this often (a dead run's release finds its claims)."""
 ADOPT_MS = 500
 """While another process holds a destination busy, the backlog puller looks this often for
-backlogs other processes pull, and pulls them too: the
-batches pass a held destination over, so a backlog stayed with the one process that first
-held it (a webhook drain ran at 3 800/s on one core or 7 000-10 000/s on two, by chance)."""
+backlogs other processes pull, and pulls them too: the batches pass a held destination over,
+so a backlog stayed with the one process that first held it (a webhook drain ran at 3 800/s on
+one core or 7 000-10 000/s on two, by chance)."""
 ADOPT_QUIET_MS = 2_000
 """How often it looks while its last look found no other process busy: at rest, every process
 of the run looking every 500 ms put the dispatcher's idle CPU after the spine benchmark's
@@ -99,7 +96,8 @@ an on-time stream held busy stays with its process (three pullers of one stream 
 the store's writer, for nothing). One process's engine carries about 5 000-6 000 webhooks a
 second on its core; a 5 000/s stream held by one process that hiccuped fell behind, and with
 shares taken only after 1 s, looked for every 2 s, it took seconds to catch up (p99 1.1-2.3 s
-in four runs of five at 5 000/s on SQLite); after 200 ms, looked for every 500 ms, 0.4-0.7 s."""
+in nine runs of eleven at 5 000/s on SQLite); after 200 ms, looked for every 500 ms,
+45-662 ms in six runs."""
 BACKLOG_LAG_MS = 1_000
 """A pulling destination whose last pull found a row due this long ago is a backlog: its
 pulls, sends and acknowledgements yield the CPU to on-time work (:data:`BACKLOG_NICE`)."""
