@@ -168,6 +168,27 @@ def test_the_look_goes_on_past_pages_of_destinations_with_nothing_claimable(
     assert _peek(store, until_ms=NOW + 400) is None
 
 
+def test_a_look_finds_the_next_due_instants_of_every_destination_in_order(
+        store: Store) -> None:
+    # Two destinations whose instants interleave, one instant held by two schedules, a key's
+    # second schedule (not claimable before its head) and one past the horizon.
+    store.create([new(NOW + t, tenant="a") for t in (10, 30, 30, 50, 70)], now_ms=NOW)
+    store.create([new(NOW + t, tenant="b") for t in (20, 40, 60)], now_ms=NOW)
+    store.create([new(NOW + t, tenant="c", ordering_key="k") for t in (45, 46)], now_ms=NOW)
+    store.create([new(NOW + 5_000, tenant="d")], now_ms=NOW)
+
+    def times(count: int, until_ms: int = NOW + 1_000) -> list[int]:
+        return store.claimable_times(bucket_lo=0, bucket_hi=BUCKETS - 1, until_ms=until_ms,
+                                     now_ms=NOW, lease_ms=LEASE, count=count)
+
+    assert times(6) == [NOW + t for t in (10, 20, 30, 40, 45, 50)]
+    assert times(20) == [NOW + t for t in (10, 20, 30, 40, 45, 50, 60, 70)]
+    assert times(3, until_ms=NOW + 25) == [NOW + 10, NOW + 20]
+    assert times(1) == [_peek(store, until_ms=NOW + 1_000)]
+    assert [r.tenant for r in claim(store, store.next_epoch(), until_ms=NOW + 20)] == ["a", "b"]
+    assert times(2) == [NOW + 30, NOW + 40], "what a claim took is no longer claimable"
+
+
 def test_raising_wake_up_times_finds_each_destination_by_its_key(store: Store) -> None:
     """A claim raises the wake-up times of the destinations it listed, each found by its key:
     beside 2 000 idle destinations, SQLite's plan reads none of them (a membership test of

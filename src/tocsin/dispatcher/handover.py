@@ -40,6 +40,7 @@ from tocsin.dispatcher.knobs import (
     CLAIM_ROWS,
     COVER_MS,
     KEY_RUN_BUDGET_MS,
+    LOOK_AHEAD,
     POLL_MS,
     RACE_PAUSE_MS,
     READER_LAG_MS,
@@ -111,6 +112,8 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
     epoch: int | None = None
     misses, full = 0, False
     covering = 0  # the relay hands over outside its zone until then (a gap it found)
+    ahead: list[int] = []  # the next due instants the last look found, claimed in turn
+    looked_ms = claimed_ms = 0  # when the last look was, and what the last claim took up to
     while (now := clock.now_ms()) < end_ms:
         horizon = end_ms
         if relay:
@@ -137,11 +140,18 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
             while core.engine.queued() >= AHEAD_ROWS and (left := held - clock.now_ms()) > 0:
                 core.engine.wait(left / 1000)
         try:
-            # after a full claim more is due at once: claim again without asking (the ask was
-            # 5 % of a window's CPU in a burst, where every claim is full)
-            due = now if full else store.next_claimable_ms(
-                bucket_lo=span.lo, bucket_hi=span.hi, until_ms=horizon, now_ms=now,
-                lease_ms=released_only(now), run=owner)  # in the buckets its run owns
+            ahead = [t for t in ahead if t > claimed_ms]  # the last claim took those
+            following = not full and bool(ahead) and now < looked_ms + POLL_MS \
+                and ahead[0] <= horizon
+            if following:  # the next instant the last look found, without asking again
+                due: int | None = ahead.pop(0)
+            elif full:  # more is due at once: claim again without asking (the ask was 5 % of
+                due = now  # a window's CPU in a burst, where every claim is full)
+            else:  # in the buckets its run owns
+                times = store.claimable_times(
+                    bucket_lo=span.lo, bucket_hi=span.hi, until_ms=horizon, now_ms=now,
+                    lease_ms=released_only(now), run=owner, count=LOOK_AHEAD)
+                looked_ms, due, ahead = now, times[0] if times else None, times[1:]
             if due is None or due > now + POLL_MS:
                 if not wait:
                     break
@@ -160,10 +170,13 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
         except StoreError as exc:  # nothing is claimed: the next micro-batch takes over
             log.warning("hand-over window ends early, store unavailable: %s", exc)
             break
-        full = len(rows) >= limit
+        full, claimed_ms = len(rows) >= limit, at
         if not rows:
             if not wait:
                 break
+            ahead = []  # what the look had seen went another way (a cancel, a reschedule,
+            if following:  # another task): look again, at once when it was not just now
+                continue
             # Another task took it, a cancel won, or a policy has no free token: look again
             # soon, then less often (a saturated policy frees a token when a delivery ends).
             core.pause_until(race_pause_until(at, misses, opts.hand_over_ms, relay=relay))
@@ -171,9 +184,12 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
             continue
         misses = 0
         claimed += len(rows)
+        keyed = any(r.ordering_key is not None for r in rows)
+        if keyed:  # a key's next head is claimable once this one is acknowledged: look for it
+            ahead = []
         tally.add(core.deliver(rows))
         if not wait:
-            if not any(r.ordering_key is not None for r in rows):
+            if not keyed:
                 break
             # the next heads are claimable once these are acknowledged
             core.engine.drain(max(end_ms - clock.now_ms(), 0) / 1000)

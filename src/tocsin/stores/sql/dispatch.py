@@ -447,11 +447,11 @@ class SqlDispatch(SqlBase, DispatchStore):
 
         return self._work(work, write=False)
 
-    def next_claimable_ms(self, *, bucket_lo: int, bucket_hi: int, until_ms: int, now_ms: int,
-                          lease_ms: int, run: str = "") -> int | None:
+    def claimable_times(self, *, bucket_lo: int, bucket_hi: int, until_ms: int, now_ms: int,
+                        lease_ms: int, run: str = "", count: int) -> list[int]:
         d = self._dialect
 
-        def work(conn: Any) -> int | None:
+        def work(conn: Any) -> list[int]:
             # sent together with the first statement read (the run's buckets, or a look for
             # ended leases): one round trip of the pipeline for all
             pages = WakePages(conn, d, until_ms, run)
@@ -460,39 +460,40 @@ class SqlDispatch(SqlBase, DispatchStore):
                 lambda: throttled_next_ms(conn, d, now_ms=now_ms))
             spans = owned_spans(conn, d, run=run, lo=bucket_lo,
                                 hi=bucket_hi) if run else [(bucket_lo, bucket_hi)]
-            found = [due for lo, hi in spans
-                     if (due := span(conn, lo, hi, pages, throttled)) is not None]
-            return min(found, default=None)
+            found: set[int] = set()
+            for lo, hi in spans:
+                found.update(span(conn, lo, hi, pages, throttled))
+            return sorted(found)[:count]
 
         def span(conn: Any, bucket_lo: int, bucket_hi: int, pages: WakePages,
-                 throttled: Callable[[], int | None]) -> int | None:
+                 throttled: Callable[[], int | None]) -> list[int]:
             reclaim = conn.execute(d.q(
                 "SELECT 1 FROM schedules WHERE status = 'CLAIMED' AND claimed_ms < ? "
                 "AND bucket BETWEEN ? AND ? LIMIT 1"),
                 (now_ms - lease_ms, bucket_lo, bucket_hi)).fetchone()
             if reclaim:
-                return now_ms
-            due: int | None = None
+                return [now_ms]
+            times: list[int] = []  # the earliest ``count`` found so far, in order
             candidate = destination_candidates(d, "next_ms", lock=False)
             for page in pages:
                 # none of a destination's schedules is earlier than its first pending one
                 listed = [x for x in page if x.first_ms is not None and x.first_ms <= until_ms
-                          and (due is None or x.first_ms < due)]
+                          and (len(times) < count or x.first_ms < times[-1])]
                 floor = {x.destination: x.wake_ms for x in listed}
-                for sql, args in by_destination({x.destination: 1 for x in listed}, candidate,
-                                                (bucket_lo, bucket_hi, until_ms), floor,
-                                                column="next_ms"):
-                    row = conn.execute(d.q(f"SELECT min(next_ms) FROM ({sql}) AS m"),
-                                       args).fetchone()
-                    if row[0] is not None:
-                        due = int(row[0]) if due is None else min(due, int(row[0]))
-                if due is not None and due <= max(x.wake_ms for x in page):
+                for sql, args in by_destination({x.destination: count for x in listed},
+                                                candidate, (bucket_lo, bucket_hi, until_ms),
+                                                floor, column="next_ms"):
+                    rows = conn.execute(d.q(
+                        f"SELECT DISTINCT next_ms FROM ({sql}) AS m ORDER BY next_ms LIMIT ?"),
+                        (*args, count)).fetchall()
+                    times = sorted({*times, *(int(r[0]) for r in rows)})[:count]
+                if len(times) == count and times[-1] <= max(x.wake_ms for x in page):
                     break  # the later pages' destinations wake no earlier
-            if due is None or due > now_ms:
+            if not times or times[0] > now_ms:
                 wait = throttled()
                 if wait is not None and wait <= until_ms:
-                    due = wait if due is None else min(due, wait)
-            return due
+                    times = sorted({*times, wait})[:count]
+            return times
 
         return self._work(work, write=False, pipelined=True)
 
