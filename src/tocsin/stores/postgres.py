@@ -38,6 +38,7 @@ from tocsin.stores.rows import (
     refuse_newer_schema,
 )
 from tocsin.stores.sql import POSTGRES, SqlStore
+from tocsin.stores.sql.base import sent
 from tocsin.stores.sql.metrics import FENCED, SHARDS
 from tocsin.stores.sql.tenants import all_relaxed
 
@@ -482,6 +483,11 @@ class PostgresStore(SqlStore):
         return list(conn.execute(
             f"WITH taken AS ({update} RETURNING {CLAIM_COLUMNS}, next_ms AS sort_ms) "
             "SELECT * FROM taken ORDER BY sort_ms, id", args).fetchall())
+
+    def _send_claim_sorted(self, conn: Any, update: str,
+                           args: Sequence[Any]) -> Callable[[], list[tuple[Any, ...]]]:
+        return sent(conn, POSTGRES, f"WITH taken AS ({update} RETURNING {CLAIM_COLUMNS}, "
+                    "next_ms AS sort_ms) SELECT * FROM taken ORDER BY sort_ms, id", args)
 
     def _acknowledge_delivered(self, ids: Sequence[str], rows: Sequence[Sequence[Any]],
                                counts: Counter[tuple[str, str]], *, epoch: int, now_ms: int,

@@ -39,6 +39,7 @@ from tocsin.stores.sql.fair import (
     earliest_wake,
     raise_wakes,
     send_due_destinations,
+    send_raise_wakes,
     shares,
     weights,
 )
@@ -140,6 +141,13 @@ class SqlDispatch(SqlBase, DispatchStore):
         """Run ``update`` (an UPDATE of schedules, in this dialect, without RETURNING) and
         return its rows as ``CLAIM_COLUMNS`` plus ``next_ms``, ordered by (next_ms, id)."""
         raise NotImplementedError
+
+    def _send_claim_sorted(self, conn: Any, update: str,
+                           args: Sequence[Any]) -> Callable[[], list[tuple[Any, ...]]]:
+        """:meth:`_claim_sorted`, sent now and read when called (in a pipeline, with the next
+        statement read: :func:`~tocsin.stores.sql.base.sent`)."""
+        rows = self._claim_sorted(conn, update, args)
+        return lambda: rows
 
     def _mark_delivered(self, conn: Any, ids: Sequence[str], *, epoch: int, now_ms: int) -> int:
         """Mark the schedules ``ids`` still CLAIMED by ``epoch`` DELIVERED; how many were."""
@@ -376,20 +384,26 @@ class SqlDispatch(SqlBase, DispatchStore):
         weight = weights(conn, d, sorted({tenant for tenant, _ in active}))
         candidate = destination_candidates(d, "id", lock=True)
         rows: list[tuple[Any, ...]] = []
+        raised: Callable[[], None] | None = None
         for _ in range(ROUNDS):
             share = shares(active, weight, room)
             taken: Counter[Destination] = Counter()
-            for sql, args in by_destination(share, candidate, span, floor):
-                got = self._claim_sorted(conn, d.q(
-                    "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
-                    f"WHERE {d.among(sql)}"), (epoch, now_ms, *args))
+            claims = [self._send_claim_sorted(conn, d.q(
+                "UPDATE schedules SET status = 'CLAIMED', claim_epoch = ?, claimed_ms = ? "
+                f"WHERE {d.among(sql)}"), (epoch, now_ms, *args))
+                for sql, args in by_destination(share, candidate, span, floor)]
+            if raised is None:  # behind the first round's claims, read with them: one round
+                raised = send_raise_wakes(conn, d, listed, span[2])  # trip for both
+            for claimed in claims:
+                got = claimed()
                 taken.update((str(r[1]), str(r[2])) for r in got)
                 rows += got
             room -= sum(taken.values())
             active = [dest for dest in active if dest in share and taken[dest] >= share[dest]]
             if room <= 0 or not active:
                 break
-        raise_wakes(conn, d, listed, span[2])
+        if raised is not None:  # a later round only empties more: what it found stays stale
+            raised()
         rows.sort(key=lambda r: (r[-1], r[0]))
         return rows
 

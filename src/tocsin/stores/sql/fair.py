@@ -15,7 +15,7 @@ from tocsin.stores.sql.operations import NOT_HELD_HERE
 
 __all__ = ["LAG_MS", "NEVER_MS", "PEEK_PAGE", "ROUNDS", "Destination", "Due", "WakePages",
            "by_destination", "due_destinations", "earliest_wake", "listing", "raise_wakes",
-           "send_due_destinations", "shares", "weights"]
+           "send_due_destinations", "send_raise_wakes", "shares", "weights"]
 
 Destination = tuple[str, str]
 """A channel of a tenant: ``(tenant, channel)``."""
@@ -172,21 +172,32 @@ def raise_wakes(conn: Any, d: Dialect, dues: Sequence[Due], until_ms: int) -> No
     bound stays, a later claim raises it), and the times are read after, by a statement that
     sees every schedule committed before the lock (not one statement: its snapshot would be
     taken before its lock, and miss a schedule whose writer committed in between)."""
-    for i in range(0, len(dues), _PER_STATEMENT):
-        part = dues[i:i + _PER_STATEMENT]
-        args = [a for x in part for a in x.destination]
-        stale = conn.execute(d.q(
-            f"SELECT s.tenant, s.channel FROM {_named(len(part))} JOIN destinations s "
-            f"ON {_NAMED} WHERE NOT EXISTS (SELECT 1 FROM schedules f WHERE {_PENDING} "
-            "AND f.tenant = s.tenant AND f.channel = s.channel AND f.next_ms >= s.wake_ms "
-            f"AND f.next_ms <= ? AND f.next_ms < s.wake_ms + ?){d.skip_locked}"),
-            (*args, until_ms, LAG_MS)).fetchall()
-        if not stale:
-            continue
-        conn.execute(d.q(
-            f"UPDATE destinations AS s SET wake_ms = coalesce({_FIRST}, ?) "
-            f"FROM {_named(len(stale))} WHERE {_NAMED}"),
-            (NEVER_MS, *(a for r in stale for a in r)))
+    send_raise_wakes(conn, d, dues, until_ms)()
+
+
+def send_raise_wakes(conn: Any, d: Dialect, dues: Sequence[Due],
+                     until_ms: int) -> Callable[[], None]:
+    """:func:`raise_wakes`, its locking reads sent now (in a pipeline they go out with the
+    next statement read, :func:`~tocsin.stores.sql.base.sent`) and the raise done when the
+    function returned is called: a claim sends them behind its own statements, one round
+    trip for both."""
+    stale = [sent(conn, d, d.q(
+        f"SELECT s.tenant, s.channel FROM {_named(len(part))} JOIN destinations s "
+        f"ON {_NAMED} WHERE NOT EXISTS (SELECT 1 FROM schedules f WHERE {_PENDING} "
+        "AND f.tenant = s.tenant AND f.channel = s.channel AND f.next_ms >= s.wake_ms "
+        f"AND f.next_ms <= ? AND f.next_ms < s.wake_ms + ?){d.skip_locked}"),
+        (*(a for x in part for a in x.destination), until_ms, LAG_MS))
+        for part in (dues[i:i + _PER_STATEMENT] for i in range(0, len(dues), _PER_STATEMENT))]
+
+    def raise_them() -> None:
+        for found in stale:
+            if rows := found():
+                conn.execute(d.q(
+                    f"UPDATE destinations AS s SET wake_ms = coalesce({_FIRST}, ?) "
+                    f"FROM {_named(len(rows))} WHERE {_NAMED}"),
+                    (NEVER_MS, *(a for r in rows for a in r)))
+
+    return raise_them
 
 
 _NAMED = "s.tenant = v.column1 AND s.channel = v.column2"
