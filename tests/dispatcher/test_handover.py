@@ -208,26 +208,6 @@ def test_the_relay_hands_over_in_its_zone_and_what_nobody_took_outside_it(rig: R
     assert rig.store.get(inside).lateness_ms == 0
 
 
-def test_beside_a_relay_a_main_window_backs_it_up_in_its_zone(rig: Rig) -> None:
-    rig.core.options = replace(rig.core.options, relayed=1)
-    rig.clock.set(T0 + 100)  # a batch's window opens in the relay's zone (T0 .. T0+1000)
-    epoch = rig.store.next_epoch()
-    relayed, left, outside = (rig.schedule(T0 + d) for d in (300, 600, 1_500))
-
-    def relay(at: int = T0 + 300) -> None:  # the relay hands the first one over on time
-        rig.store.claim(epoch=epoch, bucket_lo=0, bucket_hi=rig.store.buckets - 1,
-                        until_ms=at, now_ms=at, lease_ms=LEASE, limit=10, replay=False)
-
-    rig.clock.at(T0 + 300, relay)
-    assert rig.window() == 2  # the window T0+100 .. T0+2000
-    assert rig.got() == [left, outside]
-    assert rig.store.get(relayed).status is Status.CLAIMED  # the relay's, not the window's
-    # the second one nobody took in the zone: the window backs the relay up, as the relay
-    # backs the windows up outside it; outside the zone the window hands over at the instant
-    assert rig.store.get(left).lateness_ms == BACKSTOP_MS
-    assert rig.store.get(outside).lateness_ms == 0
-
-
 def test_outside_its_zone_the_relay_leaves_a_schedule_to_the_main_window(rig: Rig) -> None:
     rig.clock.set(T0 + 1_200)
     taken = rig.schedule(T0 + 1_500)

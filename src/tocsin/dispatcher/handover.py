@@ -116,29 +116,24 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
     looked_ms = claimed_ms = 0  # when the last look was, and what the last claim took up to
     while (now := clock.now_ms()) < end_ms:
         horizon = end_ms
-        if relay or (opts.relayed and not cover):
-            # The relay hands over in its zone and the main windows outside it; each backs the
-            # other up where the other hands over.
+        if relay:
             start, stop = relay_zone(now, opts.hand_over_ms)
-            theirs_until = (start if relay else stop) if (now < start) == relay else None
-            if theirs_until is not None and now >= covering:
+            if now < start and now >= covering:
                 try:
                     first = store.next_claimable_ms(
-                        bucket_lo=span.lo, bucket_hi=span.hi, until_ms=min(theirs_until, end_ms),
+                        bucket_lo=span.lo, bucket_hi=span.hi, until_ms=min(start, end_ms),
                         now_ms=now, lease_ms=released_only(now), run=opts.run)
                 except StoreError as exc:
                     log.warning("hand-over window ends early, store unavailable: %s", exc)
                     break
                 if first is None or not now - READER_LAG_MS < first <= now - BACKSTOP_MS:
-                    # nothing left behind: wait for its own stretch, a new schedule or a
-                    # backstop
+                    # nothing left behind: wait for the zone, a new schedule or a backstop
                     wake = now + POLL_MS if first is None or first <= now - READER_LAG_MS \
                         else min(first + BACKSTOP_MS, now + POLL_MS)
-                    core.pause_until(min(theirs_until, end_ms, wake))
+                    core.pause_until(min(start, end_ms, wake))
                     continue
-                covering = now + COVER_MS  # nobody took it: the other one is not there
-            horizon = min(covering if theirs_until is not None else stop if relay else end_ms,
-                          end_ms)
+                covering = now + COVER_MS  # nobody took it: the main window is not there
+            horizon = min(stop if now >= start else covering, end_ms)
         if full:  # the engine's queues are full: wait for a chunk to finish first (the
             # busy holds are written by the engine's writer, behind this window's claims)
             held = clock.now_ms() + POLL_MS

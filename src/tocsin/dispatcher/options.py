@@ -78,9 +78,6 @@ class DispatchOptions:
     """The longest a breaker holds between probes."""
     relay: int = 0
     """1 in the relay query, which covers the main query's gaps between windows."""
-    relayed: int = 0
-    """1 in the main query when a relay runs beside it: in the relay's zone a main window only
-    backs the relay up (:func:`~tocsin.dispatcher.handover.hold`)."""
     run: str = ""
     """This dispatcher run's id (:mod:`tocsin.dispatcher.runs`); empty: epochs are taken
     without a run, and only the lease frees a dead dispatcher's claims."""

@@ -138,10 +138,6 @@ def run_dispatcher(settings: Settings) -> None:
         on_terminated=terminated.set,
         on_first_batch=lambda name: warm.set() if name == QUERY_NAME else None))
     options = replace(DispatchOptions.from_settings(settings), run=run, run_beat=1)
-    # the relay (started after the warm-up batch, below) hands over in its zone, the main
-    # windows outside it (in the zone they claimed the same instants: a third of the claims
-    # at 200 a second found nothing, on PostgreSQL each four round trips)
-    options = replace(options, relayed=int(settings.relay and options.hand_over_ms > 0))
     if beat.slot == 0:  # the layout before 0.2.0 had one dispatcher's checkpoints only
         adopt_legacy_checkpoints(settings)
     queries = [
