@@ -159,6 +159,35 @@ def test_a_window_looks_again_when_an_instant_it_was_told_of_went_away(rig: Rig)
     assert [rig.store.get(sid).lateness_ms for sid in (*made, third, second)] == [0, 0, 0]
 
 
+def test_a_wait_that_ends_early_does_not_claim_before_the_instant(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The engine ends a window's wait whenever a chunk finishes (a key's next head may be
+    # claimable); a window that sent no keyed row claimed then, found nothing due, and backed
+    # off as after a lost race: the row went out RACE_PAUSE_MS late.
+    ids = [rig.schedule(T0 + 300 + 20 * i) for i in range(5)]
+    pause, early = rig.core.pause_until, [0]
+
+    def woken_early(ms: int) -> None:
+        if ms - rig.clock.now_ms() > 1:  # a chunk finishes a millisecond before the instant
+            early[0] += 1
+            ms -= 1
+        pause(ms)
+
+    claims: list[int] = []
+    claim = rig.store.claim
+
+    def counted(**kwargs: object) -> object:
+        claims.append(rig.clock.now_ms())
+        return claim(**kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rig.core, "pause_until", woken_early)
+    monkeypatch.setattr(rig.store, "claim", counted)
+    assert rig.window() == 5
+    assert early[0] >= 5
+    assert claims == [T0 + 300 + 20 * i for i in range(5)]
+    assert [rig.store.get(sid).lateness_ms for sid in ids] == [0] * 5
+
+
 def test_a_cancel_before_the_hand_over_wins_and_one_after_it_loses(rig: Rig) -> None:
     early, late = rig.schedule(T0 + 800), rig.schedule(T0 + 1_200)
     refused: list[str] = []

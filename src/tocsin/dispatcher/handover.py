@@ -114,6 +114,7 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
     covering = 0  # the relay hands over outside its zone until then (a gap it found)
     ahead: list[int] = []  # the next due instants the last look found, claimed in turn
     looked_ms = claimed_ms = 0  # when the last look was, and what the last claim took up to
+    keys_out = False  # whether it sent keyed rows (their acknowledgements free the next heads)
     while (now := clock.now_ms()) < end_ms:
         horizon = end_ms
         if relay:
@@ -144,14 +145,14 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
             following = not full and bool(ahead) and now < looked_ms + POLL_MS \
                 and ahead[0] <= horizon
             if following:  # the next instant the last look found, without asking again
-                due: int | None = ahead.pop(0)
+                due: int | None = ahead[0]
             elif full:  # more is due at once: claim again without asking (the ask was 5 % of
                 due = now  # a window's CPU in a burst, where every claim is full)
             else:  # in the buckets its run owns
                 times = store.claimable_times(
                     bucket_lo=span.lo, bucket_hi=span.hi, until_ms=horizon, now_ms=now,
                     lease_ms=released_only(now), run=owner, count=LOOK_AHEAD)
-                looked_ms, due, ahead = now, times[0] if times else None, times[1:]
+                looked_ms, due, ahead = now, times[0] if times else None, times
             if due is None or due > now + POLL_MS:
                 if not wait:
                     break
@@ -160,7 +161,9 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
             if due > now:
                 if not wait:
                     break
-                core.pause_until(due)
+                core.pause_until(due)  # a chunk that finishes ends it early: a key's next
+                if not keys_out and clock.now_ms() < due:  # head may be claimable, if the
+                    continue  # window sent keyed rows; else it waits on (claimed, found none)
             if epoch is None:
                 epoch = store.next_epoch(run=opts.run, now_ms=now)
             at = clock.now_ms()
@@ -185,6 +188,7 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
         misses = 0
         claimed += len(rows)
         keyed = any(r.ordering_key is not None for r in rows)
+        keys_out = keys_out or keyed
         if keyed:  # a key's next head is claimable once this one is acknowledged: look for it
             ahead = []
         tally.add(core.deliver(rows))
