@@ -390,9 +390,7 @@ class DispatchStore(ABC):
         next times ``<= until_ms`` of the schedules a claim in the range would take, and when a
         policy's earliest waiting schedule can take a free token (``[now_ms]`` alone when a
         claim there is older than the lease). A hand-over window claims at each in turn
-        without asking again in between (a look is a read of a few statements: on
-        PostgreSQL, asked before each claim at 200 a second, a window's look and claim took
-        longer than the 5 ms between two due instants)."""
+        without asking again in between (:data:`~tocsin.dispatcher.knobs.LOOK_AHEAD`)."""
 
     @abstractmethod
     def acknowledge(self, *, epoch: int, acks: Sequence[Ack], now_ms: int) -> int:

@@ -480,9 +480,7 @@ class PostgresStore(SqlStore):
 
     def _claim_sorted(self, conn: Any, update: str,
                       args: Sequence[Any]) -> list[tuple[Any, ...]]:
-        return list(conn.execute(
-            f"WITH taken AS ({update} RETURNING {CLAIM_COLUMNS}, next_ms AS sort_ms) "
-            "SELECT * FROM taken ORDER BY sort_ms, id", args).fetchall())
+        return self._send_claim_sorted(conn, update, args)()
 
     def _send_claim_sorted(self, conn: Any, update: str,
                            args: Sequence[Any]) -> Callable[[], list[tuple[Any, ...]]]:

@@ -173,11 +173,11 @@ def raise_wakes(conn: Any, d: Dialect, dues: Sequence[Due], until_ms: int) -> No
     """Raise the wake-up time of each of ``dues`` (after a claim took from them) whose earliest
     schedule is not due within :data:`NEAR_MS` of ``until_ms``, is gone, or lies
     :data:`LAG_MS` past it, to its earliest schedule's time (:data:`NEVER_MS`: none).
-    PostgreSQL: the rows are locked first,
-    skipping those that a writer holds (it is writing a schedule of that destination: the
-    bound stays, a later claim raises it), and the times are read after, by a statement that
-    sees every schedule committed before the lock (not one statement: its snapshot would be
-    taken before its lock, and miss a schedule whose writer committed in between)."""
+    PostgreSQL: the rows are locked first, skipping those that a writer holds (it is writing
+    a schedule of that destination: the bound stays, a later claim raises it), and the times
+    are read after, by a statement that sees every schedule committed before the lock (not
+    one statement: its snapshot would be taken before its lock, and miss a schedule whose
+    writer committed in between)."""
     send_raise_wakes(conn, d, dues, until_ms)()
 
 
