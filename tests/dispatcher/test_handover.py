@@ -17,7 +17,9 @@ from tocsin.clock import ManualClock
 from tocsin.dispatcher.core import DispatchCore
 from tocsin.dispatcher.handover import (
     POLL_MS,
+    grid_shift_ms,
     hold,
+    race_pause_until,
     relay_zone,
     released_only,
     window_end,
@@ -99,6 +101,19 @@ def test_window_and_zone_arithmetic() -> None:
     assert relay_zone(T0 + 10, W) == (T0, T0 + W // 2)
     assert relay_zone(T0 + W // 2, W) == (T0 + W, T0 + W + W // 2)
     assert released_only(T0) == T0 - 1  # claimed_ms < now - lease = 1: only released ones
+
+
+def test_members_shift_their_grids_apart() -> None:
+    assert [grid_shift_ms(slot, 2_000) for slot in range(6)] == [0, 1_000, 500, 1_500, 250,
+                                                                 1_250]
+    shift = grid_shift_ms(1, W)  # the second member: its windows end half a window later
+    assert window_end(T0 + 1, W, shift_ms=shift) == T0 + W // 2 + W
+    assert relay_zone(T0 + 10, W, shift_ms=shift) == (T0 + W // 2, T0 + W)
+    assert relay_zone(T0 + W // 2 + 10, W, shift_ms=shift) == (T0 + W // 2, T0 + W)
+    # a main window backing off inside its own relay's zone waits no later than its end
+    at = T0 + W - POLL_MS // 2
+    assert race_pause_until(at, 8, W, relay=False, shift_ms=shift) == T0 + W
+    assert race_pause_until(at, 8, W, relay=False) == at + POLL_MS  # not the unshifted zone
 
 
 def test_each_schedule_is_handed_over_at_its_due_instant(rig: Rig) -> None:

@@ -75,7 +75,8 @@ class DriverRelay:
             return None
         core.warm()  # its first window opens the channels
         return hold(core, 0, relay=True,
-                    end_ms=window_end(now, window, shift_ms=window // 2))[0]
+                    end_ms=window_end(now, window,
+                                      shift_ms=core.options.grid_ms + window // 2))[0]
 
     def _loop(self) -> None:
         pause = self.trigger_s

@@ -19,6 +19,12 @@ two batches (commit, planning, task launch) the *relay* query covers the gap: on
 every bucket whose windows are shifted half a window, which hands over only in the first half
 of each period, right after the main windows end (:func:`relay_zone`).
 
+Each dispatcher of a membership shifts its grid by a fraction of the window that its slot
+picks (:func:`grid_shift_ms`: 0, 1/2, 1/4, 3/4, …), so the members' batch turns, the heaviest
+moment of each (Spark plans the next batch and starts its tasks), do not fall on the same
+instant: on two cores two members' turns at once kept the machine at 100 % for half a second
+every window, and each member's claims and hand-overs waited behind the other's.
+
 A window ends early when the store does not answer (nothing is claimed in it that the next
 micro-batch cannot take), and stops with its query within a window. A window takes only claims
 that a dead run released (``claimed_ms`` 0); a lease that ended is
@@ -47,8 +53,20 @@ from tocsin.dispatcher.knobs import (
 )
 from tocsin.errors import StoreError
 
-__all__ = ["AHEAD_ROWS", "KEY_RUN_BUDGET_MS", "POLL_MS", "RACE_PAUSE_MS", "hold", "key_runs",
-           "race_pause_until", "relay_zone", "released_only", "window_end"]
+__all__ = ["AHEAD_ROWS", "KEY_RUN_BUDGET_MS", "POLL_MS", "RACE_PAUSE_MS", "grid_shift_ms", "hold",
+           "key_runs", "race_pause_until", "relay_zone", "released_only", "window_end"]
+
+
+def grid_shift_ms(slot: int, window_ms: int) -> int:
+    """The shift of the window grid of the dispatcher in membership slot ``slot``: the
+    window times the slot's bits read backwards as a binary fraction (slot 0: 0, 1: 1/2, 2:
+    1/4, 3: 3/4, 4: 1/8, …), so any number of members' turns fall apart, the first two half
+    a window apart."""
+    fraction, weight = 0.0, 0.5
+    while slot > 0:
+        fraction += weight * (slot & 1)
+        slot, weight = slot >> 1, weight / 2
+    return int(window_ms * fraction)
 
 def window_end(now_ms: int, window_ms: int, *, shift_ms: int = 0) -> int:
     """The first instant of the grid ``k * window_ms + shift_ms`` at least half a window after
@@ -57,26 +75,28 @@ def window_end(now_ms: int, window_ms: int, *, shift_ms: int = 0) -> int:
     return -(-half // window_ms) * window_ms + shift_ms
 
 
-def relay_zone(now_ms: int, window_ms: int) -> tuple[int, int]:
+def relay_zone(now_ms: int, window_ms: int, *, shift_ms: int = 0) -> tuple[int, int]:
     """The relay's next zone ``[start, end)``: the first half of the period of the main grid
-    that holds ``now_ms``, or of the next period when ``now_ms`` is past its half."""
-    start = now_ms // window_ms * window_ms
+    (shifted by ``shift_ms``) that holds ``now_ms``, or of the next period when ``now_ms`` is
+    past its half."""
+    start = (now_ms - shift_ms) // window_ms * window_ms + shift_ms
     if now_ms - start >= window_ms // 2:
         start += window_ms
     return start, start + window_ms // 2
 
 
-def race_pause_until(at_ms: int, misses: int, window_ms: int, *, relay: bool) -> int:
+def race_pause_until(at_ms: int, misses: int, window_ms: int, *, relay: bool,
+                     shift_ms: int = 0) -> int:
     """Until when a window waits after its ``misses + 1``-th claim in a row that found nothing
     it had been told was due (:data:`RACE_PAUSE_MS`, doubling up to :data:`POLL_MS`): a
     main window no later than the end of the relay's zone it is in. A main window that opens
     late, inside the relay's zone, loses each due row to the relay there and backs off; when
     the zone ended it slept on for up to a poll while rows fell due (61 ms late at 200/s on
-    PostgreSQL)."""
+    PostgreSQL). ``shift_ms``: the grid's (:func:`grid_shift_ms`)."""
     until = at_ms + min(POLL_MS, RACE_PAUSE_MS << misses)
     if relay or window_ms <= 0:
         return until
-    start, stop = relay_zone(at_ms, window_ms)
+    start, stop = relay_zone(at_ms, window_ms, shift_ms=shift_ms)
     return min(until, stop) if start <= at_ms else until
 
 
@@ -118,7 +138,7 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
     while (now := clock.now_ms()) < end_ms:
         horizon = end_ms
         if relay:
-            start, stop = relay_zone(now, opts.hand_over_ms)
+            start, stop = relay_zone(now, opts.hand_over_ms, shift_ms=opts.grid_ms)
             if now < start and now >= covering:
                 try:
                     first = store.next_claimable_ms(
@@ -182,7 +202,8 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
                 continue
             # Another task took it, a cancel won, or a policy has no free token: look again
             # soon, then less often (a saturated policy frees a token when a delivery ends).
-            core.pause_until(race_pause_until(at, misses, opts.hand_over_ms, relay=relay))
+            core.pause_until(race_pause_until(at, misses, opts.hand_over_ms, relay=relay,
+                                              shift_ms=opts.grid_ms))
             misses = min(misses + 1, 8)
             continue
         misses = 0

@@ -81,6 +81,9 @@ class DispatchOptions:
     run: str = ""
     """This dispatcher run's id (:mod:`tocsin.dispatcher.runs`); empty: epochs are taken
     without a run, and only the lease frees a dead dispatcher's claims."""
+    grid_ms: int = 0
+    """How far this dispatcher's window grid is shifted
+    (:func:`~tocsin.dispatcher.handover.grid_shift_ms` of its membership slot)."""
     run_beat: int = 0
     """1 when a :class:`~tocsin.dispatcher.runs.RunBeat` thread of the dispatcher process
     beats the run and looks at the membership: the source then does neither (the two did

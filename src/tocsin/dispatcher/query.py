@@ -105,6 +105,7 @@ def run_dispatcher(settings: Settings) -> None:
     from tocsin.dispatcher.driver_expander import DriverExpander
     from tocsin.dispatcher.driver_relay import DriverRelay, relay_options
     from tocsin.dispatcher.expansion import ExpansionCore
+    from tocsin.dispatcher.handover import grid_shift_ms
     from tocsin.dispatcher.preflight import undeliverable_channels
     from tocsin.dispatcher.progress import ProgressLog
     from tocsin.dispatcher.runs import RUN_ENV, RunBeat, new_run_id
@@ -137,7 +138,9 @@ def run_dispatcher(settings: Settings) -> None:
     spark.streams.addListener(ProgressLog(
         on_terminated=terminated.set,
         on_first_batch=lambda name: warm.set() if name == QUERY_NAME else None))
-    options = replace(DispatchOptions.from_settings(settings), run=run, run_beat=1)
+    options = DispatchOptions.from_settings(settings)
+    options = replace(options, run=run, run_beat=1,
+                      grid_ms=grid_shift_ms(beat.slot, options.hand_over_ms))
     if beat.slot == 0:  # the layout before 0.2.0 had one dispatcher's checkpoints only
         adopt_legacy_checkpoints(settings)
     queries = [

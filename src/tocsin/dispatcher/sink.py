@@ -75,7 +75,7 @@ class DeliveryStreamWriter(DataSourceStreamArrowWriter):
         tally.add(core.deliver(rows))
         context, window = TaskContext.get(), self.options.hand_over_ms
         if context is not None and window > 0 and not _warming(core):
-            shift = window // 2 if self.options.relay else 0
+            shift = self.options.grid_ms + (window // 2 if self.options.relay else 0)
             span = core.window_span(context.partitionId())
             if span is not None:  # on one writer, the batch's other tasks hold no window
                 tally.add(hold(core, context.partitionId(), relay=bool(self.options.relay),
