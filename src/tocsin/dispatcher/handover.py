@@ -68,6 +68,7 @@ def grid_shift_ms(slot: int, window_ms: int) -> int:
         slot, weight = slot >> 1, weight / 2
     return int(window_ms * fraction)
 
+
 def window_end(now_ms: int, window_ms: int, *, shift_ms: int = 0) -> int:
     """The first instant of the grid ``k * window_ms + shift_ms`` at least half a window after
     ``now_ms``: where a window opened at ``now_ms`` ends."""
