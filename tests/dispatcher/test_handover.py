@@ -24,7 +24,7 @@ from tocsin.dispatcher.handover import (
     released_only,
     window_end,
 )
-from tocsin.dispatcher.knobs import BACKSTOP_MS, LOOK_AHEAD, READER_LAG_MS
+from tocsin.dispatcher.knobs import BACKSTOP_MS, LOOK_AHEAD, READER_LAG_MS, RELAY_ZONE_MS
 from tocsin.dispatcher.local import LocalDispatcher
 from tocsin.dispatcher.options import DispatchOptions
 from tocsin.dispatcher.runs import RUN_STALE_MS
@@ -101,6 +101,20 @@ def test_window_and_zone_arithmetic() -> None:
     assert relay_zone(T0 + 10, W) == (T0, T0 + W // 2)
     assert relay_zone(T0 + W // 2, W) == (T0 + W, T0 + W + W // 2)
     assert released_only(T0) == T0 - 1  # claimed_ms < now - lease = 1: only released ones
+
+
+def test_the_relays_zone_is_the_turn_not_half_of_a_long_window() -> None:
+    long = 6_000  # three times RELAY_ZONE_MS * 2: the zone stays RELAY_ZONE_MS long
+    assert relay_zone(T0 + 10, long) == (T0, T0 + RELAY_ZONE_MS)
+    assert relay_zone(T0 + RELAY_ZONE_MS, long) == (T0 + long, T0 + long + RELAY_ZONE_MS)
+    assert relay_zone(T0 + long // 2, long) == (T0 + long, T0 + long + RELAY_ZONE_MS)
+    short = RELAY_ZONE_MS  # a window shorter than two zones: its first half
+    assert relay_zone(T0 + 10, short) == (T0, T0 + short // 2)
+    # a main window backing off in the zone waits no later than its end; past it, a poll
+    assert race_pause_until(T0 + 10, 8, long, relay=False) == T0 + 10 + POLL_MS
+    assert race_pause_until(T0 + RELAY_ZONE_MS - 10, 8, long, relay=False) == T0 + RELAY_ZONE_MS
+    assert race_pause_until(T0 + RELAY_ZONE_MS + 10, 8, long,
+                            relay=False) == T0 + RELAY_ZONE_MS + 10 + POLL_MS
 
 
 def test_members_shift_their_grids_apart() -> None:

@@ -16,8 +16,8 @@ claim, so ``DELETE`` means what it always meant. Nothing is claimed ahead of its
 Windows end on a grid (multiples of the window, ``hand_over_ms``), at least half a window after
 they open, so every task of a batch ends together and the next batch starts at once. Between
 two batches (commit, planning, task launch) the *relay* query covers the gap: one task over
-every bucket whose windows are shifted half a window, which hands over only in the first half
-of each period, right after the main windows end (:func:`relay_zone`).
+every bucket whose windows are shifted half a window, which hands over only at the start of
+each period, right after the main windows end (:func:`relay_zone`).
 
 Each dispatcher of a membership shifts its grid by a fraction of the window that its slot
 picks (:func:`grid_shift_ms`: 0, 1/2, 1/4, 3/4, …), so the members' batch turns, the heaviest
@@ -50,6 +50,7 @@ from tocsin.dispatcher.knobs import (
     POLL_MS,
     RACE_PAUSE_MS,
     READER_LAG_MS,
+    RELAY_ZONE_MS,
 )
 from tocsin.errors import StoreError
 
@@ -77,13 +78,14 @@ def window_end(now_ms: int, window_ms: int, *, shift_ms: int = 0) -> int:
 
 
 def relay_zone(now_ms: int, window_ms: int, *, shift_ms: int = 0) -> tuple[int, int]:
-    """The relay's next zone ``[start, end)``: the first half of the period of the main grid
-    (shifted by ``shift_ms``) that holds ``now_ms``, or of the next period when ``now_ms`` is
-    past its half."""
+    """The relay's next zone ``[start, end)``: the start of the period of the main grid
+    (shifted by ``shift_ms``) that holds ``now_ms``, for :data:`RELAY_ZONE_MS` or half the
+    window, whichever is shorter; or the next period's when ``now_ms`` is past it."""
+    length = min(window_ms // 2, RELAY_ZONE_MS)
     start = (now_ms - shift_ms) // window_ms * window_ms + shift_ms
-    if now_ms - start >= window_ms // 2:
+    if now_ms - start >= length:
         start += window_ms
-    return start, start + window_ms // 2
+    return start, start + length
 
 
 def race_pause_until(at_ms: int, misses: int, window_ms: int, *, relay: bool,

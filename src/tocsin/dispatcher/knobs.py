@@ -13,8 +13,8 @@ __all__ = [
     "CHANNEL_SWEEP_MS", "CLAIM_MARKER_KEEP_MS", "CLAIM_MARKER_PRUNE_MS", "CLAIM_ROWS",
     "CLOSE_GRACE_MS", "COVER_MS", "HOLD_MS", "KEY_RUN_BUDGET_MS", "LINGER_MS", "LOOK_AHEAD",
     "LOOP_TICK_MS", "PEER_COVER_MS", "PEER_LATE_MS", "PEER_LOOK_MS", "POLL_MS", "PULL_CHUNKS",
-    "PULL_EPOCH_MS", "RACE_PAUSE_MS", "READER_LAG_MS", "SEND_GRACE_MS", "WAKE_AHEAD_MS",
-    "WEIGHT_TTL_MS", "WORKER_IDLE_MS", "WORK_OUT_BATCH_MS",
+    "PULL_EPOCH_MS", "RACE_PAUSE_MS", "READER_LAG_MS", "RELAY_ZONE_MS", "SEND_GRACE_MS",
+    "WAKE_AHEAD_MS", "WEIGHT_TTL_MS", "WORKER_IDLE_MS", "WORK_OUT_BATCH_MS",
 ]
 
 # -- claims ------------------------------------------------------------------------------------
@@ -39,6 +39,12 @@ due (and not yet :data:`READER_LAG_MS`: older is a backlog, the batches' to take
 query's next window opens late when a batch turns over slowly, and rows due in that gap waited
 for it, up to a second (p90 of a 10 000-destination run ramped from 1 s to 0.2 s over the
 second half of the period)."""
+RELAY_ZONE_MS = 1_000
+"""The relay's zone, right after each turn of the main grid, lasts this long (or half a window,
+if shorter): the batch turn (commit, planning, task launch) leaves rows late for 0.4 s after it
+on two cores, and past that the main window claims alone; the relay there only backs it up
+(:data:`BACKSTOP_MS`). Over half of a longer window, the two would claim the same instants in
+turn for nothing."""
 COVER_MS = 500
 """Once it found such a schedule, the relay hands over at due instants this long, then looks
 again (overlapping the main window that opened meanwhile for at most this)."""
