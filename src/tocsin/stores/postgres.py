@@ -380,6 +380,10 @@ class PostgresStore(SqlStore):
               idempotent: bool = False, urgent: bool = False, pipelined: bool = False) -> T:
         return self._run(fn, write=write, idempotent=idempotent, pipelined=pipelined)
 
+    def _single(self, fn: Callable[[Any], T], *, idempotent: bool = False,
+                urgent: bool = False) -> T:
+        return self._run(fn, idempotent=idempotent, single=True)
+
     def _migrate(self) -> None:
         """Create or upgrade the schema, one process at a time (transaction advisory lock)."""
 

@@ -222,16 +222,23 @@ class SqlBase:
         return self._work(lambda conn: [tuple(r) for r in conn.execute(sql, args).fetchall()],
                           write=False)
 
+    def _single(self, fn: Callable[[Any], T], *, idempotent: bool = False,
+                urgent: bool = False) -> T:
+        """Run ``fn(conn)``, which runs one write statement, as its own transaction: a backend
+        whose explicit transaction costs round trips (PostgreSQL: BEGIN and COMMIT, each
+        waiting for the server) runs the statement alone; by default, :meth:`_work`."""
+        return self._work(fn, idempotent=idempotent, urgent=urgent)
+
     def _write(self, sql: str, args: Sequence[Any] = (), *,
                idempotent: bool = False) -> list[tuple[Any, ...]]:
         """The rows one write statement returns (``RETURNING``), in its own transaction."""
         sql = self._dialect.q(sql)
-        return self._work(lambda conn: [tuple(r) for r in conn.execute(sql, args).fetchall()],
-                          idempotent=idempotent)
+        return self._single(lambda conn: [tuple(r) for r in conn.execute(sql, args).fetchall()],
+                            idempotent=idempotent)
 
     def _changed(self, sql: str, args: Sequence[Any] = (), *, idempotent: bool = False,
                  urgent: bool = False) -> int:
         """How many rows one write statement changed, in its own transaction."""
         sql = self._dialect.q(sql)
-        return self._work(lambda conn: int(conn.execute(sql, args).rowcount),
-                          idempotent=idempotent, urgent=urgent)
+        return self._single(lambda conn: int(conn.execute(sql, args).rowcount),
+                            idempotent=idempotent, urgent=urgent)

@@ -35,10 +35,9 @@ from tocsin.stores.sql.fair import (
     Due,
     WakePages,
     by_destination,
-    due_destinations,
-    earliest_wake,
     raise_wakes,
     send_due_destinations,
+    send_earliest_wake,
     send_raise_wakes,
     shares,
     weights,
@@ -181,20 +180,14 @@ class SqlDispatch(SqlBase, DispatchStore):
         return self._work(work, idempotent=True)
 
     def beat_run(self, run: str, *, now_ms: int, ready: bool = False) -> bool:
-        d = self._dialect
-
-        def work(conn: Any) -> bool:
-            # A fenced run is not brought back by a late beat: it learns it was fenced.
-            conn.execute(d.q("INSERT INTO runs (run, started_ms, beat_ms, ready_ms) "
-                             "VALUES (?, ?, ?, ?) ON CONFLICT (run) DO UPDATE "
-                             "SET beat_ms = excluded.beat_ms, "
-                             "ready_ms = coalesce(runs.ready_ms, excluded.ready_ms) "
-                             "WHERE runs.fenced_ms IS NULL"),
-                         (run, now_ms, now_ms, now_ms if ready else None))
-            row = conn.execute(d.q("SELECT fenced_ms FROM runs WHERE run = ?"), (run,)).fetchone()
-            return row is not None and row[0] is None
-
-        return self._work(work, idempotent=True)
+        # A fenced run is not brought back by a late beat: its row is left as it is, and the
+        # statement returns nothing (one statement, its own transaction: a beat a second)
+        return bool(self._write(
+            "INSERT INTO runs (run, started_ms, beat_ms, ready_ms) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (run) DO UPDATE SET beat_ms = excluded.beat_ms, "
+            "ready_ms = coalesce(runs.ready_ms, excluded.ready_ms) "
+            "WHERE runs.fenced_ms IS NULL RETURNING 1",
+            (run, now_ms, now_ms, now_ms if ready else None), idempotent=True))
 
     def join_run(self, run: str, *, now_ms: int, host: str, pid: int, stale_ms: int,
                  lock_id: int | None = None) -> int:
@@ -288,16 +281,20 @@ class SqlDispatch(SqlBase, DispatchStore):
         def work(conn: Any) -> tuple[int | None, Any, int | None]:
             # By destination: idle destinations and a held burst's rows are passed over, not
             # read; a destination whose wake-up time is later counts by that time (no later
-            # than its schedules: a claim at that time raises it if it is early).
-            due = [x.first_ms for x in due_destinations(conn, d, now_ms, run)
-                   if x.first_ms is not None]
-            later = earliest_wake(conn, d, now_ms, run)
+            # than its schedules: a claim at that time raises it if it is early). The four
+            # reads go out together (one round trip in a pipeline): a dispatcher asks this
+            # every trigger, idle or not.
+            listed = send_due_destinations(conn, d, now_ms, run)
+            wake = send_earliest_wake(conn, d, now_ms, run)
+            oldest = sent(conn, d, "SELECT min(claimed_ms) FROM schedules "
+                                   "WHERE status = 'CLAIMED'")
+            throttled = send_throttled_next_ms(conn, d, now_ms=now_ms)
+            due = [x.first_ms for x in listed() if x.first_ms is not None]
+            later = wake()
             pending = min([*due, *([] if later is None else [later])], default=None)
-            claimed = conn.execute(
-                "SELECT min(claimed_ms) FROM schedules WHERE status = 'CLAIMED'").fetchone()[0]
-            return pending, claimed, throttled_next_ms(conn, d, now_ms=now_ms)
+            return pending, oldest()[0][0], throttled()
 
-        pending, claimed, throttled = self._work(work, write=False)
+        pending, claimed, throttled = self._work(work, write=False, pipelined=True)
         return earliest(pending if throttled is None else min(throttled, pending or throttled),
                         claimed, lease_ms)
 

@@ -163,10 +163,17 @@ def earliest_wake(conn: Any, d: Dialect, after_ms: int, run: str = "") -> int | 
     """The earliest wake-up time after ``after_ms`` of a destination neither paused nor held
     (as run ``run`` sees them; no later than its earliest schedule); None when there is
     none."""
-    row = conn.execute(d.q(
+    return send_earliest_wake(conn, d, after_ms, run)()
+
+
+def send_earliest_wake(conn: Any, d: Dialect, after_ms: int,
+                       run: str = "") -> Callable[[], int | None]:
+    """:func:`earliest_wake`, sent now and read when called
+    (:func:`~tocsin.stores.sql.base.sent`)."""
+    rows = sent(conn, d, d.q(
         "SELECT s.wake_ms FROM destinations s WHERE s.wake_ms > ? AND s.wake_ms < ? "
-        f"AND {NOT_HELD_HERE} ORDER BY s.wake_ms LIMIT 1"), (after_ms, NEVER_MS, run)).fetchone()
-    return None if row is None else int(row[0])
+        f"AND {NOT_HELD_HERE} ORDER BY s.wake_ms LIMIT 1"), (after_ms, NEVER_MS, run))
+    return lambda: None if not (found := rows()) else int(found[0][0])
 
 
 def raise_wakes(conn: Any, d: Dialect, dues: Sequence[Due], until_ms: int) -> None:
