@@ -157,8 +157,10 @@ class Settings(BaseSettings):
         4, ge=1, description="Bucket-range partitions (Spark tasks) per micro-batch."
     )
     hand_over_seconds: float = Field(
-        2.0, ge=0, description="Each dispatch task's hand-over window: after its micro-batch it "
-        "keeps its buckets this long and hands each schedule over at its due time (0: off)."
+        6.0, ge=0, description="Each dispatch task's hand-over window: after its micro-batch it "
+        "keeps its buckets this long and hands each schedule over at its due time (0: off). "
+        "Longer windows mean fewer batch turns (each a burst of Spark's planning and task "
+        "starts, which leaves rows late for a moment)."
     )
     keep_warm_seconds: float = Field(
         0.0, ge=0, description="An idle dispatcher still runs a micro-batch this often, so "

@@ -3,7 +3,7 @@ between batches (:mod:`tocsin.dispatcher.handover`), without a query of its own.
 
 Each trigger it asks the store when the next schedule falls due (one indexed read); when one
 falls due within a hand-over window it holds one relay window over every bucket — handing
-over only in the first half of each period of the main grid
+over only at the start of each period of the main grid, for a second at most
 (:func:`~tocsin.dispatcher.handover.relay_zone`) — and looks again at once. What it claims
 goes to the delivery engine of the driver process, which sends and acknowledges it under the
 window's epoch like any other claim.
