@@ -204,11 +204,23 @@ def run_dispatcher(settings: Settings) -> None:
         log.info("dispatcher stopped", extra={"run": run})
 
 
+class _GatewayGone(logging.Filter):
+    """Drops Py4J's own report of a command the JVM did not answer (``logging.exception`` on
+    the root logger, which prints the whole chain of exceptions to stderr): after the JVM had
+    the same stop signal, that is the end the stop was after."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "Exception while sending command."
+
+
 def _stop_spark(queries: list[StreamingQuery], spark: SparkSession, *,
                 signalled: bool) -> None:
     """Stop the queries, then the session. A SIGTERM sent to the process group (a supervisor's
     stop, ``systemctl stop``) reaches Spark's JVM too, which shuts its context down on its own:
-    then the stops find it gone, which is the end they were after, not an error."""
+    then the stops find it gone, which is the end they were after, not an error (nor a
+    traceback of Py4J's: :class:`_GatewayGone`)."""
+    if signalled:
+        logging.getLogger().addFilter(_GatewayGone())
     try:
         for query in queries:
             query.stop()
