@@ -104,7 +104,7 @@ def test_window_and_zone_arithmetic() -> None:
 
 
 def test_the_relays_zone_is_the_turn_not_half_of_a_long_window() -> None:
-    long = 6_000  # three times RELAY_ZONE_MS * 2: the zone stays RELAY_ZONE_MS long
+    long = 6_000  # more than two zones: the zone stays RELAY_ZONE_MS long
     assert relay_zone(T0 + 10, long) == (T0, T0 + RELAY_ZONE_MS)
     assert relay_zone(T0 + RELAY_ZONE_MS, long) == (T0 + long, T0 + long + RELAY_ZONE_MS)
     assert relay_zone(T0 + long // 2, long) == (T0 + long, T0 + long + RELAY_ZONE_MS)

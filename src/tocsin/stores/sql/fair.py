@@ -14,8 +14,9 @@ from tocsin.stores.sql.base import Dialect, sent
 from tocsin.stores.sql.operations import NOT_HELD_HERE
 
 __all__ = ["LAG_MS", "NEAR_MS", "NEVER_MS", "PEEK_PAGE", "ROUNDS", "Destination", "Due",
-           "WakePages", "by_destination", "due_destinations", "earliest_wake", "listing",
-           "raise_wakes", "send_due_destinations", "send_raise_wakes", "shares", "weights"]
+           "WakePages", "by_destination", "due_destinations", "listing", "raise_wakes",
+           "send_due_destinations", "send_earliest_wake", "send_raise_wakes", "shares",
+           "weights"]
 
 Destination = tuple[str, str]
 """A channel of a tenant: ``(tenant, channel)``."""
@@ -159,17 +160,11 @@ class WakePages:
         return bool(found)
 
 
-def earliest_wake(conn: Any, d: Dialect, after_ms: int, run: str = "") -> int | None:
-    """The earliest wake-up time after ``after_ms`` of a destination neither paused nor held
-    (as run ``run`` sees them; no later than its earliest schedule); None when there is
-    none."""
-    return send_earliest_wake(conn, d, after_ms, run)()
-
-
 def send_earliest_wake(conn: Any, d: Dialect, after_ms: int,
                        run: str = "") -> Callable[[], int | None]:
-    """:func:`earliest_wake`, sent now and read when called
-    (:func:`~tocsin.stores.sql.base.sent`)."""
+    """The earliest wake-up time after ``after_ms`` of a destination neither paused nor held
+    (as run ``run`` sees them; no later than its earliest schedule), None when there is none:
+    sent now and read when called (:func:`~tocsin.stores.sql.base.sent`)."""
     rows = sent(conn, d, d.q(
         "SELECT s.wake_ms FROM destinations s WHERE s.wake_ms > ? AND s.wake_ms < ? "
         f"AND {NOT_HELD_HERE} ORDER BY s.wake_ms LIMIT 1"), (after_ms, NEVER_MS, run))
