@@ -33,7 +33,6 @@ from tocsin.dispatcher.knobs import (
     CLAIM_MARKER_PRUNE_MS,
     CLAIM_ROWS,
     READER_LAG_MS,
-    STATS_LOOK_MS,
     WAKE_AHEAD_MS,
     WORK_OUT_BATCH_MS,
     WORKER_IDLE_MS,
@@ -111,7 +110,6 @@ class DispatchCore:
         self._last_beat_ms: int | None = None
         self._last_prune_ms: int | None = None
         self._last_runs_ms: int | None = None
-        self._last_stats_ms = -STATS_LOOK_MS
         self._first_batch = True
         self._last_batch_ms: int | None = None
         self._work_checked_ms = -WORK_OUT_BATCH_MS
@@ -186,9 +184,6 @@ class DispatchCore:
                 log.warning("dispatcher: released %d claims of dispatcher runs that stopped "
                             "beating", released)
         self.store.expire_holds(now_ms=now)  # breakers due a probe, holds of stopped processes
-        if now - self._last_stats_ms < STATS_LOOK_MS:
-            return
-        self._last_stats_ms = now
         # A burst that doubled the table leaves PostgreSQL planning the claim for the table it
         # was (a due-time index scan past every row of the burst for each trickle's claim)
         # until autovacuum looks, up to a minute later.

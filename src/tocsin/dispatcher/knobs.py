@@ -14,7 +14,7 @@ __all__ = [
     "CLOSE_GRACE_MS", "COVER_MS", "HOLD_MS", "KEY_RUN_BUDGET_MS", "LINGER_MS", "LOOK_AHEAD",
     "LOOP_TICK_MS", "PEER_COVER_MS", "PEER_LATE_MS", "PEER_LOOK_MS", "POLL_MS", "PULL_CHUNKS",
     "PULL_EPOCH_MS", "RACE_PAUSE_MS", "READER_LAG_MS", "RELAY_ZONE_MS", "SEND_GRACE_MS",
-    "STATS_LOOK_MS", "WAKE_AHEAD_MS", "WEIGHT_TTL_MS", "WORKER_IDLE_MS", "WORK_OUT_BATCH_MS",
+    "WAKE_AHEAD_MS", "WEIGHT_TTL_MS", "WORKER_IDLE_MS", "WORK_OUT_BATCH_MS",
 ]
 
 # -- claims ------------------------------------------------------------------------------------
@@ -58,10 +58,6 @@ WORKER_IDLE_MS = 60_000
 """Spark stops a pool of Python workers idle for this long (hard-coded in Spark)."""
 WAKE_AHEAD_MS = 5_000
 """After a quiet spell, a batch starts this much ahead of the next due schedule."""
-STATS_LOOK_MS = 5_000
-"""A dispatcher's source looks this often whether the schedules outgrew the planner's
-statistics (PostgreSQL; a burst that doubled the table is planned for the table it was until
-they are refreshed, and autovacuum may look a minute later)."""
 WORK_OUT_BATCH_MS = 10_000
 """While this run's engines hold claimed rows, a batch runs at least this often, due or not.
 An engine lives in a Spark Python worker, which sits in Spark's idle pool between tasks while

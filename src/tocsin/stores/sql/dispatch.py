@@ -37,7 +37,7 @@ from tocsin.stores.sql.fair import (
     by_destination,
     raise_wakes,
     send_due_destinations,
-    send_next_pending,
+    send_earliest_wake,
     send_raise_wakes,
     shares,
     weights,
@@ -278,16 +278,23 @@ class SqlDispatch(SqlBase, DispatchStore):
     def next_due_ms(self, *, now_ms: int, lease_ms: int, run: str = "") -> int | None:
         d = self._dialect
 
-        def work(conn: Any) -> tuple[tuple[int | None, int | None], int | None]:
+        def work(conn: Any) -> tuple[int | None, Any, int | None]:
             # By destination: idle destinations and a held burst's rows are passed over, not
             # read; a destination whose wake-up time is later counts by that time (no later
-            # than its schedules: a claim at that time raises it if it is early). Both reads
-            # go out together (one round trip in a pipeline).
-            pending = send_next_pending(conn, d, now_ms, run)
+            # than its schedules: a claim at that time raises it if it is early). The four
+            # reads go out together (one round trip in a pipeline): a dispatcher asks this
+            # every trigger, idle or not.
+            listed = send_due_destinations(conn, d, now_ms, run)
+            wake = send_earliest_wake(conn, d, now_ms, run)
+            oldest = sent(conn, d, "SELECT min(claimed_ms) FROM schedules "
+                                   "WHERE status = 'CLAIMED'")
             throttled = send_throttled_next_ms(conn, d, now_ms=now_ms)
-            return pending(), throttled()
+            due = [x.first_ms for x in listed() if x.first_ms is not None]
+            later = wake()
+            pending = min([*due, *([] if later is None else [later])], default=None)
+            return pending, oldest()[0][0], throttled()
 
-        (pending, claimed), throttled = self._work(work, write=False, pipelined=True)
+        pending, claimed, throttled = self._work(work, write=False, pipelined=True)
         return earliest(pending if throttled is None else min(throttled, pending or throttled),
                         claimed, lease_ms)
 

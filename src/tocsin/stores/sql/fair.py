@@ -15,7 +15,7 @@ from tocsin.stores.sql.operations import NOT_HELD_HERE
 
 __all__ = ["LAG_MS", "NEAR_MS", "NEVER_MS", "PEEK_PAGE", "ROUNDS", "Destination", "Due",
            "WakePages", "by_destination", "due_destinations", "listing", "raise_wakes",
-           "send_due_destinations", "send_next_pending", "send_raise_wakes", "shares",
+           "send_due_destinations", "send_earliest_wake", "send_raise_wakes", "shares",
            "weights"]
 
 Destination = tuple[str, str]
@@ -91,7 +91,7 @@ def listing(d: Dialect, until_ms: int, run: str = "", *, after: Due | None = Non
     start = () if after is None else (after.wake_ms, after.tenant, after.channel)
     walk = (_WALK if d.walk else _RANGE).format(after=past)
     args = (until_ms, *start, until_ms) if d.walk else (until_ms, *start)
-    return (d.q(f"SELECT s.tenant, s.channel, s.wake_ms, {_FIRST} AS first_ms FROM ({walk}) s "
+    return (d.q(f"SELECT s.tenant, s.channel, s.wake_ms, {_FIRST} FROM ({walk}) s "
                 f"WHERE {NOT_HELD_HERE}" + ("" if limit is None else " LIMIT ?")),
             (*args, run, *(() if limit is None else (limit,))))
 
@@ -160,30 +160,15 @@ class WakePages:
         return bool(found)
 
 
-def send_next_pending(conn: Any, d: Dialect, now_ms: int,
-                      run: str = "") -> Callable[[], tuple[int | None, int | None]]:
-    """The earliest time a schedule may be claimable, as run ``run`` sees the destinations
-    (neither paused nor held): the earliest unthrottled PENDING schedule of a destination
-    whose wake-up time has come (:func:`due_destinations`), or the earliest wake-up time
-    after ``now_ms`` (no later than that destination's earliest schedule); and the oldest
-    claim's time. None where there is none. One statement (a dispatcher's source and its relay
-    each ask every trigger, idle or not: as three statements they were a third of an idle
-    PostgreSQL's work), sent now and read when called
-    (:func:`~tocsin.stores.sql.base.sent`)."""
-    due, due_args = listing(d, now_ms, run)
-    rows = sent(conn, d,
-                f"SELECT (SELECT min(l.first_ms) FROM ({due}) l), "
-                "(SELECT min(claimed_ms) FROM schedules WHERE status = 'CLAIMED'), "
-                + d.q("(SELECT s.wake_ms FROM destinations s WHERE s.wake_ms > ? "
-                      f"AND s.wake_ms < ? AND {NOT_HELD_HERE} ORDER BY s.wake_ms LIMIT 1)"),
-                (*due_args, now_ms, NEVER_MS, run))
-
-    def read() -> tuple[int | None, int | None]:
-        first, oldest, wake = rows()[0]
-        pending = [int(t) for t in (first, wake) if t is not None]
-        return min(pending, default=None), None if oldest is None else int(oldest)
-
-    return read
+def send_earliest_wake(conn: Any, d: Dialect, after_ms: int,
+                       run: str = "") -> Callable[[], int | None]:
+    """The earliest wake-up time after ``after_ms`` of a destination neither paused nor held
+    (as run ``run`` sees them; no later than its earliest schedule), None when there is none:
+    sent now and read when called (:func:`~tocsin.stores.sql.base.sent`)."""
+    rows = sent(conn, d, d.q(
+        "SELECT s.wake_ms FROM destinations s WHERE s.wake_ms > ? AND s.wake_ms < ? "
+        f"AND {NOT_HELD_HERE} ORDER BY s.wake_ms LIMIT 1"), (after_ms, NEVER_MS, run))
+    return lambda: None if not (found := rows()) else int(found[0][0])
 
 
 def raise_wakes(conn: Any, d: Dialect, dues: Sequence[Due], until_ms: int) -> None:
