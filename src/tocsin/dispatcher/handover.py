@@ -184,8 +184,6 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
             if due > now:
                 if not wait:
                     break
-                if epoch is None:  # taken before the instant, not on its first row's path
-                    epoch = store.next_epoch(run=opts.run, now_ms=now)  # (a durable write)
                 core.pause_until(due)  # a chunk that finishes ends it early: a key's next
                 if not keys_out and clock.now_ms() < due:  # head may be claimable, if the
                     continue  # window sent keyed rows; else it waits on (claimed, found none)
