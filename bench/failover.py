@@ -16,7 +16,9 @@ measurement), ``--rate`` a second for ``--seconds`` each phase:
 * ``drain``: ``--backlog`` webhooks all due at once, drained by one dispatcher and then by two
   (``drain_ratio_two_vs_one``, rows a second from the store's delivery times).
 
-Every phase counts what was lost (never received) and repeats under a new delivery id.
+Every phase counts what was lost (never received), repeats under a new delivery id, and how
+often a dispatcher began covering for another (``covers``, from their logs; ``covers_two`` and
+``covers_two_fast`` at the top: with both alive, each is a live member found late).
 Writes ``bench/results/failover.json``::
 
     flock /work/team/bench.lock bench/run failover --store postgresql://... \
@@ -105,6 +107,13 @@ class Bench:
                             log=self.home / f"dispatcher-{len(self.procs)}.log")
         self.procs.append(proc)
         return proc
+
+    def covers(self) -> int:
+        """How many times a dispatcher began covering for another so far (its log's
+        "covering for run" warnings): a live member found late by a busy peer, or a frozen
+        one."""
+        return sum(path.read_text(errors="replace").count("covering for run")
+                   for path in self.home.glob("dispatcher-*.log"))
 
     def run_of(self, proc: subprocess.Popen[bytes]) -> str:
         return next(r.run for r in self.store.runs() if r.pid == proc.pid)
@@ -271,6 +280,9 @@ def summarize(results: dict[str, Any], runs: dict[str, Any]) -> dict[str, Any]:
         out["p99_two_vs_one"] = round(out["p99_ms_two"] / out["p99_ms_one"], 2)
     fast = {name: runs.get(name, {}).get("lateness", {}).get("p99")
             for name in ("one_fast", "two_fast")}
+    for name in ("two", "two_fast"):
+        if name in runs:
+            out[f"covers_{name}"] = runs[name].get("covers")
     if fast["one_fast"] and fast["two_fast"] is not None:
         out["p99_ms_one_fast"], out["p99_ms_two_fast"] = fast["one_fast"], fast["two_fast"]
         out["p99_two_vs_one_fast"] = round(fast["two_fast"] / fast["one_fast"], 2)
@@ -290,7 +302,8 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, Any] = {"args": {**vars(args), "store": "postgresql"}}
 
     def phase(name: str, measure: Any, *a: Any, **kw: Any) -> None:
-        runs[name] = measure(*a, **kw)
+        before = bench.covers()
+        runs[name] = {**measure(*a, **kw), "covers": bench.covers() - before}
         write_results(summarize(results, runs), RESULTS)  # each phase kept as it ends
 
     with tempfile.TemporaryDirectory(prefix="tocsin-failover-") as tmp, \

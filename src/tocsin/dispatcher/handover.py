@@ -200,6 +200,8 @@ def hold(core: DispatchCore, partition: int, *, end_ms: int, wait: bool = True,
         if not rows:
             if not wait:
                 break
+            if cover:  # another took it: the member covered claims again (or another
+                break  # cover does); the cover looks whether anything is still overdue
             ahead = []  # what the look had seen went another way (a cancel, a reschedule,
             if following:  # another task): look again, at once when it was not just now
                 continue
