@@ -96,3 +96,29 @@ def test_a_peer_that_is_on_time_is_not_covered(rig: Rig) -> None:
     assert rig.cover.step() == 0
     assert rig.got() == []
 
+
+
+def test_a_cover_ends_when_the_peer_claims_again_before_its_next_beat(rig: Rig) -> None:
+    # A busy member's batch turn left one schedule late; it then claims its next one itself.
+    # The cover takes the late one, loses the next to the member, and stops there: it does not
+    # go on claiming in the member's buckets until the member's next beat.
+    late = rig.schedule_of(T0 + 100, "peer")
+    taken = rig.schedule_of(T0 + 300, "peer")
+    left = rig.schedule_of(T0 + 500, "peer")
+    epoch = rig.store.next_epoch(run="peer", now_ms=T0)
+
+    def peer_claims() -> None:
+        now = rig.clock.now_ms()
+        rows = rig.store.claim(epoch=epoch, bucket_lo=0, bucket_hi=rig.store.buckets - 1,
+                               until_ms=T0 + 300, now_ms=now, lease_ms=now - 1, limit=10,
+                               replay=False)
+        assert [r.id for r in rows] == [taken]
+
+    rig.clock.at(T0 + 299, peer_claims)
+    beats_at = T0 + 2_000  # its next beat (a second after the last, plus a late one)
+    rig.clock.at(beats_at, lambda: rig.store.beat_run("peer", now_ms=beats_at))
+    rig.clock.set(T0 + 100 + PEER_LATE_MS)
+    assert rig.cover.step() == 1
+    assert rig.got() == [late]
+    assert rig.clock.now_ms() < T0 + 100 + PEER_LATE_MS + PEER_COVER_MS  # before its window's end
+    assert rig.store.get(left).status is Status.PENDING  # the peer's, though it has not beaten
