@@ -278,11 +278,11 @@ def summarize(results: dict[str, Any], runs: dict[str, Any]) -> dict[str, Any]:
     out["repeats"] = sum(r.get("repeated_deliveries", 0) for r in runs.values())
     if out.get("p99_ms_one") and "p99_ms_two" in out:
         out["p99_two_vs_one"] = round(out["p99_ms_two"] / out["p99_ms_one"], 2)
-    fast = {name: runs.get(name, {}).get("lateness", {}).get("p99")
-            for name in ("one_fast", "two_fast")}
     for name in ("two", "two_fast"):
         if name in runs:
             out[f"covers_{name}"] = runs[name].get("covers")
+    fast = {name: runs.get(name, {}).get("lateness", {}).get("p99")
+            for name in ("one_fast", "two_fast")}
     if fast["one_fast"] and fast["two_fast"] is not None:
         out["p99_ms_one_fast"], out["p99_ms_two_fast"] = fast["one_fast"], fast["two_fast"]
         out["p99_two_vs_one_fast"] = round(fast["two_fast"] / fast["one_fast"], 2)

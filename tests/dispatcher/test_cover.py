@@ -97,7 +97,6 @@ def test_a_peer_that_is_on_time_is_not_covered(rig: Rig) -> None:
     assert rig.got() == []
 
 
-
 def test_a_cover_ends_when_the_peer_claims_again_before_its_next_beat(rig: Rig) -> None:
     # A busy member's batch turn left one schedule late; it then claims its next one itself.
     # The cover takes the late one, loses the next to the member, and stops there: it does not

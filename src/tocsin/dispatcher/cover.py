@@ -23,8 +23,8 @@ schedule goes out once whether its owner or the cover took it; what the frozen d
 claimed stays its own (its lease, or its release at the fence, as before), and when it wakes it
 finds what the cover took already claimed. A slow but live member claims again soon: the
 cover's first claim that finds its schedule taken ends the cover's window, and the cover ends
-when nothing is left overdue. Until its next beat, as before, a busy member's batch turns
-left a schedule 50 ms late and the two claimed the same instants for up to a second, each
+when nothing is left overdue. Covered until its next beat instead, a busy member whose batch
+turn left a schedule 50 ms late had the cover claim the same instants for up to a second, each
 backing off from the other's wins (`bench/run failover`: six covers in 20 s at 200 a second
 with both alive, p99 73 ms against 17 ms for one dispatcher).
 Covering only while this dispatcher's own buckets are on time (else the machine is behind, not
