@@ -298,6 +298,11 @@ def main() -> None:
 
         _on_stores(args, growth)
         out["growth_load_before"] = load
+        # the file's date and commit become this run's: the shapes' figures keep their run
+        if shapes_run := out.get("shapes_run"):
+            kept = out.setdefault("kept_from", {})
+            for key in [k for k in out if k.startswith(_SHAPE_KEYS)]:
+                kept.setdefault(key, shapes_run)
     else:
         data = {shape: write_shape(home / shape, shape, args.rows, args.files)
                 for shape in shapes}
