@@ -27,7 +27,7 @@ from tocsin.pipelines.loader import Checked, ImportJob, Loader, Tally
 from tocsin.pipelines.rows import RowShape, SourceFormat, json_value
 from tocsin.stores import open_store
 from tocsin.stores.rows import item_of
-from tocsin.validation.schedule import ScheduleCheck
+from tocsin.validation.schedule import Problem, ScheduleCheck
 
 NOW_MS = int(time.time() * 1000)
 _HOME = Path(tempfile.mkdtemp(prefix="tocsin-columns-"))
@@ -364,3 +364,20 @@ def test_json_text_is_read_as_json_reads_it(text: str) -> None:
 
 def _refuse(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+def test_a_plain_text_payload_column_is_refused_with_the_field_that_takes_it() -> None:
+    """A text ``payload`` column holds JSON text: a row of plain text there is refused on
+    ``payload`` with the column and the mapping that take it, and with that mapping the same
+    row is a text payload."""
+    row = {"channel": "out", "payload": "reminder for order 7", "delay": 60}
+    refused = RowShape(format=SourceFormat.PARQUET).item(dict(row), source="a.parquet")
+    assert isinstance(refused, Problem)
+    assert refused.field == "payload"
+    assert refused.reason.startswith("not JSON text: ")
+    assert "payload_text column: --map payload_text=payload" in refused.reason
+    mapped = RowShape(format=SourceFormat.PARQUET, mapping=(("payload_text", "payload"),))
+    taken = mapped.item(dict(row), source="a.parquet")
+    assert not isinstance(taken, Problem)
+    assert taken[0]["payload_text"] == "reminder for order 7"
+    assert "payload" not in taken[0]

@@ -34,6 +34,9 @@ EPOCH_MS = re.compile(r"[0-9]{1,15}")
 Python and RE2 read alike)."""
 _JSON_TEXT = ("payload", "headers", "retry")
 """Fields that a CSV or Parquet text column gives as JSON text."""
+_NOT_JSON_HINTS = {"payload": " (a payload of plain text goes in a payload_text column: "
+                              "--map payload_text=payload)"}
+"""What a reject says after "not JSON text" for a field whose text has a field of its own."""
 
 
 class SourceFormat(StrEnum):
@@ -239,7 +242,8 @@ class RowShape:
                 try:
                     row[field] = json_value(row[field])
                 except ValueError as exc:
-                    return Problem(field, f"not JSON text: {exc}")
+                    return Problem(field, f"not JSON text: {exc}"
+                                          f"{_NOT_JSON_HINTS.get(field, '')}")
         for field, value in row.items():
             if isinstance(value, datetime):  # a naive one stays naive: refused like the API's
                 row[field] = value.isoformat()
