@@ -14,8 +14,8 @@ runner = CliRunner()
 
 
 def test_import_refuses_bad_options(tmp_path: Path) -> None:
-    """A mapping that is not FIELD=COLUMN, or a file whose format cannot be told, is an
-    error naming the option; nothing runs."""
+    """A mapping that is not FIELD=COLUMN, a file whose format cannot be told, or a zone
+    that is not an IANA zone is an error naming the option; nothing runs."""
     data = tmp_path / "rows.txt"
     data.write_text('{"channel": "out"}\n')
     store = f"sqlite:///{tmp_path / 't.db'}"
@@ -30,7 +30,11 @@ def test_import_refuses_bad_options(tmp_path: Path) -> None:
             (["--format", "json", "--map", "nope=channel"], "'nope' is not a field of a schedule"),
             (["--format", "json", "--map", "channel=a", "--map", "channel=b"],
              "'channel' is mapped twice"),
-            (["--format", "xml"], "format: 'xml' is not json, csv or parquet")):
+            (["--format", "xml"], "format: 'xml' is not json, csv or parquet"),
+            (["--format", "json", "--zone", "Mars/Base"],
+             "--zone: unknown IANA time zone 'Mars/Base'"),
+            (["--format", "json", "--zone", "Europe"], "--zone: unknown IANA time zone"),
+            (["--recurring", "--zone", "UTC"], "no --zone (a rule has its own timezone)")):
         refused = runner.invoke(app, ["import", str(data), *options, "--store", store])
         assert refused.exit_code == 1 and said in refused.output, refused.output
     assert not (tmp_path / "t.db").exists()

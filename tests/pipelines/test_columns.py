@@ -10,9 +10,11 @@ import json
 import tempfile
 import time
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from unittest.mock import patch
+from zoneinfo import ZoneInfo
 
 import pyarrow as pa
 import pytest
@@ -69,9 +71,10 @@ _nested = _mostly(st.builds(lambda n, tags: {"order": n, "amount": 1250, "tags":
                   st.none() | st.just({"order": 1, "amount": None, "tags": ["x" * 300]}))
 _due_ms = st.sampled_from([NOW_MS + 3_600_000, NOW_MS + 3_600_125, NOW_MS + 1,
                            NOW_MS - 86_400_000, 1_577_836_800_000, 253_402_300_799_999,
-                           253_402_300_800_000])
+                           253_402_300_800_000, 4_013_721_000_000, 4_034_280_600_000])
 """An hour ahead (whole and fractional), within the grace window, a day past, 2020, the
-last instant of year 9999, the first after it."""
+last instant of year 9999, the first after it; 2097-03-10 02:30 and 2097-11-03 01:30 (as
+wall-clock times in New York, one its clocks skip and one they pass twice)."""
 _row = st.fixed_dictionaries({
     "channel": _mostly(st.just("out"), st.none() | _odd_text),
     "key": st.sampled_from([None, None, None]) | st.text(min_size=1, max_size=8).map(
@@ -86,7 +89,8 @@ _row = st.fixed_dictionaries({
         "1895466184523", "12", "2027-01-15T09:00:00.25+01:00", "2027-01-15t09:00:00z",
         "2027-01-15 09:00:00Z", "2027-02-30T09:00:00Z", "2027-01-15T09:00Z",
         "2027-01-15T09:00:00.1234567Z", "9999-12-31T23:30:00-01:00", "2027-01-15T23:59:60Z",
-        "2027-01-15T09:00:00-00:00", "\u0662027-01-15T09:00:00Z"])),
+        "2027-01-15T09:00:00-00:00", "\u0662027-01-15T09:00:00Z", "2027-01-15 09:00",
+        "2027-03-14T02:30:00", "2027-11-07t01:30:00.5", "\u0662027-01-15T09:00:00"])),
     "due_ms": _mostly(st.none(), _due_ms),
     "tenant": _mostly(st.none() | st.just("t1"), _odd_text),
     "ordering_key": _mostly(st.none() | st.just("o-1"), _odd_text),
@@ -174,6 +178,8 @@ def _same(shape: RowShape, batch: pa.RecordBatch) -> Checked:
     return by_columns
 
 
+_zones = st.sampled_from([None, ZoneInfo("America/New_York"), ZoneInfo("UTC")])
+"""An import's ``--zone``: none, one with summer time, UTC."""
 _shapes = st.fixed_dictionaries({
     "delay_type": st.sampled_from([pa.float64(), pa.int64(), pa.string()]),
     "due": st.sampled_from(sorted(_DUE_TYPES)),
@@ -185,10 +191,11 @@ _shapes = st.fixed_dictionaries({
 @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
 @given(rows=st.lists(_row, min_size=1, max_size=12), shape=_shapes,
        fmt=st.sampled_from([SourceFormat.PARQUET, SourceFormat.CSV]),
-       tenant=st.sampled_from([None, "t1"]))
+       tenant=st.sampled_from([None, "t1"]), zone=_zones)
 def test_a_batch_checks_as_its_rows_do(rows: list[dict[str, Any]], shape: dict[str, Any],
-                                       fmt: SourceFormat, tenant: str | None) -> None:
-    _same(RowShape(format=fmt, tenant=tenant), _batch(rows, **shape))
+                                       fmt: SourceFormat, tenant: str | None,
+                                       zone: ZoneInfo | None) -> None:
+    _same(RowShape(format=fmt, tenant=tenant, zone=zone), _batch(rows, **shape))
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
@@ -381,3 +388,43 @@ def test_a_plain_text_payload_column_is_refused_with_the_field_that_takes_it() -
     assert not isinstance(taken, Problem)
     assert taken[0]["payload_text"] == "reminder for order 7"
     assert "payload" not in taken[0]
+
+
+def test_due_times_without_an_offset_are_wall_clock_times_in_the_import_s_zone() -> None:
+    """With ``--zone``, a naive timestamp column and text without an offset name that zone's
+    wall-clock times, column by column as row by row; a time its clocks skip or pass twice
+    is refused on ``due_at``, saying which; without a zone all of them are refused."""
+    zone = ZoneInfo("America/New_York")
+    walls = [datetime.fromisoformat(wall) for wall in (  # naive: wall-clock times
+        "2097-01-15T09:00", "2097-07-01T12:00:00.25", "2097-03-10T02:30", "2097-11-03T01:30")]
+    batch = pa.RecordBatch.from_pydict({
+        "channel": ["out"] * 4, "payload": ['{"n": 1}'] * 4,
+        "due_at": pa.array(walls, pa.timestamp("us"))})
+    winter = int(datetime(2097, 1, 15, 14, tzinfo=UTC).timestamp() * 1000)
+    summer = int(datetime(2097, 7, 1, 16, 0, 0, 250_000, tzinfo=UTC).timestamp() * 1000)
+    for table in (batch, _as_csv_text(batch)):
+        fmt = SourceFormat.PARQUET if table is batch else SourceFormat.CSV
+        checked = _same(RowShape(format=fmt, zone=zone), table)
+        assert [index for _, index, _ in checked.good] == [0, 1]
+        assert [winter in row for row, _, _ in checked.good] == [True, False]
+        assert [summer in row for row, _, _ in checked.good] == [False, True]
+        assert [(r["field"], r["reason"].split(" in America/New_York: ")[1])
+                for r in checked.tally.rejects] == [
+            ("due_at", "its clocks go forward over it; give the time with an offset"),
+            ("due_at", "its clocks go back over it; give the time with an offset")]
+        refused = _same(RowShape(format=fmt), table)
+        assert not refused.good
+        assert all("naive times are refused" in r["reason"] for r in refused.tally.rejects)
+    fast = _loader(RowShape(format=SourceFormat.PARQUET, zone=zone)).check_batch(
+        batch.slice(0, 2), _URIS[:1] * 2)
+    assert (fast.tally.by_columns, fast.tally.by_model) == (2, 0)  # no row the row's way
+    line = '{"channel": "out", "payload": 1, "due_at": "2097-07-01 12:00"}'  # JSON lines
+    item = RowShape(format=SourceFormat.JSON, zone=zone).item(line, source="a.jsonl")
+    assert not isinstance(item, Problem) and item[0]["due_at"] == "2097-07-01T12:00:00-04:00"
+
+
+def _as_csv_text(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` with its due times as CSV text without an offset (``2097-01-15 09:00:00``)."""
+    walls = batch.column("due_at").to_pylist()
+    return batch.set_column(batch.schema.get_field_index("due_at"), "due_at", pa.array(
+        [wall.isoformat(sep=" ") for wall in walls], pa.string()))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -14,7 +17,7 @@ import pytest
 
 from tests.pipelines.data import N_PATTERN, make_rows, read_rejects, stored_numbers
 from tocsin.config import Settings
-from tocsin.domain import ChannelKind, ChannelSpec
+from tocsin.domain import ChannelKind, ChannelSpec, Status
 from tocsin.pipelines.bulk_import import run_import
 from tocsin.pipelines.rows import RowShape, SourceFormat
 from tocsin.stores import open_store
@@ -113,6 +116,48 @@ def test_csv_and_parquet_with_mapping(spark: SparkSession, backend_url: str,
         assert sorted(stored_numbers(store)) == [1, 2, 5, 6]
     finally:
         store.close()
+
+
+def test_naive_due_times_are_read_in_the_import_s_zone(spark: SparkSession, backend_url: str,
+                                                      tmp_path: Path) -> None:
+    """With ``--zone`` (``RowShape.zone``) a Parquet column of naive timestamps, as pandas
+    writes them, and CSV text without an offset are wall-clock times in that zone (summer
+    and winter), through Spark into each store; a time the zone skips is refused, naming it;
+    without the zone every such row is refused, as the API refuses naive times."""
+    _register(backend_url)
+    settings = _settings(backend_url, tmp_path)
+    zone = ZoneInfo("Europe/Berlin")
+    walls = ["2099-01-15T09:00:00", "2099-07-01T12:00:00.250000"]
+    parquet = tmp_path / "naive.parquet"
+    pq.write_table(pa.table({"channel": ["out", "out"], "payload": ['{"n": 1}', '{"n": 2}'],
+                             "due_at": pa.array([datetime.fromisoformat(w) for w in walls],
+                                                pa.timestamp("us"))}), parquet)
+    csv = tmp_path / "naive.csv"
+    csv.write_text('channel,payload,due_at\n'
+                   'out,"{""n"": 3}",2099-01-15 09:00:00\n'
+                   'out,"{""n"": 4}",2099-07-01T12:00:00.25\n'
+                   'out,"{""n"": 5}",2099-03-29 02:30:00\n')
+    for path, fmt in ((parquet, SourceFormat.PARQUET), (csv, SourceFormat.CSV)):
+        refused = run_import(spark, str(path), settings=settings,
+                             shape=RowShape(format=fmt), rejects=str(tmp_path / f"no-{fmt}"))
+        assert refused.created == 0 and refused.rejected == refused.rows
+        taken = run_import(spark, str(path), settings=settings,
+                           shape=RowShape(format=fmt, zone=zone),
+                           rejects=str(tmp_path / f"in-{fmt}"))
+        assert taken.created == 2 and taken.rejected == taken.rows - 2
+    skipped = read_rejects(str(tmp_path / "in-csv"))
+    assert [(r["field"], r["reason"]) for r in skipped] == [
+        ("due_at", "'2099-03-29 02:30:00' does not exist in Europe/Berlin: its clocks go "
+                   "forward over it; give the time with an offset")]
+    winter = int(datetime(2099, 1, 15, 8, tzinfo=UTC).timestamp() * 1000)
+    summer = int(datetime(2099, 7, 1, 10, 0, 0, 250_000, tzinfo=UTC).timestamp() * 1000)
+    store = open_store(backend_url, buckets=16)
+    try:
+        due = {json.loads(s.payload)["n"]: s.due_ms
+               for s in store.list_schedules(status=Status.PENDING, limit=100)}
+    finally:
+        store.close()
+    assert due == {1: winter, 2: summer, 3: winter, 4: summer}
 
 
 def test_a_path_spark_cannot_read_is_refused_on_path(spark: SparkSession, tmp_path: Path) -> None:

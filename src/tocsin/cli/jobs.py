@@ -12,6 +12,8 @@ from tocsin.cli.common import MasterOpt, StoreOpt, fail, settings_for
 from tocsin.cli.output import emit
 
 if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
+
     from tocsin.config import Settings
 
 __all__ = ["archive", "import_schedules", "import_tenant", "register", "report"]
@@ -27,6 +29,10 @@ def import_schedules(
                                                "tenant key: its own).")] = None,
     rejects: Annotated[str | None, typer.Option(help="Folder for rejected rows.")] = None,
     partitions: Annotated[int | None, typer.Option(min=1, help="Most concurrent writers.")] = None,
+    zone: Annotated[str | None, typer.Option(
+        help="Read due times without an offset (a naive timestamp column, text without Z or "
+             "+hh:mm) as wall-clock times in this IANA zone, e.g. Europe/Berlin or UTC "
+             "(default: refuse them, as the API does).")] = None,
     recurring: Annotated[bool, typer.Option(
         "--recurring", help="Each line is a recurring rule (the fields of POST /v1/recurring: "
                             "cron or every, jitter...), applied without Spark.")] = False,
@@ -41,23 +47,38 @@ def import_schedules(
 
     settings = settings_for(store, spark_master)
     try:
+        wall_zone = import_zone(zone)  # bad input refused before the store is opened
         tenant = import_tenant(settings, tenant)
         if recurring:
             from tocsin.pipelines.rule_import import import_rules
 
-            if fmt not in (None, "json") or mapping:
+            if fmt not in (None, "json") or mapping or zone:
                 raise ValueError("--recurring reads JSON lines: no --format other than json, "
-                                 "no --map")
+                                 "no --map, no --zone (a rule has its own timezone)")
             emit(import_rules(path, settings=settings, tenant=tenant))
             return
         source = SourceFormat.named(fmt) if fmt else SourceFormat.of(path)
-        shape = RowShape(format=source, mapping=parse_mapping(mapping or []), tenant=tenant)
+        shape = RowShape(format=source, mapping=parse_mapping(mapping or []), tenant=tenant,
+                         zone=wall_zone)
         summary = run_import(session_for(settings, app_name="tocsin-import"),
                              path, settings=settings, fmt=source, shape=shape, rejects=rejects,
                              partitions=partitions, show_progress=sys.stdout.isatty())
     except (TocsinError, ValueError) as exc:
         fail(exc)
     emit(summary.to_dict())
+
+
+def import_zone(name: str | None) -> ZoneInfo | None:
+    """The zone ``--zone`` names (None: none given); ValueError naming the option."""
+    from tocsin.domain.cron import iana_zone
+    from tocsin.errors import ValidationError
+
+    if name is None:
+        return None
+    try:
+        return iana_zone(name)
+    except ValidationError as exc:
+        raise ValueError(f"--zone: {exc.reason}") from None
 
 
 def import_tenant(settings: Settings, named: str | None) -> str | None:

@@ -296,7 +296,7 @@ def run_import(spark: SparkSession, path: str, *, settings: Settings,
     fmt = fmt or SourceFormat.of(path)
     shape = RowShape(format=fmt, mapping=shape.mapping if shape else (),
                      tenant=shape.tenant if shape else None,
-                     max_depth=settings.max_json_depth)
+                     max_depth=settings.max_json_depth, zone=shape.zone if shape else None)
     rejects = rejects or str(settings.home / "rejects" / f"import-{now_ms}")
     with spark_conf(spark, _JOB_CONF):
         frame = _read(spark, path, fmt)  # a path that cannot be read touches no store

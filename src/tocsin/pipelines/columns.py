@@ -21,10 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tocsin.clock import to_ms
 from tocsin.pipelines.rows import EPOCH_MS, RowShape, SourceFormat
 from tocsin.validation.parsing import MAX_DUE_MS
 from tocsin.validation.schedule import PLAIN_TENANT, TEXT_LIMITS
@@ -145,6 +147,10 @@ def _due(column: pa.Array, shape: RowShape, earliest_ms: int,
     everyone = pa.array([True] * rows)
     if _text(column):
         parsed = _parsed(column, earliest_ms)
+        if shape.zone is not None:
+            # text without an offset is read in the zone by the row's way (so is any text
+            # Arrow did not read: the row's way tells the two apart as Python does)
+            everyone = pc.or_(pc.is_valid(parsed), pc.is_null(column))
         if shape.format is not SourceFormat.CSV:
             return column, parsed, everyone
         epoch = pc.fill_null(pc.match_substring_regex(column, f"^{EPOCH_MS.pattern}$"), False)
@@ -155,7 +161,10 @@ def _due(column: pa.Array, shape: RowShape, earliest_ms: int,
         text, due_ms, ok = _due(ms, shape, earliest_ms)
         assert due_ms is not None
         return (pc.if_else(epoch, text, column), pc.if_else(epoch, due_ms, parsed),
-                pc.or_kleene(pc.invert(epoch), ok))
+                pc.if_else(epoch, ok, everyone))
+    if pa.types.is_timestamp(column.type) and column.type.tz is None \
+            and shape.zone is not None and column.type.unit in _SCALE:
+        return _in_zone(column, shape.zone, earliest_ms)
     if pa.types.is_timestamp(column.type) and column.type.tz is not None \
             and column.type.unit in _SCALE:
         scale = _SCALE[column.type.unit]
@@ -174,6 +183,32 @@ def _due(column: pa.Array, shape: RowShape, earliest_ms: int,
     else:
         text = _utc_text(micros)
     return text, pc.divide(micros, 1_000), ok
+
+
+def _in_zone(column: pa.Array, zone: ZoneInfo, earliest_ms: int,
+             ) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """A naive timestamp column's wall-clock times in ``zone`` (``--zone``), as :func:`_due`
+    answers: read by Python's rules of the zone, as the row's way reads them (Arrow's end in
+    2037, after which it gives no summer time). A time the zone skips or passes twice, or one
+    outside the window, goes the row's way, whose answer names it."""
+    texts: list[str | None] = []
+    due_ms: list[int | None] = []
+    ok: list[bool] = []
+    low = max(earliest_ms, 0)
+    for wall in column.to_pylist():
+        if wall is None:  # a field not given
+            texts.append(None)
+            due_ms.append(None)
+            ok.append(True)
+            continue
+        first = wall.replace(tzinfo=zone)
+        ms = to_ms(first)
+        plain = (first.utcoffset() == wall.replace(tzinfo=zone, fold=1).utcoffset()
+                 and low <= ms <= MAX_DUE_MS)
+        texts.append(first.isoformat() if plain else None)
+        due_ms.append(ms if plain else None)
+        ok.append(plain)
+    return pa.array(texts, pa.string()), pa.array(due_ms, pa.int64()), pa.array(ok)
 
 
 def plain_columns(batch: pa.RecordBatch, shape: RowShape, *,

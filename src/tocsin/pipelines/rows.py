@@ -16,11 +16,13 @@ from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from tocsin.clock import from_ms
 from tocsin.domain.labels import labels_of_text
 from tocsin.errors import ValidationError
 from tocsin.validation.nesting import DEFAULT_DEPTH, too_deep
+from tocsin.validation.parsing import in_zone
 from tocsin.validation.schedule import Problem
 
 __all__ = ["DERIVED_KEY_PREFIX", "EPOCH_MS", "RowShape", "SourceFormat", "derived_key",
@@ -208,6 +210,10 @@ class RowShape:
     tenant: str | None = None
     max_depth: int = DEFAULT_DEPTH
     """The deepest nesting a JSON line may have (``max_json_depth``): deeper is a reject."""
+    zone: ZoneInfo | None = None
+    """The zone whose wall-clock times the due times without an offset name (a naive
+    timestamp column, text without ``Z`` or ``+hh:mm``): ``tocsin import --zone``. None:
+    such times are refused, as the API refuses them."""
 
     def item(self, raw: Any, *, source: str) -> tuple[dict[str, Any], str | None] | Problem:
         """The item for ``raw`` (a JSON line, or a CSV/Parquet row as a dict) and, when it
@@ -228,6 +234,11 @@ class RowShape:
                 row[field] = row.pop(column)
         if self.format is not SourceFormat.JSON and (problem := self._typed(row)) is not None:
             return problem
+        if self.zone is not None and type(row.get("due_at")) is str:
+            try:
+                row["due_at"] = in_zone(row["due_at"], self.zone)
+            except ValidationError as exc:
+                return Problem(exc.field, exc.reason)
         digest = (row_digest(source, row) if "key" not in row and "uniqueness_key" not in row
                   else None)
         if self.tenant is not None and row.setdefault("tenant", self.tenant) != self.tenant:

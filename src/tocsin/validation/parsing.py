@@ -10,8 +10,9 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 from tocsin.clock import to_ms
 from tocsin.domain import PayloadKind
@@ -28,6 +29,7 @@ __all__ = [
     "compact_json",
     "due_of",
     "header_bytes",
+    "in_zone",
     "json_text",
     "parse_duration",
     "parse_instant",
@@ -64,6 +66,8 @@ _CANONICAL_C, _COMPACT_C = _c_encoder(True), _c_encoder(False)
 json_text = json.encoder.encode_basestring_ascii
 """A string as JSON text, ASCII (what both encoders write for one)."""
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:\d{2})$")
+_NAIVE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?$")
+"""An RFC 3339 time but for its offset: what :func:`in_zone` reads as a wall-clock time."""
 
 
 
@@ -115,6 +119,29 @@ def parse_duration(value: float | str, field: str = "delay") -> timedelta:
     if seconds > MAX_DUE_MS / 1000:
         raise ValidationError(field, f"{value!r} is too long: the latest due time is year 9999")
     return timedelta(seconds=seconds)
+
+
+def in_zone(value: str, zone: ZoneInfo, field: str = "due_at") -> str:
+    """``value``, an RFC 3339 time without an offset (``2027-01-15 09:00:00``), as the
+    wall-clock time it names in ``zone``: the same time with the zone's offset then
+    (``2027-01-15T09:00:00+01:00``). Any other text is returned as it is, for
+    :func:`parse_instant` to read or refuse. A wall-clock time the zone's clocks skip (they go
+    forward over it) or pass twice (they go back over it) names no one instant: refused."""
+    text = value.strip()
+    if not _NAIVE.match(text):
+        return value
+    try:
+        wall = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise ValidationError(field, f"{value!r}: {exc}") from exc
+    first = wall.replace(tzinfo=zone)
+    if first.utcoffset() != wall.replace(tzinfo=zone, fold=1).utcoffset():
+        skipped = first.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != wall
+        raise ValidationError(field, (
+            f"{value!r} does not exist in {zone.key}: its clocks go forward over it"
+            if skipped else f"{value!r} happens twice in {zone.key}: its clocks go back over "
+            "it") + "; give the time with an offset")
+    return first.isoformat()
 
 
 def parse_instant(value: str, field: str = "due_at") -> int:
