@@ -414,7 +414,9 @@ def test_due_times_without_an_offset_are_wall_clock_times_in_the_import_s_zone()
             ("due_at", "its clocks go back over it; give the time with an offset")]
         refused = _same(RowShape(format=fmt), table)
         assert not refused.good
-        assert all("naive times are refused" in r["reason"] for r in refused.tally.rejects)
+        assert [(r["field"], r["reason"].split(": ", 1)[1]) for r in refused.tally.rejects] == [
+            ("due_at", "give one, or name the zone whose wall clock it reads with tocsin "
+                       "import --zone, e.g. --zone Europe/Berlin")] * 4
     fast = _loader(RowShape(format=SourceFormat.PARQUET, zone=zone)).check_batch(
         batch.slice(0, 2), _URIS[:1] * 2)
     assert (fast.tally.by_columns, fast.tally.by_model) == (2, 0)  # no row the row's way

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -58,6 +59,10 @@ def _import_twice(spark: SparkSession, backend_url: str, tmp_path: Path, total: 
         rejects = {int(N_PATTERN.search(r["row"]).group(1)): r  # type: ignore[union-attr]
                    for r in read_rejects(first.rejects)}
         assert {n: r["field"] for n, r in rejects.items()} == bad
+        assert {name: why["rows"] for name, why in first.rejected_by_field.items()} == dict(
+            Counter(bad.values()))
+        assert all(why["e.g."] in {r["reason"] for r in rejects.values() if r["field"] == name}
+                   for name, why in first.rejected_by_field.items())
         assert all(r["reason"] and r["source"] in ("a.jsonl", "b.jsonl")
                    for r in rejects.values())
 
@@ -99,8 +104,10 @@ def test_csv_and_parquet_with_mapping(spark: SparkSession, backend_url: str,
     summary = run_import(spark, str(csv), settings=settings, shape=shape,
                          rejects=str(tmp_path / "r-csv"))
     assert (summary.created, summary.rejected) == (2, 2)
-    fields = sorted(r["field"] for r in read_rejects(summary.rejects))
-    assert fields == ["payload", "tenant"]
+    reasons = {r["field"]: r["reason"] for r in read_rejects(summary.rejects)}
+    assert sorted(reasons) == ["payload", "tenant"]
+    assert summary.rejected_by_field == {name: {"rows": 1, "e.g.": reason}
+                                         for name, reason in sorted(reasons.items())}
 
     parquet = tmp_path / "in.parquet"
     pq.write_table(pa.table({"queue": ["out", "out"], "payload": ['{"n": 5}', '{"n": 6}'],
@@ -141,6 +148,12 @@ def test_naive_due_times_are_read_in_the_import_s_zone(spark: SparkSession, back
         refused = run_import(spark, str(path), settings=settings,
                              shape=RowShape(format=fmt), rejects=str(tmp_path / f"no-{fmt}"))
         assert refused.created == 0 and refused.rejected == refused.rows
+        # why, in the summary: each field's rows and one of their reasons
+        assert list(refused.rejected_by_field) == ["due_at"]
+        assert refused.rejected_by_field["due_at"]["rows"] == refused.rows
+        assert refused.rejected_by_field["due_at"]["e.g."].endswith(
+            "has no offset (Z or +hh:mm): give one, or name the zone whose wall clock it "
+            "reads with tocsin import --zone, e.g. --zone Europe/Berlin")
         taken = run_import(spark, str(path), settings=settings,
                            shape=RowShape(format=fmt, zone=zone),
                            rejects=str(tmp_path / f"in-{fmt}"))

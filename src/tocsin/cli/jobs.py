@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from tocsin.cli.common import MasterOpt, StoreOpt, fail, settings_for
-from tocsin.cli.output import emit
+from tocsin.cli.output import emit, json_wanted, plain
 
 if TYPE_CHECKING:
     from zoneinfo import ZoneInfo
@@ -65,7 +65,20 @@ def import_schedules(
                              partitions=partitions, show_progress=sys.stdout.isatty())
     except (TocsinError, ValueError) as exc:
         fail(exc)
-    emit(summary.to_dict())
+    emit_import(summary.to_dict())
+
+
+def emit_import(summary: dict[str, Any]) -> None:
+    """An import's summary; at a terminal, each field rows were rejected on gets a line of
+    its own under the table, with one reason whole (a table cell cuts it)."""
+    if json_wanted() or not summary.get("rejected_by_field"):
+        emit(summary)
+        return
+    why = summary.pop("rejected_by_field")
+    emit(summary)
+    for name, refused in why.items():
+        typer.echo(f"rejected on {plain(name)}: {refused['rows']:,} rows, e.g. "
+                   f"{plain(refused['e.g.'])}")
 
 
 def import_zone(name: str | None) -> ZoneInfo | None:

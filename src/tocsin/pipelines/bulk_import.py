@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ from tocsin.pipelines.rows import RowShape, SourceFormat
 from tocsin.stores import open_store
 
 if TYPE_CHECKING:
+    from pyspark.accumulators import Accumulator
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["ImportSummary", "run_import"]
@@ -80,10 +81,37 @@ class ImportSummary:
     by_model: int = 0
     """Rows checked by the API's model, the slow path: rows not plainly valid (mostly the
     rejected ones)."""
+    rejected_by_field: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Why rows were refused, without opening the rejects folder: for each field named by a
+    reject, most first, its ``rows`` and one of their reasons (``e.g.``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """As plain values, for the CLI's summary."""
         return asdict(self)
+
+
+class _Reasons:
+    """The rules of the accumulator of rejects by field (Spark's ``AccumulatorParam``): a
+    field's rows add up, its first reason seen is kept."""
+
+    def zero(self, value: dict[str, tuple[int, str]]) -> dict[str, tuple[int, str]]:
+        return {}
+
+    def addInPlace(self, into: dict[str, tuple[int, str]],
+                   more: dict[str, tuple[int, str]]) -> dict[str, tuple[int, str]]:
+        for name, (rows, reason) in more.items():
+            had_rows, had_reason = into.get(name, (0, reason))
+            into[name] = (had_rows + rows, had_reason)
+        return into
+
+
+def _by_field(rejects: list[dict[str, str]]) -> dict[str, tuple[int, str]]:
+    """A batch's rejects as :class:`_Reasons` adds them up."""
+    out: dict[str, tuple[int, str]] = {}
+    for reject in rejects:
+        rows, reason = out.get(reject["field"], (0, reject["reason"]))
+        out[reject["field"]] = (rows + 1, reason)
+    return out
 
 
 def _uri(path: str) -> str:
@@ -323,6 +351,9 @@ def _run(spark: SparkSession, path: str, frame: DataFrame, job: ImportJob, *, re
     frame = in_store_order(spread, job.shape) if ordered is frame else ordered
     sc = spark.sparkContext
     counts = {name: sc.accumulator(0) for name in _COUNTS}
+    # _Reasons has AccumulatorParam's methods: pyspark is not imported to load this module
+    reasons: Accumulator[dict[str, tuple[int, str]]] = sc.accumulator(
+        {}, _Reasons())  # type: ignore[arg-type]
 
     def load(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from tocsin.spark.worker import store_for
@@ -337,6 +368,8 @@ def _run(spark: SparkSession, path: str, frame: DataFrame, job: ImportJob, *, re
                 tally = loader.load_batch(batch.drop_columns([SOURCE_COLUMN]), sources)
             for name in _COUNTS:
                 counts[name].add(getattr(tally, name))
+            if tally.rejects:
+                reasons.add(_by_field(tally.rejects))
             yield pa.RecordBatch.from_pylist(tally.rejects, schema=REJECT_SCHEMA)
         # The chunks committed without waiting for the flush: one commit that waits makes
         # them durable before the task ends (its counts reach the driver only then).
@@ -378,6 +411,9 @@ def _run(spark: SparkSession, path: str, frame: DataFrame, job: ImportJob, *, re
     seconds = time.monotonic() - started
     got = {name: int(acc.value) for name, acc in counts.items()}
     rows = sum(got[name] for name in _ROWS)
+    why = sorted(reasons.value.items(), key=lambda item: (-item[1][0], item[0]))
     return ImportSummary(rows=rows, rejects=rejects, seconds=round(seconds, 3),
                          rows_per_s=round(rows / seconds, 1) if seconds > 0 else 0.0,
-                         partitions=writers, **got)
+                         partitions=writers, **got, rejected_by_field={
+                             name: {"rows": count, "e.g.": reason}
+                             for name, (count, reason) in why})

@@ -22,7 +22,7 @@ from tocsin.clock import from_ms
 from tocsin.domain.labels import labels_of_text
 from tocsin.errors import ValidationError
 from tocsin.validation.nesting import DEFAULT_DEPTH, too_deep
-from tocsin.validation.parsing import in_zone
+from tocsin.validation.parsing import has_no_offset, in_zone
 from tocsin.validation.schedule import Problem
 
 __all__ = ["DERIVED_KEY_PREFIX", "EPOCH_MS", "RowShape", "SourceFormat", "derived_key",
@@ -234,9 +234,13 @@ class RowShape:
                 row[field] = row.pop(column)
         if self.format is not SourceFormat.JSON and (problem := self._typed(row)) is not None:
             return problem
-        if self.zone is not None and type(row.get("due_at")) is str:
+        if type(due_at := row.get("due_at")) is str and has_no_offset(due_at):
+            if self.zone is None:
+                return Problem("due_at", f"{due_at!r} has no offset (Z or +hh:mm): give one, "
+                                         "or name the zone whose wall clock it reads with "
+                                         "tocsin import --zone, e.g. --zone Europe/Berlin")
             try:
-                row["due_at"] = in_zone(row["due_at"], self.zone)
+                row["due_at"] = in_zone(due_at, self.zone)
             except ValidationError as exc:
                 return Problem(exc.field, exc.reason)
         digest = (row_digest(source, row) if "key" not in row and "uniqueness_key" not in row

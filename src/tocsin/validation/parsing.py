@@ -28,6 +28,7 @@ __all__ = [
     "check_message_size",
     "compact_json",
     "due_of",
+    "has_no_offset",
     "header_bytes",
     "in_zone",
     "json_text",
@@ -121,15 +122,21 @@ def parse_duration(value: float | str, field: str = "delay") -> timedelta:
     return timedelta(seconds=seconds)
 
 
+def has_no_offset(value: str) -> bool:
+    """Whether ``value`` is an RFC 3339 time but for its offset (``2027-01-15 09:00:00``):
+    a wall-clock time, which names an instant only in a zone."""
+    return _NAIVE.match(value.strip()) is not None
+
+
 def in_zone(value: str, zone: ZoneInfo, field: str = "due_at") -> str:
     """``value``, an RFC 3339 time without an offset (``2027-01-15 09:00:00``), as the
     wall-clock time it names in ``zone``: the same time with the zone's offset then
     (``2027-01-15T09:00:00+01:00``). Any other text is returned as it is, for
     :func:`parse_instant` to read or refuse. A wall-clock time the zone's clocks skip (they go
     forward over it) or pass twice (they go back over it) names no one instant: refused."""
-    text = value.strip()
-    if not _NAIVE.match(text):
+    if not has_no_offset(value):
         return value
+    text = value.strip()
     try:
         wall = datetime.fromisoformat(text)
     except ValueError as exc:
