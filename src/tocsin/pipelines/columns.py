@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from tocsin.clock import to_ms
 from tocsin.pipelines.rows import EPOCH_MS, RowShape, SourceFormat
-from tocsin.validation.parsing import MAX_DUE_MS
+from tocsin.validation.parsing import MAX_DUE_MS, one_instant
 from tocsin.validation.schedule import PLAIN_TENANT, TEXT_LIMITS
 
 __all__ = ["PlainColumns", "plain_columns"]
@@ -201,11 +201,10 @@ def _in_zone(column: pa.Array, zone: ZoneInfo, earliest_ms: int,
             due_ms.append(None)
             ok.append(True)
             continue
-        first = wall.replace(tzinfo=zone)
-        ms = to_ms(first)
-        plain = (first.utcoffset() == wall.replace(tzinfo=zone, fold=1).utcoffset()
-                 and low <= ms <= MAX_DUE_MS)
-        texts.append(first.isoformat() if plain else None)
+        instant = one_instant(wall, zone)
+        ms = None if instant is None else to_ms(instant)
+        plain = ms is not None and low <= ms <= MAX_DUE_MS
+        texts.append(instant.isoformat() if plain and instant is not None else None)
         due_ms.append(ms if plain else None)
         ok.append(plain)
     return pa.array(texts, pa.string()), pa.array(due_ms, pa.int64()), pa.array(ok)

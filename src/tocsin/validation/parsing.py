@@ -32,6 +32,7 @@ __all__ = [
     "header_bytes",
     "in_zone",
     "json_text",
+    "one_instant",
     "parse_duration",
     "parse_instant",
     "payload_of",
@@ -66,8 +67,9 @@ def _c_encoder(sort_keys: bool) -> Any:
 _CANONICAL_C, _COMPACT_C = _c_encoder(True), _c_encoder(False)
 json_text = json.encoder.encode_basestring_ascii
 """A string as JSON text, ASCII (what both encoders write for one)."""
-_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:\d{2})$")
-_NAIVE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?$")
+_WALL_CLOCK = r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?"
+_RFC3339 = re.compile(_WALL_CLOCK + r"([Zz]|[+-]\d{2}:\d{2})$")
+_NAIVE = re.compile(_WALL_CLOCK + "$")
 """An RFC 3339 time but for its offset: what :func:`in_zone` reads as a wall-clock time."""
 
 
@@ -141,14 +143,22 @@ def in_zone(value: str, zone: ZoneInfo, field: str = "due_at") -> str:
         wall = datetime.fromisoformat(text)
     except ValueError as exc:
         raise ValidationError(field, f"{value!r}: {exc}") from exc
+    if (instant := one_instant(wall, zone)) is not None:
+        return instant.isoformat()
+    skipped = wall.replace(tzinfo=zone).astimezone(UTC).astimezone(zone).replace(
+        tzinfo=None) != wall
+    raise ValidationError(field, (
+        f"{value!r} does not exist in {zone.key}: its clocks go forward over it"
+        if skipped else f"{value!r} happens twice in {zone.key}: its clocks go back over "
+        "it") + "; give the time with an offset")
+
+
+def one_instant(wall: datetime, zone: ZoneInfo) -> datetime | None:
+    """The naive ``wall`` as that wall-clock time in ``zone`` (aware, with the zone's offset
+    then, by Python's rules of the zone in any year); None when it names no one instant: the
+    zone's clocks skip it or pass it twice."""
     first = wall.replace(tzinfo=zone)
-    if first.utcoffset() != wall.replace(tzinfo=zone, fold=1).utcoffset():
-        skipped = first.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != wall
-        raise ValidationError(field, (
-            f"{value!r} does not exist in {zone.key}: its clocks go forward over it"
-            if skipped else f"{value!r} happens twice in {zone.key}: its clocks go back over "
-            "it") + "; give the time with an offset")
-    return first.isoformat()
+    return first if first.utcoffset() == wall.replace(tzinfo=zone, fold=1).utcoffset() else None
 
 
 def parse_instant(value: str, field: str = "due_at") -> int:
